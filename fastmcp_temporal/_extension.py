@@ -1,0 +1,263 @@
+"""`TemporalTasksExtension`: FastMCP's tasks extension (SEP-2663) on Temporal.
+
+A drop-in for `fastmcp_tasks.TasksExtension`: the same capability, the same
+`tools/call` decision rules and the same `tasks/*` wire, with every task a Temporal
+workflow and every tool leg an activity. The wire models, the client half and the
+claim-production patch come from `fastmcp_tasks`; the engine is ours.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from fastmcp.exceptions import NotFoundError, ToolError
+from fastmcp.server.dependencies import extract_version_spec, get_http_request
+from fastmcp.server.extensions import MethodBinding, ServerExtension, read_client_extension_settings
+from fastmcp.utilities.tasks import TASKS_EXTENSION_ID
+from fastmcp.utilities.versions import VersionSpec
+from fastmcp_tasks import wire_production
+from fastmcp_tasks.models import (
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    CancelTaskParams,
+    CancelTaskResult,
+    GetTaskParams,
+    GetTaskResult,
+    UpdateTaskParams,
+    UpdateTaskResult,
+    missing_capability_error_data,
+)
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
+from mcp_types import INTERNAL_ERROR
+from mcp_types.jsonrpc import HEADER_MISMATCH
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from fastmcp_temporal import _fastmcp_private, _leg_context
+from fastmcp_temporal._backend import Backend
+from fastmcp_temporal._connection import ensure_search_attributes, temporal_client
+from fastmcp_temporal._creation import start_task
+from fastmcp_temporal._handlers import TaskMethods
+from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal.activities.tool_leg import ToolLegActivities
+from fastmcp_temporal.workflows.task import McpTaskWorkflow
+
+if TYPE_CHECKING:
+    import mcp_types
+    from fastmcp import FastMCP
+    from fastmcp.server.context import Context
+    from fastmcp.server.extensions import ToolCallContinuation, ToolCallOutcome
+
+logger = logging.getLogger("fastmcp_temporal")
+
+_TASK_METHOD_VERSIONS = frozenset(MODERN_PROTOCOL_VERSIONS)
+
+# Cancellation reaches a running tool on its next heartbeat the worker sends;
+# the SDK's default throttle (0.8 x heartbeat timeout) would delay it by seconds.
+_HEARTBEAT_THROTTLE = timedelta(milliseconds=200)
+# A dead worker's sticky queue holds the workflow's next task this long.
+_STICKY_TIMEOUT = timedelta(seconds=1)
+
+
+class TemporalTasksExtension(ServerExtension):
+    """Run `task=True` tools as Temporal workflows.
+
+    Every argument falls back to its `FASTMCP_TEMPORAL_*` environment variable and
+    then to the default; with no address anywhere a local dev server is started.
+    Pass `client` to reuse a connected `temporalio.client.Client`.
+    """
+
+    identifier = TASKS_EXTENSION_ID
+
+    def __init__(
+        self,
+        *,
+        address: str | None = None,
+        namespace: str | None = None,
+        task_queue: str | None = None,
+        client: Client | None = None,
+        worker: bool | None = None,
+        task_ttl: timedelta | None = None,
+        heartbeat_timeout: timedelta | None = None,
+        **settings: Any,
+    ) -> None:
+        overrides = {
+            "address": address,
+            "namespace": namespace,
+            "task_queue": task_queue,
+            "worker": worker,
+            "task_ttl": task_ttl,
+            "heartbeat_timeout": heartbeat_timeout,
+            **settings,
+        }
+        self._settings = TemporalTasksSettings(**{k: v for k, v in overrides.items() if v is not None})
+        self._client = client
+        self._backend: Backend | None = None
+        self._methods: TaskMethods | None = None
+
+    @property
+    def temporal_settings(self) -> TemporalTasksSettings:
+        """The resolved configuration (constructor over environment over defaults)."""
+        return self._settings
+
+    @property
+    def client(self) -> Client | None:
+        """The Temporal client while the server runs."""
+        return self._backend.client if self._backend else None
+
+    def clone(self) -> TemporalTasksExtension:
+        return TemporalTasksExtension(client=self._client, **self._settings.model_dump())
+
+    def settings(self) -> dict[str, Any]:
+        return {}
+
+    def methods(self) -> Sequence[MethodBinding]:
+        return [
+            MethodBinding("tasks/get", GetTaskParams, self._handle_get, _TASK_METHOD_VERSIONS),
+            MethodBinding("tasks/update", UpdateTaskParams, self._handle_update, _TASK_METHOD_VERSIONS),
+            MethodBinding("tasks/cancel", CancelTaskParams, self._handle_cancel, _TASK_METHOD_VERSIONS),
+        ]
+
+    async def _handle_get(self, ctx: ServerRequestContext[Any, Any], params: GetTaskParams) -> GetTaskResult:
+        return await self._task_methods(ctx, params.task_id).get(params.task_id)
+
+    async def _handle_update(
+        self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams
+    ) -> UpdateTaskResult:
+        return await self._task_methods(ctx, params.task_id).update(params.task_id, params.input_responses)
+
+    async def _handle_cancel(
+        self, ctx: ServerRequestContext[Any, Any], params: CancelTaskParams
+    ) -> CancelTaskResult:
+        return await self._task_methods(ctx, params.task_id).cancel(params.task_id)
+
+    def _task_methods(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> TaskMethods:
+        """Apply the gates every `tasks/*` shares, then the running backend's methods."""
+        if read_client_extension_settings(ctx, TASKS_EXTENSION_ID) is None:
+            raise _missing_capability(f"This request targets the tasks extension ({TASKS_EXTENSION_ID})")
+        _require_matching_route(task_id)
+        if self._methods is None:
+            raise MCPError(code=-32602, message=f"Task {task_id} not found")
+        return self._methods
+
+    async def intercept_tool_call(
+        self,
+        params: mcp_types.CallToolRequestParams,
+        context: Context,
+        call_next: ToolCallContinuation,
+    ) -> ToolCallOutcome:
+        """Run the call as a task when the tool's mode and the client's opt-in say so."""
+        from_client = _fastmcp_private.is_client_tool_call()
+        version_str = extract_version_spec(params.meta)
+        version = VersionSpec(eq=version_str) if version_str else None
+        try:
+            tool = await context.fastmcp.get_tool(params.name, version)
+        except NotFoundError:
+            tool = None
+        if tool is None or not tool.task_config.supports_tasks():
+            return await call_next()
+
+        request = context.request_context
+        opted_in = (
+            request is not None
+            and request.protocol_version in MODERN_PROTOCOL_VERSIONS
+            and context.client_extension_settings(TASKS_EXTENSION_ID) is not None
+        )
+        mode = tool.task_config.mode
+        if not from_client:
+            if mode == "required":
+                raise ToolError(
+                    f"Tool {tool.name!r} only runs as a background task, which the client "
+                    "has to request by calling it directly."
+                )
+            return await call_next()
+        if mode == "required" and not opted_in:
+            raise _missing_capability(f"Tool {tool.name!r} requires the tasks extension ({TASKS_EXTENSION_ID})")
+        if not opted_in:
+            return await call_next()
+        if self._backend is None:
+            raise MCPError(
+                code=INTERNAL_ERROR,
+                message="Background tasks need the server's lifespan running (TemporalTasksExtension).",
+            )
+        return await start_task(self._backend, tool, params.arguments, context)
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncGenerator[None, None]:
+        """Connect to Temporal and, unless API-only, run a worker in this process."""
+        server = self.server
+        if not [c for c in await server.get_tasks() if c.task_config.supports_tasks()]:
+            yield
+            return
+        async with AsyncExitStack() as stack:
+            client = self._client or await stack.enter_async_context(temporal_client(self._settings))
+            searchable = await ensure_search_attributes(client, self._settings.namespace)
+            _leg_context.install_hooks()
+            stack.callback(_leg_context.release_hooks)
+            wire_production.install()
+            stack.callback(wire_production.uninstall)
+            if self._settings.worker:
+                await stack.enter_async_context(_running_worker(client, server, self._settings))
+            self._backend = Backend(client, self._settings, searchable, self._settings.worker)
+            self._methods = TaskMethods(self._backend)
+            try:
+                yield
+            finally:
+                self._backend = self._methods = None
+
+
+@asynccontextmanager
+async def _running_worker(
+    client: Client, server: FastMCP, settings: TemporalTasksSettings
+) -> AsyncGenerator[Worker, None]:
+    """A worker on the server's own event loop, inside its lifespan, stopped gracefully."""
+    worker = build_worker(client, server, settings)
+    run = asyncio.create_task(worker.run())
+    try:
+        yield worker
+    finally:
+        await worker.shutdown()
+        await run
+
+
+def build_worker(client: Client, server: FastMCP, settings: TemporalTasksSettings) -> Worker:
+    return Worker(
+        client,
+        task_queue=settings.task_queue,
+        workflows=[McpTaskWorkflow],
+        activities=[ToolLegActivities(server).run_tool_leg],
+        max_concurrent_activities=settings.max_concurrent_activities,
+        max_heartbeat_throttle_interval=_HEARTBEAT_THROTTLE,
+        default_heartbeat_throttle_interval=_HEARTBEAT_THROTTLE,
+        sticky_queue_schedule_to_start_timeout=_STICKY_TIMEOUT,
+        graceful_shutdown_timeout=settings.shutdown_grace,
+    )
+
+
+def _missing_capability(subject: str) -> MCPError:
+    return MCPError(
+        code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+        message=f"{subject}; the client did not declare it for this request.",
+        data=missing_capability_error_data(),
+    )
+
+
+def _require_matching_route(task_id: str) -> None:
+    """Over HTTP, an `Mcp-Name` header must name the same task as the body (SEP-2243)."""
+    try:
+        request = get_http_request()
+    except RuntimeError:
+        return
+    header = request.headers.get(MCP_NAME_HEADER)
+    if header is not None and decode_header_value(header) != task_id:
+        raise MCPError(
+            code=HEADER_MISMATCH,
+            message=f"{MCP_NAME_HEADER} header does not match the request body's 'taskId' parameter",
+        )

@@ -1,0 +1,75 @@
+"""Every private FastMCP and fastmcp-tasks symbol this package leans on, in one place.
+
+FastMCP ships no public task-backend API, so a backend must reach a few internals.
+Each is wrapped here with the reason it is needed; a FastMCP upgrade that moves one
+breaks this module alone (`pyproject.toml` pins the compatible range).
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
+    from fastmcp.server.context import Context
+    from fastmcp.tools.base import Tool
+    from fastmcp_tasks.context import TaskContextSnapshot
+
+
+def is_client_tool_call() -> bool:
+    """Whether this dispatch is the client's own call; nested calls must run inline."""
+    from fastmcp.server.dependencies import _is_client_tool_call
+
+    return _is_client_tool_call()
+
+
+def apply_snapshot(snapshot: TaskContextSnapshot) -> None:
+    """Restore token, headers and session id; the reference keeps the expiry check here."""
+    from fastmcp_tasks.context import _apply_snapshot_to_context
+
+    _apply_snapshot_to_context(snapshot)
+
+
+def owning_server(tool: Tool, root: FastMCP) -> FastMCP:
+    """The child server a mounted tool lives on, via `FastMCPProviderTool._server`."""
+    from fastmcp_tasks.creation import _owning_server
+
+    return _owning_server(tool, root)
+
+
+async def resolve_owning_server(snapshot: TaskContextSnapshot | None) -> FastMCP | None:
+    """Re-resolve a mounted tool's child server from the root in a remote worker."""
+    from fastmcp_tasks.context import _resolve_owning_server
+
+    return await _resolve_owning_server(snapshot)
+
+
+def set_pending_input(ctx: Context, responses: Any, request_state: str | None) -> None:
+    """`ctx.input_responses`/`ctx.request_state` fall back to these in a task."""
+    ctx._task_input_responses = responses
+    ctx._task_request_state = request_state
+
+
+def mask_error_details(server: FastMCP) -> bool:
+    """The server's masking policy has no public reader."""
+    return server._mask_error_details
+
+
+def lifespan_manager(server: FastMCP) -> AbstractAsyncContextManager[Any]:
+    """A worker process must enter the server's full lifespan without serving MCP."""
+    return server._lifespan_manager()
+
+
+def background_context_factory() -> Any:
+    """The installed factory, so ours can chain to another tasks backend's."""
+    from fastmcp.server import dependencies
+
+    return dependencies._background_context_factory
+
+
+def worker_server_resolver() -> Any:
+    """The installed resolver, so ours can chain to another tasks backend's."""
+    from fastmcp.server import dependencies
+
+    return dependencies._worker_server_resolver

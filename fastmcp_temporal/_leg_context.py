@@ -1,0 +1,125 @@
+"""The `Context` and server a tool body sees while it runs as a Temporal activity.
+
+Core FastMCP resolves `ctx: Context` and `get_server()` in a background task through
+two process-global hooks. While an activity runs a leg, `running_leg` holds that
+leg's identity; the hooks read it and fall back to whatever was installed before
+(another tasks backend in the same process) outside our activities. The hooks are
+refcounted so one server's shutdown never strands a sibling server's legs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fastmcp.server.context import Context
+from fastmcp.server.dependencies import (
+    set_background_context_factory,
+    set_worker_server_resolver,
+)
+
+from fastmcp_temporal import _fastmcp_private
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
+    from mcp_types import LoggingLevel
+
+logger = logging.getLogger("fastmcp_temporal.task")
+
+
+@dataclass(frozen=True)
+class RunningLeg:
+    task_id: str
+    server: FastMCP
+    origin_request_id: str | None
+    input_responses: Any
+    request_state: str | None
+
+
+running_leg: ContextVar[RunningLeg | None] = ContextVar("fastmcp_temporal_leg", default=None)
+
+
+@contextmanager
+def leg_scope(leg: RunningLeg) -> Iterator[None]:
+    token = running_leg.set(leg)
+    try:
+        yield
+    finally:
+        running_leg.reset(token)
+
+
+class TaskContext(Context):
+    """A background-task `Context` whose logging goes to the server log.
+
+    The task has no session to notify, so the reference engine's `ctx.log` raises;
+    here it reaches `fastmcp_temporal.task` tagged with the task id instead.
+    """
+
+    async def log(
+        self,
+        message: str,
+        level: LoggingLevel | None = None,
+        logger_name: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        numeric = logging.getLevelName((level or "info").upper())
+        if not isinstance(numeric, int):
+            numeric = logging.WARNING
+        logging.getLogger(logger_name or logger.name).log(
+            numeric, "[task %s] %s", self.task_id, message, extra={"task_extra": extra}
+        )
+
+
+async def _make_leg_context() -> Context | None:
+    leg = running_leg.get()
+    if leg is None:
+        return await _call_previous_factory()
+    ctx = TaskContext(
+        fastmcp=leg.server,
+        session=None,
+        task_id=leg.task_id,
+        origin_request_id=leg.origin_request_id,
+    )
+    await ctx.__aenter__()
+    _fastmcp_private.set_pending_input(ctx, leg.input_responses, leg.request_state)
+    return ctx
+
+
+def _resolve_leg_server() -> FastMCP | None:
+    leg = running_leg.get()
+    if leg is not None:
+        return leg.server
+    return _previous_resolver() if _previous_resolver is not None else None
+
+
+async def _call_previous_factory() -> Context | None:
+    if _previous_factory is None:
+        return None
+    return await _previous_factory()
+
+
+_holds = 0
+_previous_factory: Any = None
+_previous_resolver: Any = None
+
+
+def install_hooks() -> None:
+    global _holds, _previous_factory, _previous_resolver
+    if _holds == 0:
+        _previous_factory = _fastmcp_private.background_context_factory()
+        _previous_resolver = _fastmcp_private.worker_server_resolver()
+        set_background_context_factory(_make_leg_context)
+        set_worker_server_resolver(_resolve_leg_server)
+    _holds += 1
+
+
+def release_hooks() -> None:
+    global _holds
+    _holds -= 1
+    if _holds == 0:
+        set_background_context_factory(_previous_factory)
+        set_worker_server_resolver(_previous_resolver)

