@@ -107,6 +107,12 @@ class TemporalTasksExtension(ServerExtension):
         """The resolved configuration (constructor over environment over defaults)."""
         return self._settings
 
+    def configure(self, **overrides: Any) -> None:
+        """Override settings before the server starts (used by the worker CLI)."""
+        if self._backend is not None:
+            raise RuntimeError("Configure TemporalTasksExtension before the server starts.")
+        self._settings = TemporalTasksSettings(**{**self._settings.model_dump(), **overrides})
+
     @property
     def client(self) -> Client | None:
         """The Temporal client while the server runs."""

@@ -61,6 +61,11 @@ def lifespan_manager(server: FastMCP) -> AbstractAsyncContextManager[Any]:
     return server._lifespan_manager()
 
 
+def registered_extension(server: FastMCP, identifier: str) -> Any:
+    """FastMCP has no public lookup of a registered extension by identifier."""
+    return server._extensions.get(identifier)
+
+
 def background_context_factory() -> Any:
     """The installed factory, so ours can chain to another tasks backend's."""
     from fastmcp.server import dependencies

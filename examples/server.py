@@ -1,0 +1,47 @@
+"""A demo MCP server whose background tasks run on Temporal.
+
+    python examples/server.py            # HTTP on http://127.0.0.1:8000/mcp
+
+With no FASTMCP_TEMPORAL_ADDRESS set, an embedded Temporal dev server starts (its
+UI URL is logged); otherwise tasks run on the server at that address.
+"""
+
+from __future__ import annotations
+
+import anyio
+from fastmcp import Context, FastMCP
+from mcp_types import ElicitRequest, InputRequiredResult
+
+from fastmcp_temporal import TemporalTasksExtension
+
+mcp = FastMCP("fastmcp-temporal demo")
+mcp.add_extension(TemporalTasksExtension())
+
+
+@mcp.tool(task=True)
+async def crunch(n: int, ctx: Context) -> int:
+    """Square n slowly, reporting progress as it goes."""
+    for step in range(1, 4):
+        await ctx.report_progress(step, 3, f"step {step} of 3")
+        await anyio.sleep(0.5)
+    return n * n
+
+
+@mcp.tool(task=True)
+async def greet(ctx: Context) -> str | InputRequiredResult:
+    """Ask the caller for a name mid-task, then greet them."""
+    if ctx.input_responses is None:
+        ask = ElicitRequest(
+            method="elicitation/create",
+            params={
+                "mode": "form",
+                "message": "What is your name?",
+                "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
+            },
+        )
+        return InputRequiredResult(result_type="input_required", input_requests={"name": ask})
+    return f"Hello, {ctx.input_responses['name'].content['name']}!"
+
+
+if __name__ == "__main__":
+    mcp.run(transport="http", host="127.0.0.1", port=8000)
