@@ -65,6 +65,20 @@ class TemporalTasksSettings(BaseSettings):
             )
         return value
 
+    @field_validator(
+        "task_ttl", "heartbeat_timeout", "start_to_close_timeout", "shutdown_grace", "connect_timeout",
+        mode="before",
+    )
+    @classmethod
+    def _seconds(cls, value: object) -> object:
+        """Let the environment say `900` for 900 seconds, besides ISO 8601 (`PT15M`)."""
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                return value
+        return value
+
     @field_validator("task_ttl", "heartbeat_timeout", "start_to_close_timeout")
     @classmethod
     def _positive(cls, value: timedelta) -> timedelta:
