@@ -1,0 +1,91 @@
+"""Configuration: constructor, environment, an existing client, and the zero-config default."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from fastmcp import Client, FastMCP
+from temporalio.client import Client as TemporalClient
+
+from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal._devserver import DevServer, free_port
+
+pytestmark = pytest.mark.anyio
+
+
+def _server(extension: TemporalTasksExtension) -> FastMCP:
+    mcp = FastMCP("config")
+
+    @mcp.tool(task=True)
+    async def double(n: int) -> int:
+        return 2 * n
+
+    mcp.add_extension(extension)
+    return mcp
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+def test_a_malformed_address_is_refused_at_construction() -> None:
+    with pytest.raises(ValueError, match="must be host:port"):
+        TemporalTasksExtension(address="localhost")
+
+
+async def test_an_unreachable_server_fails_startup_with_the_fix() -> None:
+    mcp = _server(TemporalTasksExtension(address=f"127.0.0.1:{free_port()}", connect_timeout=2))
+    # The in-memory client wraps startup failures; the message is what a person reads.
+    with pytest.raises(Exception, match="Cannot reach Temporal.*dev-server.sh"):
+        async with Client(mcp):
+            pass
+
+
+async def test_an_unknown_namespace_fails_startup(temporal_server: DevServer) -> None:
+    mcp = _server(TemporalTasksExtension(address=temporal_server.address, namespace="no-such-namespace"))
+    with pytest.raises(Exception, match="Cannot reach Temporal namespace 'no-such-namespace'"):
+        async with Client(mcp):
+            pass
+
+
+async def test_settings_come_from_the_environment(
+    temporal_server: DevServer, task_queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FASTMCP_TEMPORAL_ADDRESS", temporal_server.address)
+    monkeypatch.setenv("FASTMCP_TEMPORAL_TASK_QUEUE", task_queue)
+    monkeypatch.setenv("FASTMCP_TEMPORAL_TASK_TTL", "120")
+    extension = TemporalTasksExtension()
+    async with Client(_server(extension)) as client:
+        assert (await client.call_tool("double", {"n": 4})).data == 8
+    settings = extension.temporal_settings
+    assert (settings.address, settings.task_queue) == (temporal_server.address, task_queue)
+    assert settings.task_ttl.total_seconds() == 120
+
+
+async def test_an_existing_temporal_client_is_used(temporal_server: DevServer, task_queue: str) -> None:
+    temporal = await TemporalClient.connect(temporal_server.address)
+    extension = TemporalTasksExtension(client=temporal, task_queue=task_queue)
+    async with Client(_server(extension)) as client:
+        assert extension.client is temporal
+        assert (await client.call_tool("double", {"n": 5})).data == 10
+
+
+async def test_zero_config_starts_a_persistent_dev_server_and_stops_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FASTMCP_TEMPORAL_ADDRESS", raising=False)
+    monkeypatch.setenv("FASTMCP_TEMPORAL_STATE_DIR", str(tmp_path))
+    extension = TemporalTasksExtension(ui=False)
+    async with Client(_server(extension)) as client:
+        assert (await client.call_tool("double", {"n": 21})).data == 42
+        record = (tmp_path / "dev-server.json").read_text()
+        assert (tmp_path / "temporal.db").is_file()
+    pid = json.loads(record)["pid"]
+    assert not _pid_alive(pid)
