@@ -14,19 +14,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
-from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.api.operatorservice.v1 import (
-    AddSearchAttributesRequest,
-    ListSearchAttributesRequest,
-)
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 
 from fastmcp_temporal._devserver import (
     SEARCH_ATTRIBUTES,
+    DevServerError,
     default_state_dir,
     reuse_or_start_dev_server,
 )
+from fastmcp_temporal._devserver import ensure_search_attributes as register_search_attributes
 from fastmcp_temporal._settings import TemporalTasksSettings
 
 logger = logging.getLogger("fastmcp_temporal")
@@ -76,28 +73,16 @@ async def connect(address: str, namespace: str, settings: TemporalTasksSettings)
     return client
 
 
-async def ensure_search_attributes(client: Client, namespace: str) -> bool:
+async def ensure_search_attributes(client: Client, address: str, namespace: str) -> bool:
     """Register the search attributes tasks are indexed by; False when the server refuses."""
     try:
-        listed = await client.operator_service.list_search_attributes(
-            ListSearchAttributesRequest(namespace=namespace)
-        )
-        missing = {
-            name: IndexedValueType.Value(f"INDEXED_VALUE_TYPE_{kind.upper()}")
-            for name, kind in SEARCH_ATTRIBUTES.items()
-            if name not in listed.custom_attributes
-        }
-        if missing:
-            await client.operator_service.add_search_attributes(
-                AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
-            )
-    except Exception as exc:
+        await register_search_attributes(client, address, namespace)
+    except DevServerError as exc:
         logger.warning(
-            "Tasks will not be searchable by tool, status and scope: could not register "
-            "search attributes %s in namespace %r (%s). Register them as Keyword to enable it.",
-            ", ".join(SEARCH_ATTRIBUTES),
-            namespace,
+            "Tasks will not be searchable by tool, status and scope: %s Register %s as "
+            "Keyword search attributes to enable it.",
             exc,
+            ", ".join(SEARCH_ATTRIBUTES),
         )
         return False
     return True

@@ -204,7 +204,9 @@ class TemporalTasksExtension(ServerExtension):
             return
         async with AsyncExitStack() as stack:
             client = self._client or await stack.enter_async_context(temporal_client(self._settings))
-            searchable = await ensure_search_attributes(client, self._settings.namespace)
+            searchable = await ensure_search_attributes(
+                client, client.service_client.config.target_host, self._settings.namespace
+            )
             _leg_context.install_hooks()
             stack.callback(_leg_context.release_hooks)
             wire_production.install()
