@@ -76,7 +76,7 @@ class ToolLegActivities:
             input_responses=decode_answers(leg.input_responses),
             request_state=leg.request_state,
         )
-        with leg_scope(running), progress_scope(leg.task_id) as progress:
+        with leg_scope(running), progress_scope(leg.task_id, _previous_attempt()) as progress:
             async with _heartbeating(progress):
                 return await _run_component(component, owner, leg.arguments)
 
@@ -146,6 +146,12 @@ async def _heartbeating(progress: LegProgress) -> AsyncIterator[None]:
         yield
     finally:
         ticker.cancel()
+
+
+def _previous_attempt() -> dict[str, Any] | None:
+    """What a crashed earlier attempt of this leg last heartbeated."""
+    details = activity.info().heartbeat_details
+    return details[0] if details and isinstance(details[0], dict) else None
 
 
 def _input_required(value: Any) -> mcp_types.InputRequiredResult | None:

@@ -19,13 +19,26 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from fastmcp_temporal._extension import TemporalTasksExtension
+    from fastmcp_temporal._policy import ExecutionPolicy, execution_policy
+    from fastmcp_temporal._resumable import checkpoint, last_checkpoint
     from fastmcp_temporal._settings import TemporalTasksSettings
 
-__all__ = ["TemporalTasksExtension", "TemporalTasksSettings"]
+__all__ = [
+    "ExecutionPolicy",
+    "TemporalTasksExtension",
+    "TemporalTasksSettings",
+    "checkpoint",
+    "execution_policy",
+    "last_checkpoint",
+]
 
 _EXPORTS = {
+    "ExecutionPolicy": "fastmcp_temporal._policy",
     "TemporalTasksExtension": "fastmcp_temporal._extension",
     "TemporalTasksSettings": "fastmcp_temporal._settings",
+    "checkpoint": "fastmcp_temporal._resumable",
+    "execution_policy": "fastmcp_temporal._policy",
+    "last_checkpoint": "fastmcp_temporal._resumable",
 }
 
 

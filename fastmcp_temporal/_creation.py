@@ -23,6 +23,7 @@ from temporalio.common import (
 )
 
 from fastmcp_temporal._backend import Backend
+from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._scope import current_scope_tag, new_task_id, workflow_id
 from fastmcp_temporal.workflows.models import LegPolicy, TaskInput
 from fastmcp_temporal.workflows.task import (
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 # A tool's own `timeout=` is enforced inside the leg; the activity gets this much
 # longer so the tool's clean timeout error wins over a Temporal retry.
 _TOOL_TIMEOUT_MARGIN = timedelta(seconds=30)
+_INITIAL_RETRY = timedelta(milliseconds=500)
 
 
 async def start_task(
@@ -103,15 +105,18 @@ async def task_component(server: FastMCP, tool: Tool) -> Tool:
 
 
 def _leg_policy(backend: Backend, component: Tool) -> LegPolicy:
-    settings = backend.settings
-    start_to_close = settings.start_to_close_timeout
+    """The extension's defaults, overridden by the tool's own `execution_policy`."""
+    settings, policy = backend.settings, policy_of(component)
+    start_to_close = policy.start_to_close_timeout or settings.start_to_close_timeout
     tool_timeout = getattr(component, "timeout", None)
     if tool_timeout is not None:
         start_to_close = max(start_to_close, timedelta(seconds=tool_timeout) + _TOOL_TIMEOUT_MARGIN)
+    attempts = policy.maximum_attempts if policy.maximum_attempts is not None else settings.maximum_attempts
     return LegPolicy(
         start_to_close_seconds=start_to_close.total_seconds(),
-        heartbeat_seconds=settings.heartbeat_timeout.total_seconds(),
-        maximum_attempts=settings.maximum_attempts,
+        heartbeat_seconds=(policy.heartbeat_timeout or settings.heartbeat_timeout).total_seconds(),
+        maximum_attempts=attempts,
+        initial_retry_seconds=(policy.initial_retry_interval or _INITIAL_RETRY).total_seconds(),
     )
 
 

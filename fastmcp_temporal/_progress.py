@@ -1,16 +1,18 @@
-"""Bridge FastMCP's task progress to Temporal activity heartbeats.
+"""What a running leg reports to Temporal: progress, and the tool's last checkpoint.
 
 Core FastMCP reads a background task's progress sink from Docket's
 `current_execution` ContextVar (`Progress()` and `ctx.report_progress` both do);
 there is no other hook. While a leg runs we set that ContextVar to a stand-in whose
-progress lands in `LegProgress`, which the activity heartbeats to Temporal, where
-`tasks/get` reads it as `statusMessage` and operators see it in the UI.
+progress lands in `LegProgress`. The activity heartbeats it to Temporal, where
+`tasks/get` reads it as `statusMessage`, operators see it in the UI, and a retried
+attempt reads the last checkpoint back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +26,7 @@ class LegProgress:
     current: int | None = None
     total: int = 1
     message: str | None = None
+    checkpoint: Any = None
 
     async def set_total(self, total: int) -> None:
         self.total = total
@@ -35,7 +38,12 @@ class LegProgress:
         self.message = message
 
     def details(self) -> dict[str, Any]:
-        return {"statusMessage": self.message, "current": self.current, "total": self.total}
+        return {
+            "statusMessage": self.message,
+            "current": self.current,
+            "total": self.total,
+            "checkpoint": self.checkpoint,
+        }
 
 
 @dataclass
@@ -44,11 +52,20 @@ class _ExecutionStandIn:
     progress: LegProgress = field(default_factory=LegProgress)
 
 
+current_progress: ContextVar[LegProgress | None] = ContextVar("fastmcp_temporal_progress", default=None)
+
+
 @contextmanager
-def progress_scope(task_id: str) -> Iterator[LegProgress]:
+def progress_scope(task_id: str, previous: dict[str, Any] | None) -> Iterator[LegProgress]:
+    """Collect this leg's progress, starting from a failed attempt's last report."""
     stand_in = _ExecutionStandIn(key=task_id)
-    token = current_execution.set(stand_in)  # type: ignore[arg-type]
+    if previous:
+        stand_in.progress.message = previous.get("statusMessage")
+        stand_in.progress.checkpoint = previous.get("checkpoint")
+    docket_token = current_execution.set(stand_in)  # type: ignore[arg-type]
+    token = current_progress.set(stand_in.progress)
     try:
         yield stand_in.progress
     finally:
-        current_execution.reset(token)
+        current_progress.reset(token)
+        current_execution.reset(docket_token)

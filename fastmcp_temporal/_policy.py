@@ -1,0 +1,50 @@
+"""Per-tool execution policy: timeouts and retries for one tool's legs.
+
+The extension's settings are the defaults; `@execution_policy(...)` under
+`@mcp.tool(task=True)` overrides them for that tool. Only crashes and timeouts
+retry: tool errors are results, never retried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+
+_ATTRIBUTE = "__fastmcp_temporal_policy__"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class ExecutionPolicy:
+    start_to_close_timeout: timedelta | None = None
+    heartbeat_timeout: timedelta | None = None
+    maximum_attempts: int | None = None
+    initial_retry_interval: timedelta | None = None
+
+
+def execution_policy(
+    *,
+    start_to_close_timeout: timedelta | None = None,
+    heartbeat_timeout: timedelta | None = None,
+    maximum_attempts: int | None = None,
+    initial_retry_interval: timedelta | None = None,
+) -> Callable[[F], F]:
+    """Set how this tool's legs are scheduled; place it below `@mcp.tool(task=True)`."""
+    policy = ExecutionPolicy(start_to_close_timeout, heartbeat_timeout, maximum_attempts, initial_retry_interval)
+
+    def apply(fn: F) -> F:
+        setattr(fn, _ATTRIBUTE, policy)
+        return fn
+
+    return apply
+
+
+def policy_of(component: Any) -> ExecutionPolicy:
+    """The policy a function tool's function or a custom `Tool` (attribute `execution_policy`) carries."""
+    found = getattr(getattr(component, "fn", None), _ATTRIBUTE, None) or getattr(
+        component, "execution_policy", None
+    )
+    return found if isinstance(found, ExecutionPolicy) else ExecutionPolicy()
