@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR
 from temporalio.client import Client
+from temporalio.service import RPCError
 
 from fastmcp_temporal._settings import TemporalTasksSettings
 
@@ -21,3 +26,15 @@ class Backend:
     @property
     def ttl_ms(self) -> int:
         return int(self.settings.task_ttl.total_seconds() * 1000)
+
+
+@contextmanager
+def temporal_errors(action: str) -> Iterator[None]:
+    """Report Temporal being unreachable or refusing as a retryable -32603, not a crash."""
+    try:
+        yield
+    except RPCError as exc:
+        raise MCPError(
+            code=INTERNAL_ERROR,
+            message=f"Temporal could not {action} ({exc.status.name}: {exc.message}); retry the request.",
+        ) from exc

@@ -41,7 +41,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from fastmcp_temporal import _fastmcp_private, _leg_context
-from fastmcp_temporal._backend import Backend
+from fastmcp_temporal._backend import Backend, temporal_errors
 from fastmcp_temporal._connection import ensure_search_attributes, temporal_client
 from fastmcp_temporal._creation import start_task
 from fastmcp_temporal._handlers import TaskMethods
@@ -132,17 +132,23 @@ class TemporalTasksExtension(ServerExtension):
         ]
 
     async def _handle_get(self, ctx: ServerRequestContext[Any, Any], params: GetTaskParams) -> GetTaskResult:
-        return await self._task_methods(ctx, params.task_id).get(params.task_id)
+        methods = self._task_methods(ctx, params.task_id)
+        with temporal_errors("read the task"):
+            return await methods.get(params.task_id)
 
     async def _handle_update(
         self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams
     ) -> UpdateTaskResult:
-        return await self._task_methods(ctx, params.task_id).update(params.task_id, params.input_responses)
+        methods = self._task_methods(ctx, params.task_id)
+        with temporal_errors("deliver the answers"):
+            return await methods.update(params.task_id, params.input_responses)
 
     async def _handle_cancel(
         self, ctx: ServerRequestContext[Any, Any], params: CancelTaskParams
     ) -> CancelTaskResult:
-        return await self._task_methods(ctx, params.task_id).cancel(params.task_id)
+        methods = self._task_methods(ctx, params.task_id)
+        with temporal_errors("cancel the task"):
+            return await methods.cancel(params.task_id)
 
     def _task_methods(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> TaskMethods:
         """Apply the gates every `tasks/*` shares, then the running backend's methods."""
@@ -193,7 +199,8 @@ class TemporalTasksExtension(ServerExtension):
                 code=INTERNAL_ERROR,
                 message="Background tasks need the server's lifespan running (TemporalTasksExtension).",
             )
-        return await start_task(self._backend, tool, params.arguments, context)
+        with temporal_errors("start the task"):
+            return await start_task(self._backend, tool, params.arguments, context)
 
     @asynccontextmanager
     async def lifespan(self) -> AsyncGenerator[None, None]:
