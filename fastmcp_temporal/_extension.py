@@ -88,6 +88,12 @@ class TemporalTasksExtension(ServerExtension):
         heartbeat_timeout: timedelta | None = None,
         **settings: Any,
     ) -> None:
+        unknown = set(settings) - set(TemporalTasksSettings.model_fields)
+        if unknown:
+            raise TypeError(
+                f"Unknown TemporalTasksExtension setting(s) {sorted(unknown)}; "
+                f"valid ones are {sorted(TemporalTasksSettings.model_fields)}."
+            )
         overrides = {
             "address": address,
             "namespace": namespace,
@@ -235,11 +241,20 @@ async def _running_worker(
     """A worker on the server's own event loop, inside its lifespan, stopped gracefully."""
     worker = build_worker(client, server, settings)
     run = asyncio.create_task(worker.run())
+    run.add_done_callback(_report_worker_exit)
     try:
         yield worker
     finally:
         await worker.shutdown()
         await run
+
+
+def _report_worker_exit(run: asyncio.Task[None]) -> None:
+    if not run.cancelled() and run.exception() is not None:
+        logger.error(
+            "The embedded Temporal worker stopped; this server no longer runs task tools",
+            exc_info=run.exception(),
+        )
 
 
 def build_worker(client: Client, server: FastMCP, settings: TemporalTasksSettings) -> Worker:

@@ -89,3 +89,8 @@ async def test_zero_config_starts_a_persistent_dev_server_and_stops_it(
         assert (tmp_path / "temporal.db").is_file()
     pid = json.loads(record)["pid"]
     assert not _pid_alive(pid)
+
+
+def test_an_unknown_setting_is_refused_with_the_valid_names() -> None:
+    with pytest.raises(TypeError, match="Unknown TemporalTasksExtension setting.*heartbeat_timout.*valid ones"):
+        TemporalTasksExtension(heartbeat_timout=5)
