@@ -87,6 +87,8 @@ async def _run_component(component: Tool, owner: FastMCP, arguments: dict[str, A
     except FastMCPError as exc:
         return LegOutcome(result=error_result_json(str(exc)))
     except MCPError as exc:
+        if _is_own_timeout(component, exc):
+            return LegOutcome(result=error_result_json(_masked_message(component, owner, exc)))
         logger.exception("Task tool %r raised a protocol error", component.name)
         return LegOutcome(error=_protocol_error(exc))
     except Exception as exc:
@@ -160,6 +162,12 @@ def _input_required(value: Any) -> mcp_types.InputRequiredResult | None:
     if isinstance(value, mcp_types.InputRequiredResult):
         return value
     return None
+
+
+def _is_own_timeout(tool: Tool, exc: MCPError) -> bool:
+    """FastMCP reports a tool's own `timeout=` as an MCPError; a sync call masks it as a tool error."""
+    timeout = getattr(tool, "timeout", None)
+    return timeout is not None and exc.error.message == f"Tool '{tool.name}' execution timed out after {timeout}s"
 
 
 def _masked_message(tool: Tool, owner: FastMCP, exc: Exception) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
+from fastmcp.exceptions import ValidationError
 from fastmcp_tasks.components import coerce_task_arguments
 from fastmcp_tasks.context import TaskContextSnapshot
 from fastmcp_tasks.encryption import snapshot_codec
@@ -49,8 +50,7 @@ async def start_task(
 ) -> CreateTaskResult:
     component = await task_component(context.fastmcp, tool)
     raw_arguments = dict(arguments or {})
-    strict = True if context.fastmcp.strict_input_validation else None
-    coerce_task_arguments(component, raw_arguments, strict=strict)
+    validate_arguments(component, raw_arguments, strict=context.fastmcp.strict_input_validation)
 
     task_id = new_task_id()
     scope_tag = current_scope_tag()
@@ -102,6 +102,20 @@ async def task_component(server: FastMCP, tool: Tool) -> Tool:
         if component.key == tool.key:
             return component  # type: ignore[return-value]
     return tool
+
+
+def validate_arguments(component: Tool, arguments: dict[str, Any], *, strict: bool) -> None:
+    """Reject a bad call exactly as a synchronous call would, before anything exists."""
+    try:
+        coerce_task_arguments(component, arguments, strict=True if strict else None)
+    except ValidationError as exc:
+        # fastmcp-tasks validates through a stand-in function named `probe`;
+        # name the tool's own function, as the synchronous error does.
+        function_name = getattr(getattr(component, "fn", None), "__name__", None)
+        if function_name is None:
+            raise
+        message = str(exc).replace("call[probe]", f"call[{function_name}]", 1)
+        raise ValidationError(message, log_level=exc.log_level) from exc
 
 
 def _leg_policy(backend: Backend, component: Tool) -> LegPolicy:
