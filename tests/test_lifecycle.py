@@ -1,0 +1,453 @@
+"""A task's life beyond the happy path, over the MCP wire on a real Temporal server.
+
+Proves that a running tool can be cancelled (the body sees `CancelledError`, the task
+reads `cancelled`), that a cancelled parked task never resumes, and that finished tasks
+stay finished; that `tasks/get` answers with no worker online and a worker started
+later picks the task up (or never runs it, if it was cancelled meanwhile); that tasks
+survive a server restart (finished ones keep their result, parked ones can still be
+answered, running ones are re-run); that a finished or parked task disappears `ttlMs`
+after it stopped; that progress messages surface as `statusMessage`; that `ctx.info` and
+the background `Context` work inside a task; and that shutting a server down with a
+running or parked task does not hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+import anyio
+import pytest
+from fastmcp import Client, Context, FastMCP
+from fastmcp.dependencies import Progress
+from fastmcp.exceptions import ToolError
+from fastmcp_tasks.client import ToolTask, call_tool_task
+from fastmcp_tasks.client_models import (
+    CancelTaskRequest,
+    ClientGetTaskResult,
+    GetTaskRequest,
+    GetTaskRequestParams,
+    UpdateTaskRequest,
+    UpdateTaskRequestParams,
+)
+from mcp.shared.exceptions import MCPError
+from mcp_types import ElicitRequest, ElicitRequestFormParams, ErrorData, InputRequiredResult, Result
+from temporalio.client import WorkflowExecutionStatus
+
+from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+
+pytestmark = pytest.mark.anyio
+
+DEADLINE = 30
+
+
+# --- helpers -----------------------------------------------------------------
+
+
+async def eventually(check: Callable[[], bool], timeout: float = DEADLINE) -> None:
+    """Poll a condition in this process until it holds."""
+    with anyio.fail_after(timeout):
+        while not check():
+            await anyio.sleep(0.02)
+
+
+async def status_becomes(
+    task: ToolTask, status: str, *, until: Callable[[ClientGetTaskResult], bool] = lambda _: True
+) -> ClientGetTaskResult:
+    """Poll `tasks/get` until the task reports `status` (and `until` holds)."""
+    with anyio.fail_after(DEADLINE):
+        while True:
+            current = await task.status()
+            if current.status == status and until(current):
+                return current
+            await anyio.sleep(0.05)
+
+
+async def tasks_get(client: Client, task_id: str) -> ClientGetTaskResult:
+    """A raw `tasks/get` for any id; the session stamps the tasks capability in `_meta`."""
+    request = GetTaskRequest(params=GetTaskRequestParams(task_id=task_id))
+    return await client.session.send_request(request, ClientGetTaskResult)
+
+
+async def tasks_cancel(client: Client, task_id: str) -> Result:
+    request = CancelTaskRequest(params=GetTaskRequestParams(task_id=task_id))
+    return await client.session.send_request(request, Result)
+
+
+async def until_not_found(task: ToolTask) -> ErrorData:
+    """Poll `tasks/get` until the server no longer knows the task; return its error."""
+    with anyio.fail_after(20):
+        while True:
+            try:
+                await task.status()
+            except MCPError as exc:
+                return exc.error
+            await anyio.sleep(0.2)
+
+
+async def tasks_update(client: Client, task_id: str, responses: dict[str, Any]) -> Result:
+    params = UpdateTaskRequestParams(task_id=task_id, input_responses=responses)
+    return await client.session.send_request(UpdateTaskRequest(params=params), Result)
+
+
+async def workflow_closed(extension: TemporalTasksExtension, task_id: str) -> None:
+    """Wait in Temporal itself until the task's (anonymous) workflow has closed.
+
+    Only for proving that nothing more happens afterwards; user-visible state is read
+    over the wire.
+    """
+    assert extension.client is not None, "the extension's server must be running"
+    handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
+    with anyio.fail_after(DEADLINE):
+        while (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+            await anyio.sleep(0.05)
+
+
+def server_with(extension: TemporalTasksExtension, *tools: Callable[..., Awaitable[Any]]) -> FastMCP:
+    """A fresh FastMCP server running `tools` as tasks on `extension`."""
+    server = FastMCP("lifecycle")
+    server.add_extension(extension)
+    for fn in tools:
+        server.tool(fn, task=True)
+    return server
+
+
+async def square(n: int) -> int:
+    return n * n
+
+
+def asker(legs: list[int] | None = None) -> Callable[..., Awaitable[Any]]:
+    """A tool that parks on its first leg asking for a name, then greets; records each leg."""
+    legs = [] if legs is None else legs
+
+    async def ask(ctx: Context) -> str | InputRequiredResult:
+        legs.append(1)
+        if ctx.input_responses is None:
+            question = ElicitRequest(
+                params=ElicitRequestFormParams(
+                    message="Name?",
+                    requested_schema={"type": "object", "properties": {"value": {"type": "string"}}},
+                )
+            )
+            return InputRequiredResult(result_type="input_required", input_requests={"name": question})
+        return f"hi {ctx.input_responses['name'].content['value']}"
+
+    return ask
+
+
+async def fault() -> str:
+    raise MCPError(code=-32001, message="protocol fault")
+
+
+def text_of(result: dict[str, Any] | None) -> str:
+    assert result is not None
+    return result["content"][0]["text"]
+
+
+# --- cancellation ------------------------------------------------------------
+
+
+def cancellable_sleeper(events: list[str]) -> Callable[..., Awaitable[str]]:
+    async def sleeper(ctx: Context) -> str:
+        events.append(f"started:{ctx.task_id}")
+        try:
+            await anyio.sleep(60)
+        except asyncio.CancelledError:
+            events.append("cancelled")
+            raise
+        events.append("finished")
+        return "slept"
+
+    return sleeper
+
+
+async def test_cancel_reaches_the_running_tool_body(make_extension) -> None:
+    events: list[str] = []
+    server = server_with(make_extension(), cancellable_sleeper(events))
+    async with Client(server) as client:
+        task = await call_tool_task(client, "sleeper")
+        await eventually(lambda: f"started:{task.task_id}" in events)
+
+        assert await task.cancel() is None  # an empty ack
+
+        await status_becomes(task, "cancelled")
+        await eventually(lambda: "cancelled" in events)
+        assert "finished" not in events
+        assert await task.cancel() is None  # cancelling again is still acknowledged
+        assert (await task.status()).status == "cancelled"
+        with pytest.raises(ToolError, match="was cancelled"):
+            await task.result()
+
+
+async def test_transparent_call_of_a_cancelled_task_raises_tool_error(make_extension) -> None:
+    events: list[str] = []
+    server = server_with(make_extension(), cancellable_sleeper(events))
+    async with Client(server) as client:
+        outcome: list[BaseException] = []
+
+        async def call() -> None:
+            try:
+                await client.call_tool("sleeper")
+            except ToolError as exc:
+                outcome.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            await eventually(lambda: any(e.startswith("started:") for e in events))
+            task_id = events[0].removeprefix("started:")
+            await tasks_cancel(client, task_id)
+            await eventually(lambda: bool(outcome))
+
+    assert f"Task {task_id} was cancelled" in str(outcome[0])
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "state"), [(square, {"n": 7}, "completed"), (fault, {}, "failed")]
+)
+async def test_cancelling_a_finished_task_changes_nothing(
+    make_extension, tool: Callable[..., Awaitable[Any]], arguments: dict[str, Any], state: str
+) -> None:
+    server = server_with(make_extension(), tool)
+    async with Client(server) as client:
+        task = await call_tool_task(client, tool.__name__, arguments)
+        done = await task.wait(timeout=DEADLINE)
+        assert done.status == state
+
+        assert await task.cancel() is None
+        assert await task.cancel() is None  # cancelling twice is acknowledged too
+
+        after = await task.status()
+    assert (after.status, after.result, after.error) == (state, done.result, done.error)
+
+
+async def test_cancelling_a_parked_task_is_final(make_extension) -> None:
+    legs: list[int] = []
+    extension = make_extension()
+    async with Client(server_with(extension, asker(legs))) as client:
+        task = await call_tool_task(client, "ask")
+        parked = await status_becomes(task, "input_required")
+        (key,) = parked.input_requests or {}
+
+        await task.cancel()
+        assert (await task.status()).status == "cancelled"
+
+        # a late answer is acknowledged and ignored
+        answer = {"action": "accept", "content": {"value": "x"}}
+        await tasks_update(client, task.task_id, {key: answer})
+        assert (await task.status()).status == "cancelled"
+        await workflow_closed(extension, task.task_id)
+        assert (await task.status()).status == "cancelled"
+    assert legs == [1]  # the tool never ran again
+
+
+async def test_a_tool_that_swallows_cancellation_still_ends_cancelled(make_extension) -> None:
+    events: list[str] = []
+
+    async def stubborn() -> str:
+        events.append("started")
+        try:
+            await anyio.sleep(60)
+        except asyncio.CancelledError:
+            events.append("swallowed")
+        return "finished anyway"
+
+    extension = make_extension()
+    async with Client(server_with(extension, stubborn)) as client:
+        task = await call_tool_task(client, "stubborn")
+        await eventually(lambda: "started" in events)
+        await task.cancel()
+        await eventually(lambda: "swallowed" in events)
+        await workflow_closed(extension, task.task_id)
+        assert (await task.status()).status == "cancelled"
+
+
+# --- reads with no worker online ----------------------------------------------
+
+
+async def test_tasks_get_answers_without_a_worker_and_a_late_worker_finishes_the_task(
+    make_extension,
+) -> None:
+    api_only = server_with(make_extension(worker=False), square)
+    async with Client(api_only) as api:
+        with anyio.fail_after(10):  # creation needs no worker
+            task = await call_tool_task(api, "square", {"n": 9})
+        for _ in range(3):
+            assert (await task.status()).status == "working"
+
+        async with Client(server_with(make_extension(), square)):  # its lifespan runs a worker
+            done = await status_becomes(task, "completed")
+            assert text_of(done.result) == "81"
+
+        after = await task.status()  # the worker is gone again
+        assert after.status == "completed"
+        assert after.result == done.result
+
+
+async def test_a_task_cancelled_with_no_worker_never_runs(make_extension) -> None:
+    events: list[str] = []
+    sleeper = cancellable_sleeper(events)
+    async with Client(server_with(make_extension(worker=False), sleeper)) as api:
+        task = await call_tool_task(api, "sleeper")
+        await task.cancel()
+        assert (await task.status()).status == "cancelled"
+
+        worker = make_extension()
+        async with Client(server_with(worker, sleeper)):
+            await workflow_closed(worker, task.task_id)
+        assert (await task.status()).status == "cancelled"
+    assert events == []  # the tool body never started
+
+
+# --- restarts -------------------------------------------------------------------
+
+
+async def test_a_finished_task_is_readable_after_a_server_restart(make_extension) -> None:
+    async with Client(server_with(make_extension(), square)) as client:
+        task = await call_tool_task(client, "square", {"n": 5})
+        before = await task.wait(timeout=DEADLINE)
+        assert before.status == "completed"
+
+    async with Client(server_with(make_extension(), square)) as client:
+        after = await tasks_get(client, task.task_id)
+    assert after.status == "completed"
+    assert after.result == before.result
+    assert text_of(after.result) == "25"
+
+
+async def test_a_task_running_at_shutdown_is_rerun_after_the_restart(make_extension) -> None:
+    runs: list[int] = []
+
+    async def flaky_first(n: int) -> int:
+        runs.append(n)
+        if len(runs) == 1:
+            await anyio.sleep(60)  # the first server stops while this runs
+        return n + 1
+
+    async with Client(server_with(make_extension(), flaky_first)) as client:
+        task = await call_tool_task(client, "flaky_first", {"n": 1})
+        await eventually(lambda: len(runs) == 1)
+
+    async with Client(server_with(make_extension(), flaky_first)) as client:
+        revived = ToolTask(client, "flaky_first", task.create_result)
+        done = await status_becomes(revived, "completed")
+    assert text_of(done.result) == "2"
+    assert len(runs) >= 2  # at-least-once: the interrupted body ran again
+
+
+async def test_a_parked_task_can_be_answered_after_a_server_restart(make_extension) -> None:
+    legs: list[int] = []
+    async with Client(server_with(make_extension(), asker(legs))) as client:
+        task = await call_tool_task(client, "ask")
+        await status_becomes(task, "input_required")
+
+    async def answer(message: str, response_type: Any, params: Any, context: Any) -> dict[str, str]:
+        return {"value": "Ada"}
+
+    async with Client(server_with(make_extension(), asker(legs)), elicitation_handler=answer) as client:
+        revived = ToolTask(client, "ask", task.create_result)
+        with anyio.fail_after(DEADLINE):
+            result = await revived.result()
+    assert result.data == "hi Ada"
+    assert len(legs) == 2
+
+
+# --- TTL ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "state"), [(square, {"n": 3}, "completed"), (asker(), {}, "input_required")]
+)
+async def test_a_finished_or_parked_task_expires_ttl_after_it_stopped(
+    make_extension, tool: Callable[..., Awaitable[Any]], arguments: dict[str, Any], state: str
+) -> None:
+    server = server_with(make_extension(task_ttl=timedelta(seconds=2)), tool)
+    async with Client(server) as client:
+        task = await call_tool_task(client, tool.__name__, arguments)
+        assert task.create_result.ttl_ms == 2000
+        stopped = await status_becomes(task, state)
+        assert stopped.ttl_ms == 2000
+
+        expired = await until_not_found(task)  # polling does not keep it alive
+        with pytest.raises(MCPError) as unknown:
+            await tasks_get(client, "no-such-task")
+
+    assert expired.code == -32602
+    assert expired.message == f"Task {task.task_id} not found"
+    assert unknown.value.error.code == -32602
+    assert unknown.value.error.message == "Task no-such-task not found"
+
+
+# --- progress, logging, the background Context ----------------------------------
+
+
+async def test_progress_messages_surface_as_status_message(make_extension) -> None:
+    step = anyio.Event()
+    finish = anyio.Event()
+
+    async def phased(ctx: Context, progress: Progress = Progress()) -> str:
+        await ctx.report_progress(1, 4, "step one")
+        await step.wait()
+        await progress.set_message("phase 2")
+        await finish.wait()
+        return "done"
+
+    server = server_with(make_extension(), phased)
+    async with Client(server) as client:
+        task = await call_tool_task(client, "phased")
+        await status_becomes(task, "working", until=lambda r: r.status_message == "step one")
+        step.set()
+        await status_becomes(task, "working", until=lambda r: r.status_message == "phase 2")
+        finish.set()
+        assert text_of((await task.wait(timeout=DEADLINE)).result) == "done"
+
+
+async def test_ctx_logging_and_background_identity_inside_a_task(
+    make_extension, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def introspect(ctx: Context) -> dict[str, Any]:
+        await ctx.info("hello")
+        await ctx.debug("details")
+        return {"background": ctx.is_background_task, "task_id": ctx.task_id}
+
+    server = server_with(make_extension(), introspect)
+    caplog.set_level(logging.INFO)
+    async with Client(server) as client:
+        task = await call_tool_task(client, "introspect")
+        result = await task.result()
+    assert not result.is_error
+    assert result.data == {"background": True, "task_id": task.task_id}
+    # the reference raises here; we send it to the server's log, tagged with the task
+    assert any("hello" in r.getMessage() and task.task_id in r.getMessage() for r in caplog.records)
+
+
+# --- shutdown ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("grace", [timedelta(0), timedelta(seconds=1)])
+async def test_shutdown_with_running_and_parked_tasks_returns_promptly(
+    make_extension, grace: timedelta
+) -> None:
+    started = anyio.Event()
+
+    async def busy() -> str:
+        started.set()
+        await anyio.sleep(60)
+        return "never"
+
+    client = Client(server_with(make_extension(shutdown_grace=grace), busy, asker()))
+    with anyio.fail_after(DEADLINE):
+        await client.__aenter__()
+    try:
+        running = await call_tool_task(client, "busy")
+        parked = await call_tool_task(client, "ask")
+        with anyio.fail_after(DEADLINE):
+            await started.wait()
+        await status_becomes(parked, "input_required")
+        assert (await running.status()).status == "working"
+    finally:
+        with anyio.fail_after(15):
+            await client.__aexit__(None, None, None)
