@@ -67,6 +67,7 @@ async def start_task(
         ttl_ms=backend.ttl_ms,
         policy=_leg_policy(backend, component),
         search_attributes=backend.searchable,
+        history_events_limit=backend.settings.history_events_limit,
     )
     await backend.client.start_workflow(
         McpTaskWorkflow.run,

@@ -47,6 +47,11 @@ class TemporalTasksSettings(BaseSettings):
         default=timedelta(seconds=5),
         description="How long running tool legs may finish when the worker stops; then they are retried elsewhere.",
     )
+    history_events_limit: int = Field(
+        default=2_000,
+        ge=20,
+        description="A task whose history passes this many events continues as new (same task id).",
+    )
     state_dir: Path | None = Field(
         default=None, description="Where the embedded dev server keeps its sqlite file."
     )

@@ -487,3 +487,35 @@ async def test_a_task_parked_longer_than_its_ttl_is_not_found(make_extension) ->
     assert error.code == -32602
     assert error.message == f"Task {task.task_id} not found"
     assert legs == [1]
+
+
+# --- 11. history stays bounded ------------------------------------------------------
+
+
+async def test_many_rounds_continue_as_new_under_the_same_task_id(make_extension) -> None:
+    rounds = 8
+    extension = make_extension(history_events_limit=20)
+    mcp = FastMCP("rounds")
+
+    @mcp.tool(task=True)
+    async def count(ctx: Context) -> str | InputRequiredResult:
+        done = int(ctx.request_state or 0) + (ctx.input_responses is not None)
+        if done < rounds:
+            return ask(f"q{done}", state=str(done))
+        return f"answered {done}"
+
+    mcp.add_extension(extension)
+    seen: list[str] = []
+    async with Client(mcp) as client:
+        task = await call_tool_task(client, "count")
+        for _ in range(rounds):
+            requests = await parked(task, not_keys=set(seen))
+            seen.extend(requests)
+            assert_ack(await tasks_update(client, task.task_id, {k: accept("x") for k in requests}))
+        done = await status_becomes(task, "completed")
+        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        description = await handle.describe()
+    assert text_of(done.result) == f"answered {rounds}"
+    assert len(seen) == len(set(seen)) == rounds
+    assert description.run_id != description.raw_description.workflow_execution_info.first_run_id
+    assert description.history_length < 40

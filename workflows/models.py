@@ -40,7 +40,10 @@ class TaskInput:
     ttl_ms: int
     policy: LegPolicy
     search_attributes: bool = True
+    history_events_limit: int = 2_000
+    """Continue as new past this many events, far below Temporal's 51,200 limit."""
     resume: LegInput | None = None
+    """The next leg, when this run continues an earlier one."""
 
 
 @dataclass

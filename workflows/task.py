@@ -37,10 +37,6 @@ STATUS_ATTRIBUTE = SearchAttributeKey.for_keyword("McpTaskStatus")
 TOOL_ATTRIBUTE = SearchAttributeKey.for_keyword("McpTool")
 SCOPE_ATTRIBUTE = SearchAttributeKey.for_keyword("McpScope")
 
-# Continue as new once a task's history grows this long, well under Temporal's
-# 51,200-event limit; a round costs about a dozen events.
-_HISTORY_EVENTS_BEFORE_CONTINUE = 2_000
-
 
 @workflow.defn(name=WORKFLOW_NAME)
 class McpTaskWorkflow:
@@ -93,7 +89,7 @@ class McpTaskWorkflow:
                 request_state=outcome.request_state,
             )
             self._publish("working", {"inputRequests": None})
-            if workflow.info().get_current_history_length() > _HISTORY_EVENTS_BEFORE_CONTINUE:
+            if workflow.info().get_current_history_length() > task.history_events_limit:
                 task.resume = leg
                 workflow.continue_as_new(
                     task,
