@@ -63,22 +63,24 @@ class ToolLegActivities:
 
     @activity.defn(name=RUN_TOOL_LEG)
     async def run_tool_leg(self, leg: LegInput) -> LegOutcome:
+        call = leg.call
         try:
-            snapshot = _restore_snapshot(leg.snapshot)
-            component = await registered_component_for_key(self._server, leg.component_key)
+            snapshot = _restore_snapshot(call.snapshot)
+            component = await registered_component_for_key(self._server, call.component_key)
         except (MCPError, SnapshotRestoreError) as exc:
             return LegOutcome(error=_protocol_error(exc))
         owner = await _fastmcp_private.resolve_owning_server(snapshot) or self._server
         running = RunningLeg(
-            task_id=leg.task_id,
+            task_id=call.task_id,
             server=owner,
             origin_request_id=snapshot.origin_request_id,
+            client_extensions=frozenset(call.client_extensions),
             input_responses=decode_answers(leg.input_responses),
             request_state=leg.request_state,
         )
-        with leg_scope(running), progress_scope(leg.task_id, _previous_attempt()) as progress:
+        with leg_scope(running), progress_scope(call.task_id, _previous_attempt()) as progress:
             async with _heartbeating(progress):
-                return await _run_component(component, owner, leg.arguments)
+                return await _run_component(component, owner, call.arguments)
 
 
 async def _run_component(component: Tool, owner: FastMCP, arguments: dict[str, Any]) -> LegOutcome:

@@ -26,7 +26,7 @@ from temporalio.common import (
 from fastmcp_temporal._backend import Backend
 from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._scope import current_scope_tag, new_task_id, workflow_id
-from fastmcp_temporal.workflows.models import LegPolicy, TaskInput
+from fastmcp_temporal.workflows.models import LegPolicy, TaskInput, ToolCall
 from fastmcp_temporal.workflows.task import (
     SCOPE_ATTRIBUTE,
     STATUS_ATTRIBUTE,
@@ -57,12 +57,16 @@ async def start_task(
     created_at = datetime.now(timezone.utc).isoformat()
     poll_interval_ms = int(component.task_config.poll_interval.total_seconds() * 1000)
     snapshot = TaskContextSnapshot.capture(owning_tool_name=tool.name, owning_tool_version=tool.version)
-    task = TaskInput(
+    call = ToolCall(
         task_id=task_id,
         component_key=component.key,
         tool_name=tool.name,
         arguments=raw_arguments,
         snapshot=snapshot_codec().encode(snapshot.to_json()),
+        client_extensions=_client_extensions(context),
+    )
+    task = TaskInput(
+        call=call,
         scope_tag=scope_tag,
         ttl_ms=backend.ttl_ms,
         policy=_leg_policy(backend, component),
@@ -117,6 +121,16 @@ def validate_arguments(component: Tool, arguments: dict[str, Any], *, strict: bo
             raise
         message = str(exc).replace("call[probe]", f"call[{function_name}]", 1)
         raise ValidationError(message, log_level=exc.log_level) from exc
+
+
+def _client_extensions(context: Context) -> list[str]:
+    """The extensions the caller declared, for `ctx.client_supports_extension` in the task."""
+    try:
+        capabilities = context.session.client_capabilities
+    except RuntimeError:
+        return []
+    extensions = (capabilities.extensions if capabilities else None) or {}
+    return sorted(extensions)
 
 
 def _leg_policy(backend: Backend, component: Tool) -> LegPolicy:

@@ -36,6 +36,7 @@ class RunningLeg:
     task_id: str
     server: FastMCP
     origin_request_id: str | None
+    client_extensions: frozenset[str]
     input_responses: Any
     request_state: str | None
 
@@ -53,11 +54,17 @@ def leg_scope(leg: RunningLeg) -> Iterator[None]:
 
 
 class TaskContext(Context):
-    """A background-task `Context` whose logging goes to the server log.
+    """A background-task `Context` that logs to the server and knows the caller's extensions.
 
     The task has no session to notify, so the reference engine's `ctx.log` raises;
-    here it reaches `fastmcp_temporal.task` tagged with the task id instead.
+    here it reaches `fastmcp_temporal.task` tagged with the task id instead. The
+    extensions the caller declared at submission answer `client_supports_extension`.
     """
+
+    _client_extensions: frozenset[str] = frozenset()
+
+    def client_supports_extension(self, extension_id: str) -> bool:
+        return extension_id in self._client_extensions
 
     async def log(
         self,
@@ -84,6 +91,7 @@ async def _make_leg_context() -> Context | None:
         task_id=leg.task_id,
         origin_request_id=leg.origin_request_id,
     )
+    ctx._client_extensions = leg.client_extensions
     await ctx.__aenter__()
     _fastmcp_private.set_pending_input(ctx, leg.input_responses, leg.request_state)
     return ctx

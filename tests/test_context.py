@@ -498,7 +498,7 @@ async def test_the_task_context_is_a_background_context_of_the_submitting_sessio
         "state_from_task": "w",
         "lifespan": "db-handle",
         "server": "ctx-root",
-        "supports_tasks": False,
+        "supports_tasks": True,  # the submitting client declared the tasks extension
     }
 
 

@@ -7,6 +7,7 @@ from fastmcp_temporal.workflows.models import (
     LegPolicy,
     TaskInput,
     TaskOutcome,
+    ToolCall,
 )
 from fastmcp_temporal.workflows.task import McpTaskWorkflow
 
@@ -18,4 +19,5 @@ __all__ = [
     "McpTaskWorkflow",
     "TaskInput",
     "TaskOutcome",
+    "ToolCall",
 ]

@@ -28,14 +28,32 @@ class LegPolicy:
 
 
 @dataclass
-class TaskInput:
-    """Everything a task needs to run every leg, captured at `tools/call`."""
+class ToolCall:
+    """What the caller asked for, captured once at `tools/call` and given to every leg."""
 
     task_id: str
     component_key: str
     tool_name: str
     arguments: dict[str, Any]
     snapshot: str
+    client_extensions: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LegInput:
+    """One execution of the tool body: the call plus this round's answers."""
+
+    call: ToolCall
+    leg: int = 1
+    input_responses: dict[str, dict[str, Any]] | None = None
+    request_state: str | None = None
+
+
+@dataclass
+class TaskInput:
+    """Everything a task needs to run every leg, captured at `tools/call`."""
+
+    call: ToolCall
     scope_tag: str
     ttl_ms: int
     policy: LegPolicy
@@ -44,19 +62,6 @@ class TaskInput:
     """Continue as new past this many events, far below Temporal's 51,200 limit."""
     resume: LegInput | None = None
     """The next leg, when this run continues an earlier one."""
-
-
-@dataclass
-class LegInput:
-    """One execution of the tool body: the arguments plus this round's answers."""
-
-    task_id: str
-    component_key: str
-    arguments: dict[str, Any]
-    snapshot: str
-    leg: int = 1
-    input_responses: dict[str, dict[str, Any]] | None = None
-    request_state: str | None = None
 
 
 @dataclass

@@ -56,12 +56,7 @@ class McpTaskWorkflow:
             raise
 
     async def _run_legs(self, task: TaskInput) -> TaskOutcome:
-        leg = task.resume or LegInput(
-            task_id=task.task_id,
-            component_key=task.component_key,
-            arguments=task.arguments,
-            snapshot=task.snapshot,
-        )
+        leg = task.resume or LegInput(task.call)
         while True:
             try:
                 outcome = await self._execute(task, leg)
@@ -79,15 +74,7 @@ class McpTaskWorkflow:
             answered = await self._wait_for_answers(task)
             if not answered:
                 return TaskOutcome(expired=True)
-            leg = LegInput(
-                task_id=task.task_id,
-                component_key=task.component_key,
-                arguments=task.arguments,
-                snapshot=task.snapshot,
-                leg=leg.leg + 1,
-                input_responses=self._answers,
-                request_state=outcome.request_state,
-            )
+            leg = LegInput(task.call, leg.leg + 1, self._answers, outcome.request_state)
             self._publish("working", {"inputRequests": None})
             if workflow.info().get_current_history_length() > task.history_events_limit:
                 task.resume = leg
@@ -117,7 +104,7 @@ class McpTaskWorkflow:
         assert outcome.input_requests is not None
         self._outstanding, self._requests, self._answers = {}, {}, {}
         for tool_key, request in outcome.input_requests.items():
-            surfaced = f"{task.task_id}:{leg}.{workflow.random().getrandbits(48):012x}"
+            surfaced = f"{task.call.task_id}:{leg}.{workflow.random().getrandbits(48):012x}"
             self._outstanding[surfaced] = tool_key
             self._requests[surfaced] = request
         self._publish("input_required", {"inputRequests": self._requests})
