@@ -44,12 +44,23 @@ import pytest
 import uvicorn
 from fastmcp import Client, Context, FastMCP
 from fastmcp.client.transports import StreamableHttpTransport
-from fastmcp.dependencies import CallArgument, CurrentAccessToken, CurrentHeaders, Depends, Progress
+from fastmcp.dependencies import (
+    CallArgument,
+    CurrentAccessToken,
+    CurrentHeaders,
+    Depends,
+    Progress,
+)
 from fastmcp.exceptions import ToolError
 from fastmcp.server import create_proxy
 from fastmcp.server.auth import AccessToken
 from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
-from fastmcp.server.dependencies import get_access_token, get_http_headers, get_http_request, get_server
+from fastmcp.server.dependencies import (
+    get_access_token,
+    get_http_headers,
+    get_http_request,
+    get_server,
+)
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 from fastmcp.server.sessions import UserSession
 from fastmcp.tools.base import Tool, ToolResult
@@ -69,13 +80,13 @@ from fastmcp_tasks.encryption import clear_codec_cache
 from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitRequest, InputRequiredResult, Result
 from pydantic import SecretStr
+from task_wire import DEADLINE, polled_until, status_becomes, tasks_get
 from temporalio.client import WorkflowHandle
 
 from fastmcp_temporal import TemporalTasksExtension
 
 pytestmark = pytest.mark.anyio
 
-DEADLINE = 30
 TOKENS: dict[str, dict[str, Any]] = {
     "token-a": {"client_id": "client-a", "scopes": ["read"]},
     "token-b": {"client_id": "client-b", "scopes": ["read"]},
@@ -139,30 +150,6 @@ def http_client(url: str, token: str | None, headers: dict[str, str] | None = No
 
 
 # --- task helpers -------------------------------------------------------------------
-
-
-async def tasks_get(client: Client, task_id: str) -> ClientGetTaskResult:
-    request = GetTaskRequest(params=GetTaskRequestParams(task_id=task_id))
-    return await client.session.send_request(request, ClientGetTaskResult)
-
-
-async def status_becomes(
-    task: ToolTask, status: str, until: Callable[[ClientGetTaskResult], bool] = lambda _: True
-) -> ClientGetTaskResult:
-    return await polled_until(task.status, status, until)
-
-
-async def polled_until(
-    fetch: Callable[[], Awaitable[ClientGetTaskResult]],
-    status: str,
-    until: Callable[[ClientGetTaskResult], bool] = lambda _: True,
-) -> ClientGetTaskResult:
-    with anyio.fail_after(DEADLINE):
-        while True:
-            current = await fetch()
-            if current.status == status and until(current):
-                return current
-            await anyio.sleep(0.05)
 
 
 async def finished(task: ToolTask) -> ClientGetTaskResult:

@@ -23,13 +23,9 @@ import anyio
 import pytest
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import ToolTask, call_tool_task
-from fastmcp_tasks.client_models import (
-    ClientGetTaskResult,
-    UpdateTaskRequest,
-    UpdateTaskRequestParams,
-)
 from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitRequest, ElicitResult, InputRequiredResult, Result
+from task_wire import DEADLINE, status_becomes, tasks_update, workflow_closed
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
@@ -37,7 +33,6 @@ from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 
 pytestmark = pytest.mark.anyio
 
-DEADLINE = 30
 Tool = Callable[..., Awaitable[Any]]
 
 
@@ -107,30 +102,13 @@ def greeter(legs: list[int]) -> Tool:
     return greet
 
 
-async def tasks_update(client: Client, task_id: str, responses: dict[str, Any]) -> dict[str, Any]:
-    """Send `tasks/update`; return the ack as the JSON the client received."""
-    request = UpdateTaskRequest(params=UpdateTaskRequestParams(task_id=task_id, input_responses=responses))
-    ack = await client.session.send_request(request, Result)
-    return ack.model_dump(by_alias=True, exclude_none=True)
-
-
-def assert_ack(ack: dict[str, Any]) -> None:
+def assert_ack(ack: Result) -> None:
     """An update ack carries no task state, only (at most) the completion marker.
 
     `_meta` (the SDK stamps the server's info on every modern result) is not task state.
     """
-    assert {k: v for k, v in ack.items() if k != "_meta"} in ({}, {"resultType": "complete"})
-
-
-async def status_becomes(
-    task: ToolTask, status: str, *, until: Callable[[ClientGetTaskResult], bool] = lambda _: True
-) -> ClientGetTaskResult:
-    with anyio.fail_after(DEADLINE):
-        while True:
-            current = await task.status()
-            if current.status == status and until(current):
-                return current
-            await anyio.sleep(0.05)
+    dumped = ack.model_dump(by_alias=True, exclude_none=True)
+    assert {k: v for k, v in dumped.items() if k != "_meta"} in ({}, {"resultType": "complete"})
 
 
 async def parked(task: ToolTask, *, not_keys: set[str] = frozenset()) -> dict[str, Any]:
@@ -150,14 +128,6 @@ def by_tool_key(requests: dict[str, Any]) -> dict[str, str]:
 def text_of(result: dict[str, Any] | None) -> str:
     assert result is not None
     return result["content"][0]["text"]
-
-
-async def workflow_closed(extension: TemporalTasksExtension, task_id: str) -> None:
-    assert extension.client is not None
-    handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
-    with anyio.fail_after(DEADLINE):
-        while (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
-            await anyio.sleep(0.05)
 
 
 # --- 1. single round through an elicitation handler ----------------------------

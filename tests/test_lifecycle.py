@@ -25,24 +25,26 @@ from fastmcp import Client, Context, FastMCP
 from fastmcp.dependencies import Progress
 from fastmcp.exceptions import ToolError
 from fastmcp_tasks.client import ToolTask, call_tool_task
-from fastmcp_tasks.client_models import (
-    CancelTaskRequest,
-    ClientGetTaskResult,
-    GetTaskRequest,
-    GetTaskRequestParams,
-    UpdateTaskRequest,
-    UpdateTaskRequestParams,
-)
 from mcp.shared.exceptions import MCPError
-from mcp_types import ElicitRequest, ElicitRequestFormParams, ErrorData, InputRequiredResult, Result
-from temporalio.client import WorkflowExecutionStatus
+from mcp_types import (
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ErrorData,
+    InputRequiredResult,
+)
+from task_wire import (
+    DEADLINE,
+    status_becomes,
+    tasks_cancel,
+    tasks_get,
+    tasks_update,
+    workflow_closed,
+)
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 
 pytestmark = pytest.mark.anyio
 
-DEADLINE = 30
 
 
 # --- helpers -----------------------------------------------------------------
@@ -55,29 +57,6 @@ async def eventually(check: Callable[[], bool], timeout: float = DEADLINE) -> No
             await anyio.sleep(0.02)
 
 
-async def status_becomes(
-    task: ToolTask, status: str, *, until: Callable[[ClientGetTaskResult], bool] = lambda _: True
-) -> ClientGetTaskResult:
-    """Poll `tasks/get` until the task reports `status` (and `until` holds)."""
-    with anyio.fail_after(DEADLINE):
-        while True:
-            current = await task.status()
-            if current.status == status and until(current):
-                return current
-            await anyio.sleep(0.05)
-
-
-async def tasks_get(client: Client, task_id: str) -> ClientGetTaskResult:
-    """A raw `tasks/get` for any id; the session stamps the tasks capability in `_meta`."""
-    request = GetTaskRequest(params=GetTaskRequestParams(task_id=task_id))
-    return await client.session.send_request(request, ClientGetTaskResult)
-
-
-async def tasks_cancel(client: Client, task_id: str) -> Result:
-    request = CancelTaskRequest(params=GetTaskRequestParams(task_id=task_id))
-    return await client.session.send_request(request, Result)
-
-
 async def until_not_found(task: ToolTask) -> ErrorData:
     """Poll `tasks/get` until the server no longer knows the task; return its error."""
     with anyio.fail_after(20):
@@ -87,24 +66,6 @@ async def until_not_found(task: ToolTask) -> ErrorData:
             except MCPError as exc:
                 return exc.error
             await anyio.sleep(0.2)
-
-
-async def tasks_update(client: Client, task_id: str, responses: dict[str, Any]) -> Result:
-    params = UpdateTaskRequestParams(task_id=task_id, input_responses=responses)
-    return await client.session.send_request(UpdateTaskRequest(params=params), Result)
-
-
-async def workflow_closed(extension: TemporalTasksExtension, task_id: str) -> None:
-    """Wait in Temporal itself until the task's (anonymous) workflow has closed.
-
-    Only for proving that nothing more happens afterwards; user-visible state is read
-    over the wire.
-    """
-    assert extension.client is not None, "the extension's server must be running"
-    handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
-    with anyio.fail_after(DEADLINE):
-        while (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
-            await anyio.sleep(0.05)
 
 
 def server_with(extension: TemporalTasksExtension, *tools: Callable[..., Awaitable[Any]]) -> FastMCP:

@@ -1,0 +1,77 @@
+"""Raw `tasks/*` requests and condition waits shared by the over-the-wire tests.
+
+Requests go through the client's own session, which stamps the tasks capability in
+`_meta` exactly as `fastmcp_tasks`' client does. Waits poll with a generous deadline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from fastmcp import Client
+from fastmcp_tasks.client import ToolTask
+from fastmcp_tasks.client_models import (
+    CancelTaskRequest,
+    ClientGetTaskResult,
+    GetTaskRequest,
+    GetTaskRequestParams,
+    UpdateTaskRequest,
+    UpdateTaskRequestParams,
+)
+from mcp_types import Result
+from temporalio.client import WorkflowExecutionStatus
+
+from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+
+DEADLINE = 30
+
+
+async def tasks_get(client: Client, task_id: str) -> ClientGetTaskResult:
+    request = GetTaskRequest(params=GetTaskRequestParams(task_id=task_id))
+    return await client.session.send_request(request, ClientGetTaskResult)
+
+
+async def tasks_update(client: Client, task_id: str, responses: dict[str, Any]) -> Result:
+    params = UpdateTaskRequestParams(task_id=task_id, input_responses=responses)
+    return await client.session.send_request(UpdateTaskRequest(params=params), Result)
+
+
+async def tasks_cancel(client: Client, task_id: str) -> Result:
+    request = CancelTaskRequest(params=GetTaskRequestParams(task_id=task_id))
+    return await client.session.send_request(request, Result)
+
+
+async def polled_until(
+    fetch: Callable[[], Awaitable[ClientGetTaskResult]],
+    status: str,
+    until: Callable[[ClientGetTaskResult], bool] = lambda _: True,
+) -> ClientGetTaskResult:
+    """Poll `fetch` until it reports `status` (and `until` holds); return that read."""
+    with anyio.fail_after(DEADLINE):
+        while True:
+            current = await fetch()
+            if current.status == status and until(current):
+                return current
+            await anyio.sleep(0.05)
+
+
+async def status_becomes(
+    task: ToolTask, status: str, *, until: Callable[[ClientGetTaskResult], bool] = lambda _: True
+) -> ClientGetTaskResult:
+    return await polled_until(task.status, status, until)
+
+
+async def workflow_closed(extension: TemporalTasksExtension, task_id: str) -> None:
+    """Wait in Temporal itself until an anonymous task's workflow has closed.
+
+    Only for proving that nothing more happens afterwards; what users see is read
+    over the wire.
+    """
+    assert extension.client is not None, "the extension's server must be running"
+    handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
+    with anyio.fail_after(DEADLINE):
+        while (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+            await anyio.sleep(0.05)
