@@ -79,3 +79,7 @@ async def _serve_until_signalled(server: Any, extension: TemporalTasksExtension)
         )
         await stop.wait()
         logger.info("Stopping worker")
+
+
+if __name__ == "__main__":
+    main()

@@ -18,7 +18,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
-from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.exceptions import ActivityError, CancelledError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
     from fastmcp_temporal.workflows.models import (
@@ -63,10 +63,7 @@ class McpTaskWorkflow:
             except ActivityError as err:
                 if isinstance(err.cause, CancelledError):
                     raise
-                return self._finish(
-                    "failed",
-                    TaskOutcome(error=_internal_error(f"The tool did not finish: {err.cause or err}")),
-                )
+                return self._finish("failed", TaskOutcome(error=_internal_error(_unfinished(err, task))))
             if outcome.input_requests is None:
                 final = TaskOutcome(result=outcome.result, error=outcome.error)
                 return self._finish("failed" if outcome.error else "completed", final)
@@ -141,6 +138,23 @@ class McpTaskWorkflow:
         workflow.upsert_memo({"status": state, **(memo or {})})
         if self._task is not None and self._task.search_attributes:
             workflow.upsert_search_attributes([STATUS_ATTRIBUTE.value_set(state)])
+
+
+def _unfinished(err: ActivityError, task: TaskInput) -> str:
+    """Why a leg gave up, in the settings' own terms."""
+    policy, cause = task.policy, err.cause
+    attempts = f"after {policy.maximum_attempts} attempt(s)" if policy.maximum_attempts else "after retrying"
+    if isinstance(cause, TimeoutError) and cause.type == TimeoutType.START_TO_CLOSE:
+        return (
+            f"The tool did not finish within its start_to_close_timeout of "
+            f"{policy.start_to_close_seconds:g}s, {attempts}."
+        )
+    if isinstance(cause, TimeoutError) and cause.type == TimeoutType.HEARTBEAT:
+        return (
+            f"The worker running the tool went silent for its heartbeat_timeout of "
+            f"{policy.heartbeat_seconds:g}s (crashed, or the tool blocked the event loop), {attempts}."
+        )
+    return f"The tool did not finish: {cause or err}"
 
 
 def _internal_error(message: str) -> dict[str, Any]:
