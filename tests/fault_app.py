@@ -1,0 +1,90 @@
+"""A FastMCP server for the fault tests: its tools log which process ran which attempt.
+
+Loaded three ways: by `fastmcp-temporal worker tests/fault_app.py` (extra worker
+processes), by `python tests/fault_app.py` (an HTTP MCP server with an embedded
+worker, on $PORT), and imported by the tests, which build an API-only twin with
+`build_server(worker=False)` to submit and read tasks.
+
+Temporal comes from the environment (FASTMCP_TEMPORAL_ADDRESS, FASTMCP_TEMPORAL_TASK_QUEUE);
+heartbeats time out after 2 s and attempts are unlimited, so a killed worker's leg is
+retried quickly and never gives up. Every tool body appends one JSON line per event
+(with a wall-clock `t`) to `$FAULT_LOG_DIR/<pid>.jsonl` (nothing when it is unset).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from fastmcp import FastMCP
+from temporalio import activity
+
+from fastmcp_temporal import TemporalTasksExtension, checkpoint, last_checkpoint
+
+HEARTBEAT_TIMEOUT = timedelta(seconds=2)
+
+
+def record(event: str, key: str, **fields: Any) -> None:
+    """Append one event of this process to the attempt log."""
+    log_dir = os.environ.get("FAULT_LOG_DIR")
+    if not log_dir:
+        return
+    attempt = activity.info().attempt
+    line = {"event": event, "key": key, "pid": os.getpid(), "attempt": attempt, "t": time.time(), **fields}
+    with (Path(log_dir) / f"{os.getpid()}.jsonl").open("a") as log:
+        log.write(json.dumps(line) + "\n")
+
+
+def build_server(**extension_options: Any) -> FastMCP:
+    options: dict[str, Any] = {
+        "heartbeat_timeout": HEARTBEAT_TIMEOUT,
+        "maximum_attempts": 0,
+        "shutdown_grace": timedelta(0),
+        "ui": False,
+        **extension_options,
+    }
+    server = FastMCP("fault-app")
+    server.add_extension(TemporalTasksExtension(**options))
+
+    @server.tool(task=True)
+    async def count(key: str, to: int, step: float = 0.25) -> dict[str, Any]:
+        """Count to `to`, one step every `step` seconds, resuming from the last checkpoint."""
+        resumed_from = last_checkpoint()
+        record("start", key, resumed_from=resumed_from)
+        for done in range((resumed_from or 0) + 1, to + 1):
+            await asyncio.sleep(step)
+            checkpoint(done)
+            record("step", key, done=done)
+        return {"key": key, "counted": to}
+
+    @server.tool(task=True)
+    async def square(n: int, work: float = 0.1) -> int:
+        """n squared, after `work` seconds."""
+        record("start", str(n))
+        await asyncio.sleep(work)
+        return n * n
+
+    @server.tool(task=True)
+    async def hold(key: str, seconds: float = 60) -> str:
+        """Wait `seconds`, logging the moment a cancel reaches the body."""
+        record("start", key)
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            record("cancelled", key)
+            raise
+        return key
+
+    return server
+
+
+mcp = build_server()
+
+
+if __name__ == "__main__":
+    mcp.run(transport="http", host="127.0.0.1", port=int(os.environ["PORT"]), show_banner=False)

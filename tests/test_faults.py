@@ -1,0 +1,368 @@
+"""Durability with real processes and real `kill -9`: what Temporal buys over the reference.
+
+Proves, with worker processes started by `fastmcp-temporal worker tests/fault_app.py`
+and tasks driven through a real `fastmcp.Client`, that:
+
+1. a worker killed mid-tool has its leg retried by another worker, which resumes from the
+   tool's last checkpoint, while `tasks/get` keeps answering during the outage;
+2. an MCP server process (HTTP, API + embedded worker) killed and restarted on the same
+   port still answers for earlier task ids and finishes the task that was running;
+3. a Temporal dev server (sqlite) killed and restarted mid-run loses no task: workers
+   reconnect by themselves and every task completes;
+4. 500 tasks over 3 worker processes, with workers killed and replaced along the way, all
+   complete with the right result, each delivered once, with work done by several workers.
+
+Every process is started here and stopped by PID at teardown, failed test or not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import fault_app
+import pytest
+from fastmcp import Client
+from fastmcp_tasks.client import ToolTask, call_tool_task
+
+from fastmcp_temporal._devserver import DevServer, free_port, start_dev_server
+
+pytestmark = [pytest.mark.slow, pytest.mark.anyio]
+
+CLI = Path(sys.executable).parent / "fastmcp-temporal"
+APP = Path(fault_app.__file__)
+DEADLINE = 60
+
+
+# --- helpers -----------------------------------------------------------------
+
+
+async def eventually(check: Callable[[], bool], timeout: float = DEADLINE, what: str = "condition") -> None:
+    """Poll a condition until it holds."""
+    try:
+        with anyio.fail_after(timeout):
+            while not check():
+                await anyio.sleep(0.05)
+    except TimeoutError:
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}") from None
+
+
+class AttemptLog:
+    """The events fault_app's tools append, one JSON line each, in one file per process."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def events(self, event: str | None = None, key: str | None = None) -> list[dict[str, Any]]:
+        found = []
+        for path in sorted(self.directory.glob("*.jsonl")):
+            for line in path.read_text().splitlines():
+                try:
+                    entry = json.loads(line)
+                except ValueError:  # a line cut short by kill -9
+                    continue
+                if (event is None or entry["event"] == event) and (key is None or entry["key"] == key):
+                    found.append(entry)
+        return found
+
+    def starts(self, key: str) -> list[dict[str, Any]]:
+        return sorted(self.events("start", key), key=lambda e: e["attempt"])
+
+    def progress(self, key: str) -> int:
+        return max((e["done"] for e in self.events("step", key)), default=0)
+
+
+class Processes:
+    """Subprocesses of one test: workers and HTTP servers on fault_app, output in files."""
+
+    def __init__(self, directory: Path, log_dir: Path) -> None:
+        self.directory = directory
+        self.log_dir = log_dir
+        self.started: list[subprocess.Popen[bytes]] = []
+        self.outputs: dict[int, Path] = {}
+
+    def _start(self, command: list[str], env: dict[str, str], name: str) -> subprocess.Popen[bytes]:
+        output = self.directory / f"{name}-{len(self.started)}.log"
+        with output.open("wb") as sink:
+            process = subprocess.Popen(
+                command,
+                env={**os.environ, "FAULT_LOG_DIR": str(self.log_dir), **env},
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.started.append(process)
+        self.outputs[process.pid] = output
+        return process
+
+    def worker(self, address: str, task_queue: str, concurrency: int = 20) -> subprocess.Popen[bytes]:
+        command = [str(CLI), "worker", str(APP), "--address", address, "--task-queue", task_queue]
+        return self._start(command + ["--concurrency", str(concurrency)], {}, "worker")
+
+    def http_server(self, address: str, task_queue: str, port: int) -> subprocess.Popen[bytes]:
+        env = {
+            "FASTMCP_TEMPORAL_ADDRESS": address,
+            "FASTMCP_TEMPORAL_TASK_QUEUE": task_queue,
+            "PORT": str(port),
+        }
+        return self._start([sys.executable, str(APP)], env, "server")
+
+    def output(self, process: subprocess.Popen[bytes]) -> str:
+        return self.outputs[process.pid].read_text(errors="replace")
+
+    async def polling(self, *workers: subprocess.Popen[bytes]) -> None:
+        """Wait until each worker says it polls its task queue."""
+        for worker in workers:
+            await eventually(
+                lambda worker=worker: self.alive(worker) and "polling task queue" in self.output(worker),
+                what=f"worker {worker.pid} to poll",
+            )
+
+    def alive(self, process: subprocess.Popen[bytes]) -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"process {process.pid} exited early:\n{self.output(process)[-3000:]}")
+        return True
+
+    @staticmethod
+    def kill(process: subprocess.Popen[bytes]) -> None:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+
+    def stop_all(self) -> None:
+        for process in self.started:
+            if process.poll() is None:
+                process.terminate()
+        for process in self.started:
+            try:
+                process.wait(5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+class RestartableTemporal:
+    """A file-backed dev server that can be killed -9 and restarted on the same port and db."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = db_path
+        self.port = free_port()
+        self.server: DevServer = self._start()
+
+    @property
+    def address(self) -> str:
+        return self.server.address
+
+    def _start(self) -> DevServer:
+        return start_dev_server(db_path=self.db_path, port=self.port, ui=False)
+
+    def kill_and_restart(self) -> None:
+        os.kill(self.server.pid, signal.SIGKILL)
+        self.server.stop()  # reaps the dead process and anything left in its group
+        self.server = self._start()
+
+
+@pytest.fixture
+def attempts(tmp_path: Path) -> AttemptLog:
+    directory = tmp_path / "attempts"
+    directory.mkdir()
+    return AttemptLog(directory)
+
+
+@pytest.fixture
+def processes(tmp_path: Path, attempts: AttemptLog) -> Iterator[Processes]:
+    started = Processes(tmp_path, attempts.directory)
+    try:
+        yield started
+    finally:
+        started.stop_all()
+
+
+@pytest.fixture
+def own_temporal(tmp_path: Path) -> Iterator[RestartableTemporal]:
+    temporal = RestartableTemporal(tmp_path / "temporal" / "temporal.db")
+    try:
+        yield temporal
+    finally:
+        temporal.server.stop()
+
+
+@asynccontextmanager
+async def api_client(address: str, task_queue: str) -> AsyncIterator[Client]:
+    """A client of an in-process, API-only twin of fault_app (it runs no tool itself)."""
+    server = fault_app.build_server(address=address, task_queue=task_queue, worker=False)
+    async with Client(server) as client:
+        yield client
+
+
+@asynccontextmanager
+async def http_client(
+    url: str, server: subprocess.Popen[bytes], processes: Processes
+) -> AsyncIterator[Client]:
+    """A client of the HTTP server at `url`, once it answers."""
+
+    async def answers() -> bool:
+        processes.alive(server)
+        try:
+            async with Client(url, timeout=5) as probe:
+                await probe.list_tools()
+        except Exception:
+            return False
+        return True
+
+    with anyio.fail_after(DEADLINE):
+        while not await answers():
+            await anyio.sleep(0.2)
+    async with Client(url) as client:
+        yield client
+
+
+# --- 1. a worker dies mid-tool -------------------------------------------------
+
+
+async def test_killed_worker_leg_resumes_on_another_worker_from_its_checkpoint(
+    temporal_server: DevServer, task_queue: str, processes: Processes, attempts: AttemptLog
+) -> None:
+    workers = [processes.worker(temporal_server.address, task_queue) for _ in range(2)]
+    await processes.polling(*workers)
+    async with api_client(temporal_server.address, task_queue) as client:
+        task = await call_tool_task(client, "count", {"key": "job", "to": 16})
+        await eventually(lambda: attempts.progress("job") >= 3, what="the tool to checkpoint")
+        (first,) = attempts.starts("job")
+        victim = next(w for w in workers if w.pid == first["pid"])
+        processes.kill(victim)
+
+        answered_during_outage = []
+        with anyio.fail_after(DEADLINE):
+            while (current := await task.status()).status == "working":
+                if len(attempts.starts("job")) == 1:
+                    answered_during_outage.append(current.status)
+                await anyio.sleep(0.1)
+        assert current.status == "completed"
+        assert answered_during_outage, "tasks/get was never answered while no attempt ran"
+        assert (await task.result()).structured_content == {"key": "job", "counted": 16}
+
+    retry = attempts.starts("job")[-1]
+    assert retry["attempt"] >= 2
+    assert retry["pid"] != victim.pid
+    assert retry["resumed_from"] is not None and retry["resumed_from"] >= 1
+
+
+# --- 2. the MCP server process dies ------------------------------------------
+
+
+async def test_killed_mcp_server_restarted_on_its_port_keeps_its_tasks(
+    temporal_server: DevServer, task_queue: str, processes: Processes, attempts: AttemptLog
+) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    server = processes.http_server(temporal_server.address, task_queue, port)
+    async with http_client(url, server, processes) as client:
+        finished = await call_tool_task(client, "square", {"n": 7, "work": 0})
+        assert (await finished.result()).data == 49
+        running = await call_tool_task(client, "count", {"key": "running", "to": 16})
+        await eventually(lambda: attempts.progress("running") >= 3, what="the tool to checkpoint")
+
+    processes.kill(server)
+    restarted = processes.http_server(temporal_server.address, task_queue, port)
+    async with http_client(url, restarted, processes) as client:
+        earlier = ToolTask(client, "square", finished.create_result)
+        assert (await earlier.status()).status == "completed"
+        assert (await earlier.result()).data == 49
+        resumed = ToolTask(client, "count", running.create_result)
+        with anyio.fail_after(DEADLINE):
+            result = await resumed.result()
+        assert result.structured_content == {"key": "running", "counted": 16}
+
+    retry = attempts.starts("running")[-1]
+    assert retry["pid"] == restarted.pid
+    assert retry["resumed_from"] is not None
+
+
+# --- 3. Temporal itself dies --------------------------------------------------
+
+
+async def test_temporal_killed_and_restarted_mid_run_loses_no_task(
+    own_temporal: RestartableTemporal, task_queue: str, processes: Processes, attempts: AttemptLog
+) -> None:
+    workers = [processes.worker(own_temporal.address, task_queue) for _ in range(2)]
+    await processes.polling(*workers)
+    keys = [f"job-{i}" for i in range(8)]
+    async with api_client(own_temporal.address, task_queue) as client:
+        tasks = {key: await call_tool_task(client, "count", {"key": key, "to": 12}) for key in keys}
+        await eventually(lambda: all(attempts.progress(key) >= 2 for key in keys), what="every tool to run")
+
+        await anyio.to_thread.run_sync(own_temporal.kill_and_restart)
+
+        with anyio.fail_after(DEADLINE):
+            results = {key: (await task.result()).structured_content for key, task in tasks.items()}
+            late = await call_tool_task(client, "square", {"n": 12, "work": 0})
+            assert (await late.result()).data == 144
+    assert results == {key: {"key": key, "counted": 12} for key in keys}
+    assert all(w.poll() is None for w in workers), "a worker died instead of reconnecting"
+
+
+# --- 4. scale, with workers dying ----------------------------------------------
+
+
+async def test_500_tasks_over_3_workers_with_kills_all_complete_once(
+    temporal_server: DevServer, task_queue: str, processes: Processes, attempts: AttemptLog
+) -> None:
+    total, kills = 500, 3
+    chooser = random.Random(5)
+    workers = [processes.worker(temporal_server.address, task_queue) for _ in range(3)]
+    await processes.polling(*workers)
+    killed: list[int] = []
+    delivered: dict[str, list[tuple[int, Any]]] = {}
+
+    async def kill_and_replace_workers() -> None:
+        for round_ in range(1, kills + 1):
+            threshold = round_ * total // (kills + 1)
+            await eventually(
+                lambda at_least=threshold: len(attempts.events("start")) >= at_least,
+                timeout=150,
+                what=f"{threshold} starts",
+            )
+            victim = chooser.choice(workers)
+            processes.kill(victim)
+            killed.append(victim.pid)
+            workers[workers.index(victim)] = processes.worker(temporal_server.address, task_queue)
+
+    async with api_client(temporal_server.address, task_queue) as client:
+        submitted: dict[int, ToolTask] = {}
+        limit = anyio.CapacityLimiter(40)
+
+        async def submit(n: int) -> None:
+            async with limit:
+                submitted[n] = await call_tool_task(client, "square", {"n": n})
+
+        async def collect(n: int, task: ToolTask) -> None:
+            async with limit:
+                result = await task.result()
+            delivered.setdefault(task.task_id, []).append((n, result.data))
+
+        with anyio.fail_after(150):
+            async with anyio.create_task_group() as group:
+                group.start_soon(kill_and_replace_workers)
+                async with anyio.create_task_group() as submitting:
+                    for n in range(total):
+                        submitting.start_soon(submit, n)
+                for n, task in submitted.items():
+                    group.start_soon(collect, n, task)
+
+    assert len(killed) == kills
+    assert len(delivered) == total
+    assert all(len(results) == 1 for results in delivered.values())
+    assert sorted(r for (r,) in delivered.values()) == [(n, n * n) for n in range(total)]
+    ran_on = {e["pid"] for e in attempts.events("start")}
+    assert len(ran_on) > 1
+    assert {int(e["key"]) for e in attempts.events("start")} == set(range(total))
