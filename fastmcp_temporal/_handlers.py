@@ -158,9 +158,16 @@ class TaskMethods:
         while asyncio.get_running_loop().time() < deadline:
             current = await self._find(task.task_id)
             if not keys & set(current.outstanding()):
-                self._answered.pop(task.task_id, None)
+                self._forget_answered(task.task_id, keys)
                 return
             await asyncio.sleep(_APPLY_POLL)
+
+    def _forget_answered(self, task_id: str, keys: set[str]) -> None:
+        """The workflow shows these keys retired; stop hiding them (others may still wait)."""
+        remembered = self._answered.get(task_id, set())
+        remembered -= keys
+        if not remembered:
+            self._answered.pop(task_id, None)
 
     def _result(self, task: _Task, status: TaskStatus, **fields: Any) -> GetTaskResult:
         memo = task.memo
