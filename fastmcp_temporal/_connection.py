@@ -61,7 +61,7 @@ async def connect(address: str, namespace: str, settings: TemporalTasksSettings)
     timeout = settings.connect_timeout.total_seconds()
     try:
         client = await asyncio.wait_for(Client.connect(address, namespace=namespace), timeout)
-        await client.workflow_service.describe_namespace(
+        described = await client.workflow_service.describe_namespace(
             DescribeNamespaceRequest(namespace=namespace), timeout=settings.connect_timeout
         )
     except Exception as exc:
@@ -70,6 +70,15 @@ async def connect(address: str, namespace: str, settings: TemporalTasksSettings)
             "Start a server (./dev-server.sh), fix FASTMCP_TEMPORAL_ADDRESS / "
             "FASTMCP_TEMPORAL_NAMESPACE, or unset the address to run an embedded dev server."
         ) from exc
+    retention = described.config.workflow_execution_retention_ttl.ToTimedelta()
+    if retention and retention < settings.task_ttl:
+        logger.warning(
+            "Namespace %r keeps closed workflows for %s, less than the task TTL %s: finished "
+            "tasks will be 'not found' early. Raise the namespace retention or lower task_ttl.",
+            namespace,
+            retention,
+            settings.task_ttl,
+        )
     return client
 
 

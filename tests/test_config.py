@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
 import pytest
 from fastmcp import Client, FastMCP
+from google.protobuf.duration_pb2 import Duration
+from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal import TemporalTasksExtension
@@ -94,3 +97,20 @@ async def test_zero_config_starts_a_persistent_dev_server_and_stops_it(
 def test_an_unknown_setting_is_refused_with_the_valid_names() -> None:
     with pytest.raises(TypeError, match="Unknown TemporalTasksExtension setting.*heartbeat_timout.*valid ones"):
         TemporalTasksExtension(heartbeat_timout=5)
+
+
+async def test_a_namespace_retention_shorter_than_the_ttl_is_warned_about(
+    temporal_server: DevServer, task_queue: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    namespace = f"short-{task_queue}"
+    temporal = await TemporalClient.connect(temporal_server.address)
+    await temporal.workflow_service.register_namespace(
+        RegisterNamespaceRequest(namespace=namespace, workflow_execution_retention_period=Duration(seconds=3600))
+    )
+    extension = TemporalTasksExtension(
+        address=temporal_server.address, namespace=namespace, task_queue=task_queue, task_ttl=7200
+    )
+    with caplog.at_level(logging.WARNING, logger="fastmcp_temporal"):
+        async with Client(_server(extension)) as client:
+            assert (await client.call_tool("double", {"n": 1})).data == 2
+    assert "keeps closed workflows for 1:00:00, less than the task TTL 2:00:00" in caplog.text
