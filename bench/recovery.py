@@ -38,7 +38,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 import fault_app  # noqa: E402
-
 from fastmcp_temporal._devserver import start_dev_server  # noqa: E402
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id  # noqa: E402
 

@@ -21,9 +21,9 @@ from fastmcp_temporal._devserver import (
     SEARCH_ATTRIBUTES,
     DevServerError,
     default_state_dir,
+    ensure_search_attributes,
     reuse_or_start_dev_server,
 )
-from fastmcp_temporal._devserver import ensure_search_attributes as register_search_attributes
 from fastmcp_temporal._settings import TemporalTasksSettings
 
 logger = logging.getLogger("fastmcp_temporal")
@@ -82,10 +82,10 @@ async def connect(address: str, namespace: str, settings: TemporalTasksSettings)
     return client
 
 
-async def ensure_search_attributes(client: Client, address: str, namespace: str) -> bool:
+async def searchable(client: Client, address: str, namespace: str) -> bool:
     """Register the search attributes tasks are indexed by; False when the server refuses."""
     try:
-        await register_search_attributes(client, address, namespace)
+        await ensure_search_attributes(client, address, namespace)
     except DevServerError as exc:
         logger.warning(
             "Tasks will not be searchable by tool, status and scope: %s Register %s as "

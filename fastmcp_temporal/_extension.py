@@ -17,7 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from fastmcp.exceptions import NotFoundError, ToolError
 from fastmcp.server.dependencies import extract_version_spec, get_http_request
-from fastmcp.server.extensions import MethodBinding, ServerExtension, read_client_extension_settings
+from fastmcp.server.extensions import (
+    MethodBinding,
+    ServerExtension,
+    read_client_extension_settings,
+)
 from fastmcp.utilities.tasks import TASKS_EXTENSION_ID
 from fastmcp.utilities.versions import VersionSpec
 from fastmcp_tasks import wire_production
@@ -39,11 +43,14 @@ from mcp_types.jsonrpc import HEADER_MISMATCH
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from temporalio.client import Client
 from temporalio.worker import Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker.workflow_sandbox import (
+    SandboxedWorkflowRunner,
+    SandboxRestrictions,
+)
 
 from fastmcp_temporal import _fastmcp_private, _leg_context
 from fastmcp_temporal._backend import Backend, temporal_errors
-from fastmcp_temporal._connection import ensure_search_attributes, temporal_client
+from fastmcp_temporal._connection import searchable, temporal_client
 from fastmcp_temporal._creation import start_task
 from fastmcp_temporal._handlers import TaskMethods
 from fastmcp_temporal._settings import TemporalTasksSettings
@@ -218,7 +225,7 @@ class TemporalTasksExtension(ServerExtension):
             return
         async with AsyncExitStack() as stack:
             client = self._client or await stack.enter_async_context(temporal_client(self._settings))
-            searchable = await ensure_search_attributes(
+            indexed = await searchable(
                 client, client.service_client.config.target_host, self._settings.namespace
             )
             _leg_context.install_hooks()
@@ -227,7 +234,7 @@ class TemporalTasksExtension(ServerExtension):
             stack.callback(wire_production.uninstall)
             if self._settings.worker:
                 await stack.enter_async_context(_running_worker(client, server, self._settings))
-            self._backend = Backend(client, self._settings, searchable, self._settings.worker)
+            self._backend = Backend(client, self._settings, indexed, self._settings.worker)
             self._methods = TaskMethods(self._backend)
             try:
                 yield

@@ -16,17 +16,30 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import mcp_types
-from fastmcp_tasks.models import CancelTaskResult, GetTaskResult, TaskStatus, UpdateTaskResult
+from fastmcp_tasks.models import (
+    CancelTaskResult,
+    GetTaskResult,
+    TaskStatus,
+    UpdateTaskResult,
+)
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
-from temporalio.client import WorkflowExecutionDescription, WorkflowFailureError, WorkflowHandle
+from temporalio.client import (
+    WorkflowExecutionDescription,
+    WorkflowFailureError,
+    WorkflowHandle,
+)
 from temporalio.client import WorkflowExecutionStatus as Status
 from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal._backend import Backend
 from fastmcp_temporal._scope import current_scope_tag, workflow_id
 from fastmcp_temporal._wire import encode_answer
-from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, InputAnswers, TaskOutcome
+from fastmcp_temporal.workflows.models import (
+    SUBMIT_INPUT_SIGNAL,
+    InputAnswers,
+    TaskOutcome,
+)
 
 DEFAULT_POLL_INTERVAL_MS = 5000
 

@@ -80,10 +80,10 @@ from fastmcp_tasks.encryption import clear_codec_cache
 from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitRequest, InputRequiredResult, Result
 from pydantic import SecretStr
-from task_wire import DEADLINE, polled_until, status_becomes, tasks_get
 from temporalio.client import WorkflowHandle
 
 from fastmcp_temporal import TemporalTasksExtension
+from task_wire import DEADLINE, polled_until, status_becomes, tasks_get
 
 pytestmark = pytest.mark.anyio
 

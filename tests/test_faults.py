@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import fault_app
 import pytest
 from fastmcp import Client
 from fastmcp_tasks.client import ToolTask, call_tool_task
 
+import fault_app
 from fastmcp_temporal._devserver import DevServer, free_port, start_dev_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]

@@ -25,11 +25,11 @@ from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import ToolTask, call_tool_task
 from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitRequest, ElicitResult, InputRequiredResult, Result
-from task_wire import DEADLINE, status_becomes, tasks_update, workflow_closed
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from task_wire import DEADLINE, status_becomes, tasks_update, workflow_closed
 
 pytestmark = pytest.mark.anyio
 

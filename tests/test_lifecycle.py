@@ -32,6 +32,8 @@ from mcp_types import (
     ErrorData,
     InputRequiredResult,
 )
+
+from fastmcp_temporal import TemporalTasksExtension
 from task_wire import (
     DEADLINE,
     status_becomes,
@@ -40,8 +42,6 @@ from task_wire import (
     tasks_update,
     workflow_closed,
 )
-
-from fastmcp_temporal import TemporalTasksExtension
 
 pytestmark = pytest.mark.anyio
 

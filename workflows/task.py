@@ -18,7 +18,12 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
-from temporalio.exceptions import ActivityError, CancelledError, TimeoutError, TimeoutType
+from temporalio.exceptions import (
+    ActivityError,
+    CancelledError,
+    TimeoutError,
+    TimeoutType,
+)
 
 with workflow.unsafe.imports_passed_through():
     from fastmcp_temporal.workflows.models import (
