@@ -1,12 +1,14 @@
 """A demo MCP server whose background tasks run on Temporal.
 
-    python examples/server.py            # HTTP on http://127.0.0.1:8000/mcp
+    python examples/server.py            # HTTP on http://127.0.0.1:8000/mcp ($PORT to change)
 
 With no FASTMCP_TEMPORAL_ADDRESS set, an embedded Temporal dev server starts (its
 UI URL is logged); otherwise tasks run on the server at that address.
 """
 
 from __future__ import annotations
+
+import os
 
 import anyio
 from fastmcp import Context, FastMCP
@@ -44,4 +46,4 @@ async def greet(ctx: Context) -> str | InputRequiredResult:
 
 
 if __name__ == "__main__":
-    mcp.run(transport="http", host="127.0.0.1", port=8000)
+    mcp.run(transport="http", host="127.0.0.1", port=int(os.environ.get("PORT", "8000")))
