@@ -18,25 +18,30 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from fastmcp_temporal._codec import EncryptionCodec, encrypted_data_converter
     from fastmcp_temporal._extension import TemporalTasksExtension
     from fastmcp_temporal._policy import ExecutionPolicy, execution_policy
     from fastmcp_temporal._resumable import checkpoint, last_checkpoint
     from fastmcp_temporal._settings import TemporalTasksSettings
 
 __all__ = [
+    "EncryptionCodec",
     "ExecutionPolicy",
     "TemporalTasksExtension",
     "TemporalTasksSettings",
     "checkpoint",
+    "encrypted_data_converter",
     "execution_policy",
     "last_checkpoint",
 ]
 
 _EXPORTS = {
+    "EncryptionCodec": "fastmcp_temporal._codec",
     "ExecutionPolicy": "fastmcp_temporal._policy",
     "TemporalTasksExtension": "fastmcp_temporal._extension",
     "TemporalTasksSettings": "fastmcp_temporal._settings",
     "checkpoint": "fastmcp_temporal._resumable",
+    "encrypted_data_converter": "fastmcp_temporal._codec",
     "execution_policy": "fastmcp_temporal._policy",
     "last_checkpoint": "fastmcp_temporal._resumable",
 }

@@ -16,7 +16,9 @@ from contextlib import asynccontextmanager
 import anyio
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
+from temporalio.converter import DataConverter
 
+from fastmcp_temporal._codec import encrypted_data_converter
 from fastmcp_temporal._devserver import (
     SEARCH_ATTRIBUTES,
     DevServerError,
@@ -60,7 +62,11 @@ async def temporal_client(settings: TemporalTasksSettings) -> AsyncIterator[Clie
 async def connect(address: str, namespace: str, settings: TemporalTasksSettings) -> Client:
     timeout = settings.connect_timeout.total_seconds()
     try:
-        client = await asyncio.wait_for(Client.connect(address, namespace=namespace), timeout)
+        key = settings.encryption_key
+        converter = encrypted_data_converter(key.get_secret_value()) if key else DataConverter.default
+        client = await asyncio.wait_for(
+            Client.connect(address, namespace=namespace, data_converter=converter), timeout
+        )
         described = await client.workflow_service.describe_namespace(
             DescribeNamespaceRequest(namespace=namespace), timeout=settings.connect_timeout
         )
@@ -80,6 +86,15 @@ async def connect(address: str, namespace: str, settings: TemporalTasksSettings)
             settings.task_ttl,
         )
     return client
+
+
+def require_codec(client: Client, settings: TemporalTasksSettings) -> None:
+    """A given client must encrypt when a key is configured, or tasks would be stored in clear."""
+    if settings.encryption_key is not None and client.data_converter.payload_codec is None:
+        raise TemporalConnectionError(
+            "FASTMCP_TEMPORAL_ENCRYPTION_KEY is set but the Temporal client passed as client= has no "
+            "payload codec; connect it with data_converter=fastmcp_temporal.encrypted_data_converter(key)."
+        )
 
 
 async def searchable(client: Client, address: str, namespace: str) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -51,6 +51,10 @@ class TemporalTasksSettings(BaseSettings):
         default=2_000,
         ge=20,
         description="A task whose history passes this many events continues as new (same task id).",
+    )
+    encryption_key: SecretStr | None = Field(
+        default=None,
+        description="Encrypt every payload tasks store in Temporal (all servers and workers share it).",
     )
     state_dir: Path | None = Field(
         default=None, description="Where the embedded dev server keeps its sqlite file."
