@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 from fastmcp.exceptions import ValidationError
 from fastmcp_tasks.components import coerce_task_arguments
 from fastmcp_tasks.context import TaskContextSnapshot
+from fastmcp_tasks.creation import registered_component_for_key
 from fastmcp_tasks.encryption import snapshot_codec
 from fastmcp_tasks.models import CreateTaskResult
+from mcp.shared.exceptions import MCPError
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
@@ -60,14 +62,12 @@ async def start_task(
     call = ToolCall(
         task_id=task_id,
         component_key=component.key,
-        tool_name=tool.name,
         arguments=raw_arguments,
         snapshot=snapshot_codec().encode(snapshot.to_json()),
         client_extensions=_client_extensions(context),
     )
     task = TaskInput(
         call=call,
-        scope_tag=scope_tag,
         ttl_ms=backend.ttl_ms,
         policy=_leg_policy(backend, component),
         search_attributes=backend.searchable,
@@ -103,10 +103,10 @@ async def start_task(
 
 async def task_component(server: FastMCP, tool: Tool) -> Tool:
     """The component a worker runs for `tool`: a mounted tool's child, not its wrapper."""
-    for component in await server.get_tasks():
-        if component.key == tool.key:
-            return component  # type: ignore[return-value]
-    return tool
+    try:
+        return await registered_component_for_key(server, tool.key)
+    except MCPError:
+        return tool  # not among get_tasks(): validate against the tool as resolved
 
 
 def validate_arguments(component: Tool, arguments: dict[str, Any], *, strict: bool) -> None:

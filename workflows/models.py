@@ -33,7 +33,6 @@ class ToolCall:
 
     task_id: str
     component_key: str
-    tool_name: str
     arguments: dict[str, Any]
     snapshot: str
     client_extensions: list[str] = field(default_factory=list)
@@ -54,7 +53,6 @@ class TaskInput:
     """Everything a task needs to run every leg, captured at `tools/call`."""
 
     call: ToolCall
-    scope_tag: str
     ttl_ms: int
     policy: LegPolicy
     search_attributes: bool = True
