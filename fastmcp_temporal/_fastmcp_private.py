@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from fastmcp import FastMCP
     from fastmcp.server.context import Context
-    from fastmcp.tools.base import Tool
     from fastmcp_tasks.context import TaskContextSnapshot
 
 
@@ -31,15 +30,8 @@ def apply_snapshot(snapshot: TaskContextSnapshot) -> None:
     _apply_snapshot_to_context(snapshot)
 
 
-def owning_server(tool: Tool, root: FastMCP) -> FastMCP:
-    """The child server a mounted tool lives on, via `FastMCPProviderTool._server`."""
-    from fastmcp_tasks.creation import _owning_server
-
-    return _owning_server(tool, root)
-
-
 async def resolve_owning_server(snapshot: TaskContextSnapshot | None) -> FastMCP | None:
-    """Re-resolve a mounted tool's child server from the root in a remote worker."""
+    """The child server a mounted tool lives on (`FastMCPProviderTool._server`), from the root."""
     from fastmcp_tasks.context import _resolve_owning_server
 
     return await _resolve_owning_server(snapshot)
