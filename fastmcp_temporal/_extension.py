@@ -52,7 +52,7 @@ from fastmcp_temporal import _fastmcp_private, _leg_context
 from fastmcp_temporal._backend import Backend, temporal_errors
 from fastmcp_temporal._connection import require_codec, searchable, temporal_client
 from fastmcp_temporal._creation import start_task
-from fastmcp_temporal._handlers import TaskMethods
+from fastmcp_temporal._handlers import TaskMethods, task_not_found
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.activities.tool_leg import ToolLegActivities
 from fastmcp_temporal.workflows.task import McpTaskWorkflow
@@ -170,7 +170,7 @@ class TemporalTasksExtension(ServerExtension):
             raise _missing_capability(f"This request targets the tasks extension ({TASKS_EXTENSION_ID})")
         _require_matching_route(task_id)
         if self._methods is None:
-            raise MCPError(code=-32602, message=f"Task {task_id} not found")
+            raise task_not_found(task_id)
         return self._methods
 
     async def intercept_tool_call(

@@ -114,3 +114,12 @@ async def test_a_namespace_retention_shorter_than_the_ttl_is_warned_about(
         async with Client(_server(extension)) as client:
             assert (await client.call_tool("double", {"n": 1})).data == 2
     assert "keeps closed workflows for 1:00:00, less than the task TTL 2:00:00" in caplog.text
+
+
+def test_a_clone_keeps_the_configuration_and_is_unbound(temporal_server: DevServer) -> None:
+    extension = TemporalTasksExtension(address=temporal_server.address, task_queue="q", maximum_attempts=3)
+    _server(extension)
+    clone = extension.clone()
+    assert clone.temporal_settings == extension.temporal_settings
+    with pytest.raises(RuntimeError, match="not bound"):
+        clone.server
