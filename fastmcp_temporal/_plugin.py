@@ -1,0 +1,128 @@
+"""`McpTasksPlugin`: the worker side of MCP tasks, for any Temporal worker.
+
+One temporalio plugin carries everything a worker needs to run a FastMCP server's
+tasks: the task workflow, the tool-leg activity bound to the server, the sandbox
+passthroughs, the data converter (encryption) and the worker tuning that makes
+cancellation prompt. The embedded worker and `fastmcp-temporal worker` load it, and
+so can a team's own worker::
+
+    client = await Client.connect("temporal:7233", plugins=[McpTasksPlugin(mcp)])
+    worker = Worker(client, task_queue="fastmcp-tasks")
+
+In a worker of its own (the default), the plugin runs the worker inside the
+server's lifespan, so tools see their `lifespan_context`; the server's extension
+then serves through the worker's client and starts no worker of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from fastmcp.utilities.tasks import TASKS_EXTENSION_ID
+from temporalio.converter import DataConverter
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from fastmcp_temporal import _fastmcp_private
+from fastmcp_temporal._connection import require_codec, tasks_data_converter
+from fastmcp_temporal.activities.tool_leg import ToolLegActivities
+from fastmcp_temporal.workflows.task import McpTaskWorkflow
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
+
+    from fastmcp_temporal._extension import TemporalTasksExtension
+
+PLUGIN_NAME = "fastmcp_temporal.McpTasksPlugin"
+
+# Cancellation reaches a running tool on its next heartbeat the worker sends;
+# the SDK's default throttle (0.8 x heartbeat timeout) would delay it by seconds.
+HEARTBEAT_THROTTLE = timedelta(milliseconds=200)
+# A dead worker's sticky queue holds the workflow's next task this long.
+STICKY_TIMEOUT = timedelta(seconds=1)
+# FastMCP's dependencies install beartype's import hook; inside the workflow
+# sandbox that re-imports beartype for every workflow run (~150 ms of CPU each).
+SANDBOX_PASSTHROUGH_MODULES = ("beartype",)
+
+
+class McpTasksPlugin(SimplePlugin):
+    """Run the MCP tasks of `server` (which has a `TemporalTasksExtension`) in a Temporal worker.
+
+    Pass it to `Client.connect(plugins=[...])` (the client then encrypts when
+    `FASTMCP_TEMPORAL_ENCRYPTION_KEY` is set, and every worker of that client loads
+    it) or to `Worker(plugins=[...])`. The worker must poll the extension's task
+    queue. `enter_server_lifespan=False` is for a worker that already runs inside
+    the server's lifespan.
+    """
+
+    def __init__(self, server: FastMCP, *, enter_server_lifespan: bool = True) -> None:
+        self._server = server
+        self._extension = tasks_extension(server)
+        super().__init__(
+            PLUGIN_NAME,
+            data_converter=self._data_converter,
+            workflows=[McpTaskWorkflow],
+            activities=[ToolLegActivities(server).run_tool_leg],
+            workflow_runner=_with_sandbox_passthroughs,
+        )
+        self._enter_server_lifespan = enter_server_lifespan
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        config = super().configure_worker(config)
+        settings = self._extension.temporal_settings
+        polled = config.get("task_queue")
+        if polled != settings.task_queue:
+            raise ValueError(
+                f"This worker polls task queue {polled!r} but {self._server.name!r} submits its tasks to"
+                f" {settings.task_queue!r}; pass task_queue={settings.task_queue!r} to the Worker or set"
+                " FASTMCP_TEMPORAL_TASK_QUEUE to the worker's queue."
+            )
+        require_codec(config["client"], settings)  # type: ignore[typeddict-item]
+        config["max_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
+        config["default_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
+        config["sticky_queue_schedule_to_start_timeout"] = STICKY_TIMEOUT
+        if config.get("max_concurrent_activities") is None and config.get("tuner") is None:
+            config["max_concurrent_activities"] = settings.max_concurrent_activities
+        if not config.get("graceful_shutdown_timeout"):
+            config["graceful_shutdown_timeout"] = settings.shutdown_grace
+        return config
+
+    def _data_converter(self, existing: DataConverter | None) -> DataConverter:
+        return tasks_data_converter(self._extension.temporal_settings, existing)
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        """Run the worker inside the server's lifespan, the extension serving through its client."""
+        if not self._enter_server_lifespan:
+            await next(worker)
+            return
+        async with (
+            self._extension.hosted_in_worker(worker.client),
+            _fastmcp_private.lifespan_manager(self._server),
+        ):
+            await next(worker)
+
+
+def tasks_extension(server: FastMCP) -> TemporalTasksExtension:
+    """The server's `TemporalTasksExtension`, or an error that says how to add one."""
+    from fastmcp_temporal._extension import TemporalTasksExtension  # it imports this module
+
+    extension = _fastmcp_private.registered_extension(server, TASKS_EXTENSION_ID)
+    if not isinstance(extension, TemporalTasksExtension):
+        raise ValueError(
+            f"Server {server.name!r} has no TemporalTasksExtension; add "
+            "`mcp.add_extension(TemporalTasksExtension(...))` to the server first."
+        )
+    return extension
+
+
+def _with_sandbox_passthroughs(runner: WorkflowRunner | None) -> WorkflowRunner:
+    runner = runner or SandboxedWorkflowRunner()
+    if isinstance(runner, SandboxedWorkflowRunner):
+        return dataclasses.replace(
+            runner, restrictions=runner.restrictions.with_passthrough_modules(*SANDBOX_PASSTHROUGH_MODULES)
+        )
+    return runner
