@@ -6,6 +6,7 @@ free loopback ports, and is stopped by PID when the session ends, failed or not.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -25,6 +26,16 @@ def temporal_server() -> Iterator[DevServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(autouse=True)
+def no_temporal_client_config(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A developer's TEMPORAL_* variables or temporal.toml must not redirect the tests."""
+    for name in [name for name in os.environ if name.startswith("TEMPORAL_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("TEMPORAL_CONFIG_FILE", str(tmp_path_factory.getbasetemp() / "no-temporal.toml"))
 
 
 @pytest.fixture
