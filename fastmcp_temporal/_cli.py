@@ -13,15 +13,22 @@ import asyncio
 import logging
 import signal
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from fastmcp.utilities.cli import load_and_merge_config
-from fastmcp.utilities.tasks import TASKS_EXTENSION_ID
 
 from fastmcp_temporal import _fastmcp_private
+from fastmcp_temporal._cli_options import add_connection_options, setting_overrides
 from fastmcp_temporal._codec import EncryptionCodec, codec_app
 from fastmcp_temporal._extension import TemporalTasksExtension
+from fastmcp_temporal._plugin import tasks_extension
 from fastmcp_temporal._settings import TemporalTasksSettings
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 logger = logging.getLogger("fastmcp_temporal")
 
@@ -35,15 +42,30 @@ def main(argv: list[str] | None = None) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fastmcp-temporal", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
-    worker = commands.add_parser("worker", help="Run a worker for a server's task tools.")
+    for add_command in _COMMANDS:
+        add_command(commands)
+    return parser
+
+
+def _add_worker(commands: Commands) -> None:
+    worker = commands.add_parser(
+        "worker",
+        help="Run a worker for a server's task tools.",
+        description="Run a Temporal worker for the task tools of a FastMCP server definition.",
+    )
     worker.add_argument("server_spec", help="path/to/server.py[:object], as for `fastmcp run`")
-    worker.add_argument("--address", help="Temporal frontend host:port (default: the server's setting)")
-    worker.add_argument("--namespace", help="Temporal namespace")
-    worker.add_argument("--task-queue", help="Task queue to poll")
-    worker.add_argument("--concurrency", type=int, help="Tool legs run at once by this worker")
+    worker.add_argument("--task-queue", help="task queue to poll [FASTMCP_TEMPORAL_TASK_QUEUE]")
+    worker.add_argument(
+        "--concurrency", type=int, help="tool legs run at once [FASTMCP_TEMPORAL_MAX_CONCURRENT_ACTIVITIES]"
+    )
+    add_connection_options(worker)
     worker.set_defaults(run=_run_worker)
+
+
+def _add_codec_server(commands: Commands) -> None:
     codec = commands.add_parser(
-        "codec-server", help="Let the Temporal UI decrypt task payloads (needs FASTMCP_TEMPORAL_ENCRYPTION_KEY)."
+        "codec-server",
+        help="Let the Temporal UI decrypt task payloads (needs FASTMCP_TEMPORAL_ENCRYPTION_KEY).",
     )
     codec.add_argument("--host", default="127.0.0.1")
     codec.add_argument("--port", type=int, default=8081)
@@ -54,26 +76,28 @@ def _parser() -> argparse.ArgumentParser:
         help="Origin of the Temporal UI allowed to call it, e.g. http://127.0.0.1:8233 (repeatable)",
     )
     codec.set_defaults(run=_run_codec_server)
-    return parser
+
+
+# One entry per sub-command; a command defined in its own module adds one line here.
+_COMMANDS: list[Callable[[Commands], None]] = [
+    _add_worker,
+    _add_codec_server,
+]
 
 
 def _run_worker(args: argparse.Namespace) -> None:
     config, _ = load_and_merge_config(args.server_spec)
     server = asyncio.run(config.source.load_server())
-    extension = _fastmcp_private.registered_extension(server, TASKS_EXTENSION_ID)
-    if not isinstance(extension, TemporalTasksExtension):
-        sys.exit(
-            f"{args.server_spec} has no TemporalTasksExtension; add "
-            "`mcp.add_extension(TemporalTasksExtension(...))` to the server first."
-        )
+    try:
+        extension = tasks_extension(server)
+    except ValueError as exc:
+        sys.exit(f"{args.server_spec}: {exc}")
     overrides: dict[str, Any] = {
-        "address": args.address,
-        "namespace": args.namespace,
         "task_queue": args.task_queue,
         "max_concurrent_activities": args.concurrency,
         "worker": True,
     }
-    extension.configure(**{k: v for k, v in overrides.items() if v is not None})
+    extension.configure(**{k: v for k, v in overrides.items() if v is not None}, **setting_overrides(args))
     asyncio.run(_serve_until_signalled(server, extension))
 
 
@@ -98,7 +122,7 @@ async def _serve_until_signalled(server: Any, extension: TemporalTasksExtension)
             "Worker for %s polling task queue %r in namespace %r (up to %d legs at once)",
             server.name,
             settings.task_queue,
-            settings.namespace,
+            extension.client.namespace if extension.client else None,
             settings.max_concurrent_activities,
         )
         await stop.wait()

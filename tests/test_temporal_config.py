@@ -8,10 +8,13 @@ Temporal's TEMPORAL_TLS_* variables, or through FASTMCP_TEMPORAL_TLS_*.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
+import anyio
 import pytest
 from fastmcp import Client, FastMCP
 from fastmcp_tasks import call_tool_task
@@ -179,3 +182,50 @@ async def test_a_missing_config_file_or_profile_fails_startup_with_the_fix(
     monkeypatch.setenv("TEMPORAL_CONFIG_FILE", str(config))
     with pytest.raises(Exception, match="profile 'prod'.*Profile 'prod' not found.*TEMPORAL_PROFILE"):
         await _run_task(_extension(task_queue, profile="prod"))
+
+
+WORKER_SERVER = """
+from fastmcp import FastMCP
+from fastmcp_temporal import TemporalTasksExtension
+
+mcp = FastMCP("cli-worker")
+mcp.add_extension(TemporalTasksExtension())
+
+
+@mcp.tool(task=True)
+async def double(n: int) -> int:
+    return 2 * n
+"""
+
+
+async def test_the_worker_command_connects_with_the_shared_connection_options(
+    tls_proxy: TlsProxy, tls_files: TlsFiles, temporal_server: DevServer, task_queue: str, tmp_path: Path
+) -> None:
+    server_file = tmp_path / "server.py"
+    server_file.write_text(WORKER_SERVER)
+    config = tmp_path / "temporal.toml"
+    config.write_text(f'[profile.secure]\naddress = "{tls_proxy.address}"\n')
+    command = [
+        *("fastmcp-temporal", "worker", str(server_file), "--task-queue", task_queue),
+        *("--config-file", str(config), "--profile", "secure", "--tls-server-name", SERVER_NAME),
+        *("--tls-ca-cert", str(tls_files.ca_cert), "--tls-client-cert", str(tls_files.client_cert)),
+        *("--tls-client-key", str(tls_files.client_key)),
+    ]
+    worker = subprocess.Popen(
+        [str(Path(sys.executable).with_name("fastmcp-temporal")), *command[1:]],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        api = _extension(task_queue, address=temporal_server.address, worker=False)
+        with anyio.fail_after(60):
+            task_id = await _run_task(api)
+    finally:
+        worker.terminate()  # its graceful stop still talks to Temporal through this loop's proxy
+        try:
+            output = (await anyio.to_thread.run_sync(lambda: worker.communicate(timeout=60)))[0].decode()
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            raise
+    assert CLIENT_NAME in tls_proxy.client_subjects, output
+    await _completed_in_temporal(temporal_server.address, "default", task_id)

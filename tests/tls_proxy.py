@@ -94,6 +94,7 @@ class TlsProxy:
     client_subjects: list[str] = field(default_factory=list)
     _server: asyncio.Server | None = None
     _streams: set[asyncio.StreamWriter] = field(default_factory=set)
+    _pipes: set[asyncio.Task[None]] = field(default_factory=set)
 
     @property
     def address(self) -> str:
@@ -114,9 +115,12 @@ class TlsProxy:
         self._server.close()
         for writer in self._streams:
             writer.close()
+        if self._pipes:
+            await asyncio.wait(self._pipes, timeout=10)
         await self._server.wait_closed()
 
     async def _pipe(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        self._pipes.add(asyncio.current_task())  # type: ignore[arg-type]
         peer = client_writer.get_extra_info("peercert") or {}
         self.client_subjects += [
             value for rdn in peer.get("subject", ()) for key, value in rdn if key == "commonName"
