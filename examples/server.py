@@ -22,10 +22,11 @@ mcp.add_extension(TemporalTasksExtension())
 
 @mcp.tool(task=True)
 async def crunch(n: int, ctx: Context) -> int:
-    """Square n slowly, reporting progress as it goes."""
-    for step in range(1, 4):
-        await ctx.report_progress(step, 3, f"step {step} of 3")
-        await anyio.sleep(0.5)
+    """Square n slowly, reporting progress as it goes (clients see it as the task's statusMessage)."""
+    steps = 5
+    for step in range(steps):
+        await ctx.report_progress(step, steps, f"{step}/{steps} crunching {n}")
+        await anyio.sleep(0.6)
     return n * n
 
 

@@ -1,4 +1,10 @@
-"""The README's demo: examples/server.py over HTTP, driven by examples/client.py."""
+"""The README's demo: examples/server.py over HTTP, driven by examples/client.py.
+
+What the demo claims is checked in Temporal itself: each tool the client called ran
+as a task workflow, `crunch` as one tool leg, `greet` as two legs around the answer
+the client sent (a `submit_input` signal). A client that stopped opting in to the
+tasks extension would leave Temporal empty and fail here.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,13 @@ import sys
 import time
 from pathlib import Path
 
+import anyio
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client as TemporalClient
+from temporalio.client import WorkflowExecutionStatus
+
 from fastmcp_temporal._devserver import DevServer, free_port
+from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -26,7 +38,9 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], deadline: float 
     raise TimeoutError(f"examples/server.py did not listen on {port}")
 
 
-def test_the_demo_server_runs_tasks_for_the_demo_client(temporal_server: DevServer, task_queue: str) -> None:
+def test_the_demo_client_runs_the_demo_tools_as_temporal_tasks(
+    temporal_server: DevServer, task_queue: str
+) -> None:
     port = free_port()
     env = {
         **os.environ,
@@ -44,7 +58,7 @@ def test_the_demo_server_runs_tasks_for_the_demo_client(temporal_server: DevServ
     try:
         _wait_for_port(port, server)
         client = subprocess.run(
-            [sys.executable, str(EXAMPLES / "client.py"), f"http://127.0.0.1:{port}/mcp"],
+            [sys.executable, str(EXAMPLES / "client.py"), f"http://127.0.0.1:{port}/mcp", "--ui", UI],
             capture_output=True,
             text=True,
             timeout=120,
@@ -56,9 +70,53 @@ def test_the_demo_server_runs_tasks_for_the_demo_client(temporal_server: DevServ
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
-    assert client.returncode == 0, client.stderr
-    assert client.stdout.splitlines() == [
-        "crunch(12) = 144",
-        "server asks: What is your name? -> answering 'Ada'",
-        "Hello, Ada!",
-    ]
+    assert client.returncode == 0, client.stdout + client.stderr
+    lines = client.stdout.splitlines()
+    assert "crunch(12) = 144" in lines
+    assert "  server asks: What is your name? -> answering 'Ada'" in lines
+    assert lines[-1] == "Hello, Ada!"
+    crunch, greet = (line.split(": task ")[1] for line in lines if ": task " in line)
+    assert any(line.startswith(f"  Temporal UI: {UI}/namespaces/default/workflows?query=") for line in lines)
+
+    histories = anyio.run(_histories, temporal_server.address, [crunch, greet])
+    assert histories[crunch] == ["leg"]
+    assert histories[greet] == ["leg", "signal submit_input", "leg"]
+    assert anyio.run(_workflows_on_queue, temporal_server.address, task_queue) == {
+        workflow_id(ANONYMOUS_SCOPE_TAG, crunch),
+        workflow_id(ANONYMOUS_SCOPE_TAG, greet),
+    }
+
+
+UI = "http://ui.example:8233"
+
+
+async def _histories(address: str, task_ids: list[str]) -> dict[str, list[str]]:
+    """Each task's completed workflow, as its completed tool legs and the signals it got."""
+    temporal = await TemporalClient.connect(address)
+    found = {}
+    for task_id in task_ids:
+        handle = temporal.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
+        assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
+        found[task_id] = [
+            "leg"
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+            else f"signal {event.workflow_execution_signaled_event_attributes.signal_name}"
+            for event in (await handle.fetch_history()).events
+            if event.event_type
+            in (
+                EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED,
+                EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+            )
+        ]
+    return found
+
+
+async def _workflows_on_queue(address: str, task_queue: str) -> set[str]:
+    """Every workflow the demo left on its task queue, once visibility has them all."""
+    temporal = await TemporalClient.connect(address)
+    with anyio.fail_after(30):
+        while True:
+            ids = {w.id async for w in temporal.list_workflows(f'TaskQueue="{task_queue}"')}
+            if len(ids) >= 2:
+                return ids
+            await anyio.sleep(0.2)
