@@ -75,7 +75,9 @@ def run_demo(address: str, ui_url: str) -> str:
         os.killpg(server.pid, signal.SIGINT)
         server.wait(timeout=30)
     print(client.stdout)
-    return next(line.split(": task ")[1] for line in client.stdout.splitlines() if line.startswith("greet: task "))
+    lines = client.stdout.splitlines()
+    (task_id,) = [line.removeprefix("greet: task ") for line in lines if line.startswith("greet: task ")]
+    return task_id
 
 
 def wait_for_port(port: int, deadline: float = 60) -> None:
