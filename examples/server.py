@@ -2,8 +2,9 @@
 
     python examples/server.py            # HTTP on http://127.0.0.1:8000/mcp ($PORT to change)
 
-With no FASTMCP_TEMPORAL_ADDRESS set, an embedded Temporal dev server starts (its
-UI URL is logged); otherwise tasks run on the server at that address.
+With no Temporal address configured (FASTMCP_TEMPORAL_ADDRESS, TEMPORAL_ADDRESS or a
+temporal.toml profile), an embedded Temporal dev server starts and its UI URL is
+logged; otherwise tasks run on that server. Drive it with examples/client.py.
 """
 
 from __future__ import annotations
