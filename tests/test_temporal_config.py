@@ -163,6 +163,21 @@ async def test_fastmcp_temporal_settings_win_over_temporal_env_and_the_construct
     await _completed_in_temporal(temporal_server.address, "default", await _run_task(extension))
 
 
+async def test_fastmcp_temporal_tls_false_turns_a_profiles_tls_off(
+    tls_proxy: TlsProxy,
+    tls_files: TlsFiles,
+    temporal_server: DevServer,
+    task_queue: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TEMPORAL_ADDRESS", tls_proxy.address)
+    monkeypatch.setenv("TEMPORAL_TLS_SERVER_CA_CERT_PATH", str(tls_files.ca_cert))
+    monkeypatch.setenv("FASTMCP_TEMPORAL_ADDRESS", temporal_server.address)  # plain, no TLS
+    monkeypatch.setenv("FASTMCP_TEMPORAL_TLS", "false")
+    await _completed_in_temporal(temporal_server.address, "default", await _run_task(_extension(task_queue)))
+    assert tls_proxy.client_subjects == []
+
+
 async def test_temporal_namespace_is_read_from_temporal_env(
     temporal_server: DevServer, task_queue: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
