@@ -2,7 +2,8 @@
 
 With `FASTMCP_TEMPORAL_ENCRYPTION_KEY` set, every payload the extension and its
 workers write — the workflow input (arguments, caller snapshot), answers, results,
-memo and heartbeat details — is Fernet-encrypted before it leaves the process.
+memo and heartbeat details — is Fernet-encrypted before it leaves the process, and so
+are failure messages and stack traces (moved into an encoded attribute).
 Search attributes are never encrypted; they hold only tool names, states and scope
 hashes. `fastmcp-temporal codec-server` serves the Temporal UI's remote codec
 endpoint, so an operator who holds the key can read payloads in the UI.
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
-from temporalio.converter import DataConverter, PayloadCodec
+from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes, PayloadCodec
 
 if TYPE_CHECKING:
     from cryptography.fernet import Fernet
@@ -65,8 +66,16 @@ def _fernet(key: str) -> Fernet:
 
 
 def encrypted_data_converter(key: str) -> DataConverter:
-    """Temporal's default converter with our encryption, for a `Client` you connect yourself."""
-    return dataclasses.replace(DataConverter.default, payload_codec=EncryptionCodec(key))
+    """Temporal's default converter with our encryption, for a `Client` you connect yourself.
+
+    Failures carry their message and stack trace in an encoded attribute, so a tool's
+    exception text is encrypted too; clients with the key read them back unchanged.
+    """
+    return dataclasses.replace(
+        DataConverter.default,
+        payload_codec=EncryptionCodec(key),
+        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+    )
 
 
 async def _apply(codec: PayloadCodec, body: bytes, *, encode: bool) -> str:

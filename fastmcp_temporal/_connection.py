@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 import anyio
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
-from temporalio.converter import DataConverter
+from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
 
 from fastmcp_temporal._codec import encrypted_data_converter
 from fastmcp_temporal._devserver import (
@@ -89,11 +89,17 @@ async def connect(address: str, namespace: str, settings: TemporalTasksSettings)
 
 
 def require_codec(client: Client, settings: TemporalTasksSettings) -> None:
-    """A given client must encrypt when a key is configured, or tasks would be stored in clear."""
-    if settings.encryption_key is not None and client.data_converter.payload_codec is None:
+    """A given client must encrypt payloads and failures when a key is configured, or tasks
+    (and tool error messages) would be stored in clear."""
+    converter = client.data_converter
+    if settings.encryption_key is not None and (
+        converter.payload_codec is None
+        or not isinstance(converter.failure_converter, DefaultFailureConverterWithEncodedAttributes)
+    ):
         raise TemporalConnectionError(
             "FASTMCP_TEMPORAL_ENCRYPTION_KEY is set but the Temporal client passed as client= has no "
-            "payload codec; connect it with data_converter=fastmcp_temporal.encrypted_data_converter(key)."
+            "payload codec or stores failure messages in clear; connect it with "
+            "data_converter=fastmcp_temporal.encrypted_data_converter(key)."
         )
 
 
