@@ -23,6 +23,8 @@ from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes, PayloadCodec
 
+from fastmcp_temporal._settings import MIN_ENCRYPTION_KEY_LENGTH
+
 if TYPE_CHECKING:
     from cryptography.fernet import Fernet
     from starlette.applications import Starlette
@@ -35,8 +37,11 @@ class EncryptionCodec(PayloadCodec):
     """Fernet-encrypts whole payloads; unencrypted payloads decode as they are."""
 
     def __init__(self, key: str) -> None:
-        if not key:
-            raise ValueError("The encryption key must not be empty; unset it to store payloads in clear.")
+        if len(key) < MIN_ENCRYPTION_KEY_LENGTH:
+            raise ValueError(
+                f"The encryption key (FASTMCP_TEMPORAL_ENCRYPTION_KEY) must be at least "
+                f"{MIN_ENCRYPTION_KEY_LENGTH} characters; unset it to store payloads in clear."
+            )
         self._fernet = _fernet(key)
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:

@@ -238,3 +238,16 @@ async def test_the_codec_server_decrypts_for_an_operator_with_the_key() -> None:
     payloads = json_format.Parse(decoded.text, Payloads()).payloads
     assert encrypted_data_converter(KEY).payload_converter.from_payloads(payloads) == [{"secret": SECRET}]
     assert preflight.headers["access-control-allow-origin"] == "http://127.0.0.1:8233"
+
+
+@pytest.mark.parametrize("short", ["", "x" * 31])
+def test_keys_shorter_than_32_characters_are_refused_naming_the_setting(
+    short: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FASTMCP_TEMPORAL_ENCRYPTION_KEY", short)
+    with pytest.raises(ValueError, match="FASTMCP_TEMPORAL_ENCRYPTION_KEY.*at least 32 characters"):
+        TemporalTasksExtension(address="127.0.0.1:7233")
+    with pytest.raises(ValueError, match="FASTMCP_TEMPORAL_ENCRYPTION_KEY.*at least 32 characters"):
+        EncryptionCodec(short)
+    monkeypatch.setenv("FASTMCP_TEMPORAL_ENCRYPTION_KEY", "x" * 32)
+    assert TemporalTasksExtension(address="127.0.0.1:7233").temporal_settings.encryption_key is not None
