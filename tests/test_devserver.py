@@ -349,3 +349,33 @@ def test_a_killed_owner_leaves_no_dev_server_and_a_restart_works(zero_config) ->
 
     again.kill()
     wait_for(lambda: not live_group_members(restarted["pid"]), "the restarted dev server to stop")
+
+
+def test_dev_server_command_stops_on_sigterm_and_refuses_a_second_server(tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
+    command = [sys.executable, "-m", "fastmcp_temporal._cli", "dev-server", "--state-dir", str(state_dir)]
+    output = tmp_path / "command.out"
+    with output.open("wb") as sink:
+        first = subprocess.Popen(
+            [*command, "--port", str(free_port()), "--no-ui"], stdout=sink, stderr=subprocess.STDOUT
+        )
+    try:
+        ready = wait_for(
+            lambda: re.search(r"ready for fastmcp-temporal \(pid (\d+)\)", output.read_text()),
+            "the command's ready line",
+        )
+        server_pid = int(ready.group(1))
+        second = subprocess.run(
+            [*command, "--port", str(free_port()), "--no-ui"], capture_output=True, text=True, timeout=60
+        )
+        assert second.returncode == 1
+        assert f"already runs (pid {server_pid}" in second.stderr
+
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=DEADLINE) == 128 + signal.SIGTERM
+        assert not live_group_members(server_pid)
+        assert not (state_dir / "dev-server.json").exists()
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
