@@ -103,6 +103,20 @@ def require_codec(client: Client, settings: TemporalTasksSettings) -> None:
         )
 
 
+async def require_reachable(client: Client, settings: TemporalTasksSettings) -> None:
+    """A given client must answer for its own namespace at startup, as an address must."""
+    try:
+        await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=client.namespace), timeout=settings.connect_timeout
+        )
+    except Exception as exc:
+        raise TemporalConnectionError(
+            f"The Temporal client passed as client= cannot reach namespace {client.namespace!r} at "
+            f"{client.service_client.config.target_host}: {exc or type(exc).__name__}. "
+            "Check the server and namespace that client was connected to."
+        ) from exc
+
+
 async def searchable(client: Client, address: str, namespace: str) -> bool:
     """Register the search attributes tasks are indexed by; False when the server refuses."""
     try:
