@@ -14,14 +14,12 @@ from collections.abc import Iterator
 from typing import TypeVar
 
 import anyio
-import httpx
 import pytest
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import ToolTask, call_tool_task
-from google.protobuf import json_format
 from google.protobuf.message import Message
 from mcp_types import ElicitRequest, InputRequiredResult
-from temporalio.api.common.v1 import Payload, Payloads, SearchAttributes
+from temporalio.api.common.v1 import Payload, SearchAttributes
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import History
 from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionResponse
@@ -29,7 +27,7 @@ from temporalio.client import Client as TemporalClient
 from temporalio.converter import DataConverter
 
 from fastmcp_temporal import EncryptionCodec, TemporalTasksExtension, encrypted_data_converter
-from fastmcp_temporal._codec import ENCODING, codec_app
+from fastmcp_temporal._codec import ENCODING
 from fastmcp_temporal._devserver import DevServer
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from task_wire import status_becomes
@@ -214,30 +212,6 @@ async def test_a_given_client_without_the_codec_is_refused(make_extension, tempo
         with anyio.fail_after(30):
             task = await call_tool_task(client, "confide", {"secret": "s"})
             await status_becomes(task, "input_required")
-
-
-async def test_the_codec_server_decrypts_for_an_operator_with_the_key() -> None:
-    codec = EncryptionCodec(KEY)
-    plain = encrypted_data_converter(KEY).payload_converter.to_payloads([{"secret": SECRET}])
-    encrypted = await codec.encode(plain)
-    body = json_format.MessageToJson(Payloads(payloads=encrypted))
-    assert SECRET not in body
-
-    app = codec_app(codec, ["http://127.0.0.1:8233"])
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://codec") as http:
-        decoded = await http.post("/decode", content=body, headers={"x-namespace": "default"})
-        preflight = await http.options(
-            "/decode",
-            headers={
-                "origin": "http://127.0.0.1:8233",
-                "access-control-request-method": "POST",
-                "access-control-request-headers": "content-type,x-namespace",
-            },
-        )
-    assert decoded.status_code == 200
-    payloads = json_format.Parse(decoded.text, Payloads()).payloads
-    assert encrypted_data_converter(KEY).payload_converter.from_payloads(payloads) == [{"secret": SECRET}]
-    assert preflight.headers["access-control-allow-origin"] == "http://127.0.0.1:8233"
 
 
 @pytest.mark.parametrize("short", ["", "x" * 31])
