@@ -174,7 +174,8 @@ def _token(args: argparse.Namespace) -> str | None:
     if args.insecure_open_loopback:
         if not _is_loopback(args.host):
             sys.exit(
-                f"--insecure-open-loopback serves without a token, so only on a loopback --host, not {args.host}."
+                "--insecure-open-loopback serves without a token, so only on a loopback --host, "
+                f"not {args.host}."
             )
         return None
     if not args.token:
