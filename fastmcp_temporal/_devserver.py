@@ -37,6 +37,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -108,7 +109,10 @@ def free_port() -> int:
 
 @dataclass
 class DevServer:
-    """A running dev server; ``owned`` servers were started by this process."""
+    """A running dev server; ``owned`` servers were started by this process.
+
+    ``pid`` leads the server's process group: the watchdog the ``temporal`` process runs under.
+    """
 
     address: str
     ui_url: str | None
@@ -392,9 +396,11 @@ def _log_tail(log_path: Path | None, lines: int = 20) -> str:
 
 
 def _private_dir(path: Path) -> None:
-    """Create ``path`` (and missing parents) readable by us only; tighten it if it exists."""
+    """Create ``path`` (and missing parents) readable by us only; tighten it if it exists,
+    unless it is a shared folder such as /tmp (sticky bit), whose mode is not ours to change."""
     path.mkdir(mode=_PRIVATE_DIR, parents=True, exist_ok=True)
-    path.chmod(_PRIVATE_DIR)
+    if not path.stat().st_mode & stat.S_ISVTX:
+        path.chmod(_PRIVATE_DIR)
 
 
 def _make_private(folder: Path, db_name: str) -> None:
