@@ -441,29 +441,51 @@ def _lock(descriptor: int) -> None:
 
 def _recorded_server(state_file: Path, namespace: str) -> DevServer | None:
     """The server named by ``state_file`` if it and its owner live and its address answers,
-    else None. A server whose owner died is being stopped by its watchdog: wait for it to
-    go (kill it after _ORPHAN_TIMEOUT) so that no two servers share the database."""
+    else None, after making sure that no leftover of it still holds the database:
+
+    - its owner died: its watchdog is stopping it; wait for that (kill it after
+      _ORPHAN_TIMEOUT);
+    - its watchdog died (killed on its own) while the server still answers: the
+      server is an orphan in the watchdog's process group; kill that group.
+    """
     try:
         state = json.loads(state_file.read_text())
         pid, address, ui_url = int(state["pid"]), str(state["address"]), state.get("ui_url")
         owner = int(state.get("owner", pid))
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
-    if not _pid_alive(pid):
-        return None
-    if not _pid_alive(owner):
+    if _pid_alive(pid) and not _pid_alive(owner):
         _reap(pid)
         return None
-    if asyncio.run(_describe(address, namespace)) is None:
+    answers = asyncio.run(_describe(address, namespace)) is not None
+    if not _pid_alive(pid):
+        if answers:
+            _kill_group(pid)
         return None
-    return DevServer(address=address, ui_url=ui_url, pid=pid, owned=False)
+    return DevServer(address=address, ui_url=ui_url, pid=pid, owned=False) if answers else None
 
 
 def _reap(pgid: int) -> None:
+    """Wait for the watchdog leading ``pgid`` to stop its server and exit; kill the group if it
+    takes longer than _ORPHAN_TIMEOUT."""
     deadline = time.monotonic() + _ORPHAN_TIMEOUT
-    while _pid_alive(pgid) and time.monotonic() < deadline:
+    while _pid_alive(pgid):
+        if time.monotonic() >= deadline:
+            _kill_group(pgid)
+            return
         time.sleep(_POLL_INTERVAL)
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL every process of ``pgid`` and wait (bounded) until none is left."""
     _signal_group(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + _PROBE_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(_POLL_INTERVAL)
 
 
 def _pid_alive(pid: int) -> bool:

@@ -379,3 +379,18 @@ def test_dev_server_command_stops_on_sigterm_and_refuses_a_second_server(tmp_pat
         if first.poll() is None:
             first.kill()
             first.wait()
+
+
+def test_a_server_whose_watchdog_was_killed_is_reaped_by_the_next_start(
+    tmp_path: Path, servers: list[DevServer]
+) -> None:
+    first = reuse_or_start_dev_server(tmp_path, ui=False)
+    servers.append(first)
+    assert len(live_group_members(first.pid)) == 2  # the watchdog and the server
+    os.kill(first.pid, signal.SIGKILL)  # the watchdog alone, as `pkill python` would
+    assert has_search_attributes(first.address)  # the server runs on, unwatched
+
+    second = reuse_or_start_dev_server(tmp_path, ui=False)
+    servers.append(second)
+    assert second.owned and second.address != first.address
+    assert not live_group_members(first.pid)
