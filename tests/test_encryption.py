@@ -148,6 +148,28 @@ async def test_task_payloads_are_encrypted_at_rest_and_tasks_still_work(
     assert any(event.HasField("workflow_execution_signaled_event_attributes") for event in history.events)
 
 
+async def test_progress_heartbeats_are_encrypted_at_rest(make_extension, temporal_server: DevServer) -> None:
+    release = anyio.Event()
+    mcp = FastMCP("progress")
+    mcp.add_extension(make_extension(encryption_key=KEY))
+
+    @mcp.tool(task=True)
+    async def handle(secret: str, ctx: Context) -> str:
+        await ctx.report_progress(1, 2, f"handling {secret}")
+        await release.wait()
+        return "done"
+
+    async with Client(mcp) as client:
+        task = await call_tool_task(client, "handle", {"secret": SECRET})
+        await status_becomes(task, "working", until=lambda r: r.status_message == f"handling {SECRET}")
+        stored = await _stored_task(temporal_server.address, task.task_id)
+        release.set()
+        await task.result()
+    (pending,) = stored.messages[1].pending_activities
+    assert pending.heartbeat_details.payloads  # the progress is there, and sealed
+    assert_sealed(stored, SECRET)
+
+
 class Declined(BaseException):
     """Escapes the tool's error handling, so the leg's activity itself fails."""
 
