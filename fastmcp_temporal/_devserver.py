@@ -263,7 +263,7 @@ def _spawn(command: list[str], log_path: Path | None) -> subprocess.Popen[bytes]
             descriptor = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, _PRIVATE_FILE)
             output = stack.enter_context(open(descriptor, "ab"))
         return subprocess.Popen(
-            [sys.executable, str(_WATCHDOG), *command],
+            [sys.executable, "-I", "-S", str(_WATCHDOG), *command],
             stdin=subprocess.PIPE,
             stdout=output,
             stderr=subprocess.STDOUT,
