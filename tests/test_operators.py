@@ -7,10 +7,10 @@ import pytest
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
 from mcp_types import ElicitRequest, InputRequiredResult
+from task_wire import DEADLINE, status_becomes
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG
-from task_wire import DEADLINE, status_becomes
 
 pytestmark = pytest.mark.anyio
 
