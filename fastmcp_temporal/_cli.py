@@ -22,10 +22,10 @@ from fastmcp.utilities.cli import load_and_merge_config
 
 from fastmcp_temporal import _fastmcp_private
 from fastmcp_temporal._cli_options import add_connection_options, setting_overrides
-from fastmcp_temporal._codec import EncryptionCodec, codec_app
+from fastmcp_temporal._codec_server import add_codec_server_command
+from fastmcp_temporal._devserver_cli import add_dev_server_command
 from fastmcp_temporal._extension import TemporalTasksExtension
 from fastmcp_temporal._plugin import tasks_extension
-from fastmcp_temporal._settings import TemporalTasksSettings
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -64,26 +64,11 @@ def _add_worker(commands: Commands) -> None:
     worker.set_defaults(run=_run_worker)
 
 
-def _add_codec_server(commands: Commands) -> None:
-    codec = commands.add_parser(
-        "codec-server",
-        help="Let the Temporal UI decrypt task payloads (needs FASTMCP_TEMPORAL_ENCRYPTION_KEY).",
-    )
-    codec.add_argument("--host", default="127.0.0.1")
-    codec.add_argument("--port", type=int, default=8081)
-    codec.add_argument(
-        "--cors-origin",
-        action="append",
-        default=[],
-        help="Origin of the Temporal UI allowed to call it, e.g. http://127.0.0.1:8233 (repeatable)",
-    )
-    codec.set_defaults(run=_run_codec_server)
-
-
 # One entry per sub-command; a command defined in its own module adds one line here.
 _COMMANDS: list[Callable[[Commands], None]] = [
     _add_worker,
-    _add_codec_server,
+    add_codec_server_command,
+    add_dev_server_command,
 ]
 
 
@@ -101,16 +86,6 @@ def _run_worker(args: argparse.Namespace) -> None:
     }
     extension.configure(**{k: v for k, v in overrides.items() if v is not None}, **setting_overrides(args))
     asyncio.run(_serve_until_signalled(server, extension))
-
-
-def _run_codec_server(args: argparse.Namespace) -> None:
-    import uvicorn
-
-    key = TemporalTasksSettings().encryption_key
-    if key is None:
-        sys.exit("Set FASTMCP_TEMPORAL_ENCRYPTION_KEY to the key your servers and workers use.")
-    app = codec_app(EncryptionCodec(key.get_secret_value()), args.cors_origin)
-    uvicorn.run(app, host=args.host, port=args.port)
 
 
 async def _serve_until_signalled(server: Any, extension: TemporalTasksExtension) -> None:

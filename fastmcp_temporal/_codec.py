@@ -2,10 +2,11 @@
 
 With `FASTMCP_TEMPORAL_ENCRYPTION_KEY` set, every payload the extension and its
 workers write — the workflow input (arguments, caller snapshot), answers, results,
-memo and heartbeat details — is Fernet-encrypted before it leaves the process.
+memo and heartbeat details — is Fernet-encrypted before it leaves the process, and so
+are failure messages and stack traces (moved into an encoded attribute).
 Search attributes are never encrypted; they hold only tool names, states and scope
-hashes. `fastmcp-temporal codec-server` serves the Temporal UI's remote codec
-endpoint, so an operator who holds the key can read payloads in the UI.
+hashes. `fastmcp-temporal codec-server` (`_codec_server`) serves the Temporal UI's
+remote codec endpoint, so an operator who holds the key can read payloads in the UI.
 
 Every server and worker on a task queue must share the key: a process without it
 cannot read the tasks, and Temporal keeps retrying their workflow tasks until one can.
@@ -18,13 +19,13 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from google.protobuf import json_format
-from temporalio.api.common.v1 import Payload, Payloads
-from temporalio.converter import DataConverter, PayloadCodec
+from temporalio.api.common.v1 import Payload
+from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes, PayloadCodec
+
+from fastmcp_temporal._settings import MIN_ENCRYPTION_KEY_LENGTH
 
 if TYPE_CHECKING:
     from cryptography.fernet import Fernet
-    from starlette.applications import Starlette
 
 ENCODING = b"binary/fastmcp-temporal-encrypted"
 _KEY_SALT = "fastmcp-temporal-payload-key"
@@ -34,8 +35,11 @@ class EncryptionCodec(PayloadCodec):
     """Fernet-encrypts whole payloads; unencrypted payloads decode as they are."""
 
     def __init__(self, key: str) -> None:
-        if not key:
-            raise ValueError("The encryption key must not be empty; unset it to store payloads in clear.")
+        if len(key) < MIN_ENCRYPTION_KEY_LENGTH:
+            raise ValueError(
+                f"The encryption key (FASTMCP_TEMPORAL_ENCRYPTION_KEY) must be at least "
+                f"{MIN_ENCRYPTION_KEY_LENGTH} characters; unset it to store payloads in clear."
+            )
         self._fernet = _fernet(key)
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
@@ -64,40 +68,14 @@ def _fernet(key: str) -> Fernet:
     return Fernet(derive_jwt_key(low_entropy_material=key, salt=_KEY_SALT))
 
 
-def encrypted_data_converter(key: str) -> DataConverter:
-    """Temporal's default converter with our encryption, for a `Client` you connect yourself."""
-    return dataclasses.replace(DataConverter.default, payload_codec=EncryptionCodec(key))
+def encrypted_data_converter(key: str, base: DataConverter | None = None) -> DataConverter:
+    """Temporal's default converter (or `base`) with our encryption, for a `Client` you connect yourself.
 
-
-async def _apply(codec: PayloadCodec, body: bytes, *, encode: bool) -> str:
-    payloads = json_format.Parse(body, Payloads())
-    converted = await (codec.encode if encode else codec.decode)(payloads.payloads)
-    return json_format.MessageToJson(Payloads(payloads=converted))
-
-
-def codec_app(codec: PayloadCodec, cors_origins: Sequence[str] = ()) -> Starlette:
-    """The HTTP endpoint the Temporal UI calls (`POST /encode`, `POST /decode`)."""
-    from starlette.applications import Starlette
-    from starlette.middleware import Middleware
-    from starlette.middleware.cors import CORSMiddleware
-    from starlette.requests import Request
-    from starlette.responses import Response
-    from starlette.routing import Route
-
-    async def encode(request: Request) -> Response:
-        return Response(await _apply(codec, await request.body(), encode=True), media_type="application/json")
-
-    async def decode(request: Request) -> Response:
-        return Response(await _apply(codec, await request.body(), encode=False), media_type="application/json")
-
-    return Starlette(
-        routes=[Route("/encode", encode, methods=["POST"]), Route("/decode", decode, methods=["POST"])],
-        middleware=[
-            Middleware(
-                CORSMiddleware,
-                allow_origins=list(cors_origins),
-                allow_methods=["POST"],
-                allow_headers=["content-type", "x-namespace"],
-            )
-        ],
+    Failures carry their message and stack trace in an encoded attribute, so a tool's
+    exception text is encrypted too; clients with the key read them back unchanged.
+    """
+    return dataclasses.replace(
+        base or DataConverter.default,
+        payload_codec=EncryptionCodec(key),
+        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
     )

@@ -23,10 +23,10 @@ from typing import Any
 import anyio
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
-from temporalio.converter import DataConverter
+from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
 from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS
 
-from fastmcp_temporal._codec import EncryptionCodec
+from fastmcp_temporal._codec import encrypted_data_converter
 from fastmcp_temporal._devserver import (
     SEARCH_ATTRIBUTES,
     DevServerError,
@@ -91,7 +91,7 @@ def tasks_data_converter(settings: TemporalTasksSettings, base: DataConverter | 
     converter = base or DataConverter.default
     key = settings.encryption_key
     if key is not None and converter.payload_codec is None:
-        converter = dataclasses.replace(converter, payload_codec=EncryptionCodec(key.get_secret_value()))
+        converter = encrypted_data_converter(key.get_secret_value(), converter)
     return converter
 
 
@@ -154,13 +154,33 @@ async def connect(profile: ClientConfigProfile, settings: TemporalTasksSettings)
 
 
 def require_codec(client: Client, settings: TemporalTasksSettings) -> None:
-    """A given client must encrypt when a key is configured, or tasks would be stored in clear."""
-    if settings.encryption_key is not None and client.data_converter.payload_codec is None:
+    """A given client must encrypt payloads and failures when a key is configured, or tasks
+    (and tool error messages) would be stored in clear."""
+    converter = client.data_converter
+    if settings.encryption_key is not None and (
+        converter.payload_codec is None
+        or not isinstance(converter.failure_converter, DefaultFailureConverterWithEncodedAttributes)
+    ):
         raise TemporalConnectionError(
             "FASTMCP_TEMPORAL_ENCRYPTION_KEY is set but the Temporal client you passed has no payload "
-            "codec; connect it with plugins=[fastmcp_temporal.McpTasksPlugin(mcp)] or "
+            "codec or stores failure messages in clear; connect it with "
+            "plugins=[fastmcp_temporal.McpTasksPlugin(mcp)] or "
             "data_converter=fastmcp_temporal.encrypted_data_converter(key)."
         )
+
+
+async def require_reachable(client: Client, settings: TemporalTasksSettings) -> None:
+    """A given client must answer for its own namespace at startup, as an address must."""
+    try:
+        await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=client.namespace), timeout=settings.connect_timeout
+        )
+    except Exception as exc:
+        raise TemporalConnectionError(
+            f"The Temporal client passed as client= cannot reach namespace {client.namespace!r} at "
+            f"{client.service_client.config.target_host}: {exc or type(exc).__name__}. "
+            "Check the server and namespace that client was connected to."
+        ) from exc
 
 
 async def searchable(client: Client, address: str, namespace: str) -> bool:

@@ -11,19 +11,25 @@ What it guarantees:
 - A returned server is ready: the namespace answers DescribeNamespace and every
   entry of ``SEARCH_ATTRIBUTES`` exists, also on an existing database file (for
   which the server ignores ``--search-attribute``).
-- A server we start runs in its own session; ``DevServer.stop()`` ends it and
-  anything it spawned, and a failed start kills what it started.
+- A server we start runs in its own session under a watchdog
+  (``_devserver_watchdog``) that ends it when the owning process dies, however it
+  dies (SIGTERM, SIGKILL, a crash); ``DevServer.stop()`` ends it and anything it
+  spawned, and a failed start kills what it started.
 - ``reuse_or_start_dev_server`` makes processes share one persistent server per
-  state directory; a file lock serialises the check-and-start.
+  state directory; a file lock serialises the check-and-start, and a server whose
+  owner is gone is waited for (or killed) before a new one opens the database.
+- The state folder is 0700 and every file the server or we write in it (sqlite
+  database, log, state file, lock) is 0600: it holds task payloads, bearer tokens
+  included when no encryption key is set.
 
-POSIX only (sessions, process groups, ``fcntl``).
+Importing this module needs nothing POSIX-only; starting a server does (sessions,
+process groups), and the lock picks ``fcntl`` or ``msvcrt`` at run time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import importlib.metadata
 import json
 import os
@@ -31,7 +37,9 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
+import sys
 import sysconfig
 import time
 from collections.abc import Iterator
@@ -48,11 +56,9 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-SEARCH_ATTRIBUTES: dict[str, str] = {
-    "McpTool": "Keyword",
-    "McpTaskStatus": "Keyword",
-    "McpScope": "Keyword",
-}
+from fastmcp_temporal.workflows.models import SEARCH_ATTRIBUTE_NAMES
+
+SEARCH_ATTRIBUTES: dict[str, str] = {name: "Keyword" for name in SEARCH_ATTRIBUTE_NAMES}
 
 _HOST = "127.0.0.1"
 _STATE_FILE = "dev-server.json"
@@ -60,6 +66,10 @@ _LOCK_FILE = "dev-server.lock"
 _DB_FILE = "temporal.db"
 _PROBE_TIMEOUT = 2.0
 _POLL_INTERVAL = 0.05
+_ORPHAN_TIMEOUT = 15.0
+_PRIVATE_DIR = 0o700
+_PRIVATE_FILE = 0o600
+_WATCHDOG = Path(__file__).with_name("_devserver_watchdog.py")
 
 
 class DevServerError(RuntimeError):
@@ -99,7 +109,10 @@ def free_port() -> int:
 
 @dataclass
 class DevServer:
-    """A running dev server; ``owned`` servers were started by this process."""
+    """A running dev server; ``owned`` servers were started by this process.
+
+    ``pid`` leads the server's process group: the watchdog the ``temporal`` process runs under.
+    """
 
     address: str
     ui_url: str | None
@@ -107,6 +120,10 @@ class DevServer:
     owned: bool
     _process: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
     _state_file: Path | None = field(default=None, repr=False, compare=False)
+
+    def poll(self) -> int | None:
+        """The exit code once a server we own has exited; None while it runs (or if reused)."""
+        return self._process.poll() if self._process is not None else None
 
     def stop(self, timeout: float = 10.0) -> None:
         """If we own it: SIGTERM its process group, SIGKILL after ``timeout``, and remove the
@@ -143,8 +160,9 @@ def start_dev_server(
     port = port or free_port()
     ui_port = (ui_port or free_port()) if ui else None
     if db_path is not None:
-        db_path.parent.mkdir(parents=True, exist_ok=True)
+        db_path.parent.mkdir(mode=_PRIVATE_DIR, parents=True, exist_ok=True)
         log_path = log_path or db_path.parent / "temporal.log"
+        _make_private(db_path.parent, db_path.name)
     command = _command(binary, port=port, ui_port=ui_port, namespace=namespace, db_path=db_path)
     process = _spawn(command, log_path)
     server = DevServer(
@@ -163,16 +181,33 @@ def start_dev_server(
 
 
 def reuse_or_start_dev_server(
-    state_dir: Path, *, ui: bool = True, namespace: str = "default"
+    state_dir: Path,
+    *,
+    ui: bool = True,
+    namespace: str = "default",
+    port: int | None = None,
+    ui_port: int | None = None,
+    reuse: bool = True,
 ) -> DevServer:
     """Reuse the live server recorded in ``state_dir`` (owned=False), else start one on
-    ``state_dir / "temporal.db"`` and record it (owned=True)."""
+    ``state_dir / "temporal.db"`` and record it (owned=True).
+
+    With ``reuse=False`` a live recorded server is an error instead (the database
+    must have one server only).
+    """
     state_file = state_dir / _STATE_FILE
     with _locked(state_dir):
         running = _recorded_server(state_file, namespace)
+        if running is not None and not reuse:
+            raise DevServerError(
+                f"A dev server for {state_dir} already runs (pid {running.pid}, at {running.address}; "
+                f"see {state_file}); stop it first or choose another state folder."
+            )
         if running is not None:
             return running
-        server = start_dev_server(db_path=state_dir / _DB_FILE, ui=ui, namespace=namespace)
+        server = start_dev_server(
+            db_path=state_dir / _DB_FILE, ui=ui, namespace=namespace, port=port, ui_port=ui_port
+        )
         try:
             _record(state_file, server)
         except BaseException:
@@ -214,18 +249,26 @@ def _command(
 
 
 def _spawn(command: list[str], log_path: Path | None) -> subprocess.Popen[bytes]:
-    """Start ``command`` in a new session (so its group can be killed), output to ``log_path``."""
+    """Start ``command`` under the watchdog, in a new session (so its group can be killed),
+    output to ``log_path``.
+
+    The watchdog's stdin is a pipe only this process writes to (never, in fact): when
+    this process dies, the pipe closes and the watchdog stops the server. The umask
+    makes the files the server creates (sqlite database, WAL) readable by us only.
+    """
     with contextlib.ExitStack() as stack:
         output: IO[bytes] | int = subprocess.DEVNULL
         if log_path is not None:
             log_path.parent.mkdir(parents=True, exist_ok=True)
-            output = stack.enter_context(log_path.open("ab"))
+            descriptor = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, _PRIVATE_FILE)
+            output = stack.enter_context(open(descriptor, "ab"))
         return subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
+            [sys.executable, "-I", "-S", str(_WATCHDOG), *command],
+            stdin=subprocess.PIPE,
             stdout=output,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            umask=0o077,
         )
 
 
@@ -238,6 +281,8 @@ def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
         process.wait()
     # The group outlives its leader while any child is left: make sure none is.
     _signal_group(process.pid, signal.SIGKILL)
+    if process.stdin is not None:
+        process.stdin.close()
 
 
 def _signal_group(pgid: int, signum: signal.Signals) -> None:
@@ -350,25 +395,97 @@ def _log_tail(log_path: Path | None, lines: int = 20) -> str:
     return f"\nLast lines of {log_path}:\n" + "\n".join(tail)
 
 
+def _private_dir(path: Path) -> None:
+    """Create ``path`` (and missing parents) readable by us only; tighten it if it exists,
+    unless it is a shared folder such as /tmp (sticky bit), whose mode is not ours to change."""
+    path.mkdir(mode=_PRIVATE_DIR, parents=True, exist_ok=True)
+    if not path.stat().st_mode & stat.S_ISVTX:
+        path.chmod(_PRIVATE_DIR)
+
+
+def _make_private(folder: Path, db_name: str) -> None:
+    """Tighten files an older version (or another tool) left readable by others."""
+    for existing in folder.glob(f"{db_name}*"):
+        existing.chmod(_PRIVATE_FILE)
+    for name in ("temporal.log", _STATE_FILE, _LOCK_FILE):
+        with contextlib.suppress(FileNotFoundError):
+            (folder / name).chmod(_PRIVATE_FILE)
+
+
 @contextlib.contextmanager
 def _locked(state_dir: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``state_dir`` (across processes) for the block."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    with (state_dir / _LOCK_FILE).open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    _private_dir(state_dir)
+    descriptor = os.open(state_dir / _LOCK_FILE, os.O_RDWR | os.O_CREAT, _PRIVATE_FILE)
+    try:
+        _lock(descriptor)
         yield
+    finally:
+        os.close(descriptor)  # releases the lock
+
+
+def _lock(descriptor: int) -> None:
+    """Block until this process holds the lock on ``descriptor``; released when it is closed."""
+    if os.name == "nt":
+        import msvcrt
+
+        while True:
+            with contextlib.suppress(OSError):  # LK_LOCK gives up after about 10 s
+                msvcrt.locking(descriptor, msvcrt.LK_LOCK, 1)
+                return
+    else:
+        import fcntl
+
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
 
 
 def _recorded_server(state_file: Path, namespace: str) -> DevServer | None:
-    """The server named by ``state_file`` if its pid lives and its address answers, else None."""
+    """The server named by ``state_file`` if it and its owner live and its address answers,
+    else None, after making sure that no leftover of it still holds the database:
+
+    - its owner died: its watchdog is stopping it; wait for that (kill it after
+      _ORPHAN_TIMEOUT);
+    - its watchdog died (killed on its own) while the server still answers: the
+      server is an orphan in the watchdog's process group; kill that group.
+    """
     try:
         state = json.loads(state_file.read_text())
         pid, address, ui_url = int(state["pid"]), str(state["address"]), state.get("ui_url")
+        owner = int(state.get("owner", pid))
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
-    if not _pid_alive(pid) or asyncio.run(_describe(address, namespace)) is None:
+    if _pid_alive(pid) and not _pid_alive(owner):
+        _reap(pid)
         return None
-    return DevServer(address=address, ui_url=ui_url, pid=pid, owned=False)
+    answers = asyncio.run(_describe(address, namespace)) is not None
+    if not _pid_alive(pid):
+        if answers:
+            _kill_group(pid)
+        return None
+    return DevServer(address=address, ui_url=ui_url, pid=pid, owned=False) if answers else None
+
+
+def _reap(pgid: int) -> None:
+    """Wait for the watchdog leading ``pgid`` to stop its server and exit; kill the group if it
+    takes longer than _ORPHAN_TIMEOUT."""
+    deadline = time.monotonic() + _ORPHAN_TIMEOUT
+    while _pid_alive(pgid):
+        if time.monotonic() >= deadline:
+            _kill_group(pgid)
+            return
+        time.sleep(_POLL_INTERVAL)
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL every process of ``pgid`` and wait (bounded) until none is left."""
+    _signal_group(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + _PROBE_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(_POLL_INTERVAL)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -380,14 +497,25 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:  # alive, but another user's
         pass
-    return True
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    """A dead process its parent has not reaped yet (Linux; elsewhere assume not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]
 
 
 def _record(state_file: Path, server: DevServer) -> None:
     """Write ``state_file`` atomically, so readers never see half of it."""
-    state = {"pid": server.pid, "address": server.address, "ui_url": server.ui_url}
+    state = {"pid": server.pid, "owner": os.getpid(), "address": server.address, "ui_url": server.ui_url}
     partial = state_file.with_suffix(".tmp")
-    partial.write_text(json.dumps(state) + "\n")
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _PRIVATE_FILE)
+    with open(descriptor, "w") as file:
+        file.write(json.dumps(state) + "\n")
     os.replace(partial, state_file)
 
 

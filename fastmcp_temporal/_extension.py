@@ -46,7 +46,7 @@ from temporalio.worker import Worker
 
 from fastmcp_temporal import _fastmcp_private, _leg_context
 from fastmcp_temporal._backend import Backend, temporal_errors
-from fastmcp_temporal._connection import require_codec, searchable, temporal_client
+from fastmcp_temporal._connection import require_codec, require_reachable, searchable, temporal_client
 from fastmcp_temporal._creation import start_task
 from fastmcp_temporal._handlers import TaskMethods, task_not_found
 from fastmcp_temporal._plugin import McpTasksPlugin
@@ -231,6 +231,7 @@ class TemporalTasksExtension(ServerExtension):
         async with AsyncExitStack() as stack:
             if self._client is not None:
                 require_codec(self._client, self._settings)
+                await require_reachable(self._client, self._settings)
             client = self._client or await stack.enter_async_context(temporal_client(self._settings))
             indexed = await searchable(client, client.service_client.config.target_host, client.namespace)
             _leg_context.install_hooks()

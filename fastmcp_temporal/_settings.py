@@ -13,6 +13,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from pydantic import Field, SecretStr, field_validator
+
+MIN_ENCRYPTION_KEY_LENGTH = 32
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -113,4 +115,15 @@ class TemporalTasksSettings(BaseSettings):
     def _positive(cls, value: timedelta) -> timedelta:
         if value <= timedelta(0):
             raise ValueError("must be a positive duration")
+        return value
+
+    @field_validator("encryption_key")
+    @classmethod
+    def _long_enough_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < MIN_ENCRYPTION_KEY_LENGTH:
+            raise ValueError(
+                f"FASTMCP_TEMPORAL_ENCRYPTION_KEY (encryption_key) must be at least "
+                f"{MIN_ENCRYPTION_KEY_LENGTH} characters; generate one with "
+                "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`."
+            )
         return value

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from fastmcp import Client, FastMCP
 from google.protobuf.duration_pb2 import Duration
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal._devserver import DevServer, free_port
+from fastmcp_temporal._devserver import SEARCH_ATTRIBUTES, DevServer, free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -78,6 +79,34 @@ async def test_an_existing_temporal_client_is_used(temporal_server: DevServer, t
     async with Client(_server(extension)) as client:
         assert extension.client is temporal
         assert (await client.call_tool("double", {"n": 5})).data == 10
+
+
+async def test_a_given_client_is_checked_on_its_own_namespace(
+    temporal_server: DevServer, task_queue: str
+) -> None:
+    namespace = f"given-{task_queue}"
+    admin = await TemporalClient.connect(temporal_server.address)
+    await admin.workflow_service.register_namespace(
+        RegisterNamespaceRequest(
+            namespace=namespace, workflow_execution_retention_period=Duration(seconds=86400)
+        )
+    )
+    temporal = await TemporalClient.connect(temporal_server.address, namespace=namespace)
+    extension = TemporalTasksExtension(client=temporal, task_queue=task_queue)  # settings say "default"
+    async with Client(_server(extension)) as client:
+        assert (await client.call_tool("double", {"n": 3})).data == 6
+        listed = await admin.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=namespace)
+        )
+    assert set(SEARCH_ATTRIBUTES) <= set(listed.custom_attributes)
+
+
+async def test_an_unreachable_given_client_fails_startup(task_queue: str) -> None:
+    unreachable = await TemporalClient.connect(f"127.0.0.1:{free_port()}", lazy=True)
+    extension = TemporalTasksExtension(client=unreachable, task_queue=task_queue, connect_timeout=2)
+    with pytest.raises(Exception, match="client= cannot reach namespace 'default' at 127.0.0.1"):
+        async with Client(_server(extension)):
+            pass
 
 
 async def test_zero_config_starts_a_persistent_dev_server_and_stops_it(

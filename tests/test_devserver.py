@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import json
 import os
 import re
 import signal
 import socket
+import stat
 import subprocess
+import sys
 import sysconfig
 import time
 from collections.abc import Callable, Iterator
@@ -36,7 +39,9 @@ from fastmcp_temporal._devserver import (
     start_dev_server,
 )
 
-SCRIPT = Path(__file__).resolve().parents[1] / "dev-server.sh"
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "dev-server.sh"
+EXAMPLE_SERVER = ROOT / "examples" / "server.py"
 DEADLINE = 30.0
 T = TypeVar("T")
 
@@ -223,3 +228,169 @@ def test_dev_server_script_starts_and_stops_on_sigint(tmp_path: Path) -> None:
         if script.poll() is None:
             os.killpg(script.pid, signal.SIGKILL)
             script.wait()
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """Processes of group ``pgid`` that still run (zombies waiting for a reaper excluded)."""
+    members = []
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = entry.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(entry.parent.name))
+    return members
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_state_folder_and_its_files_are_private(tmp_path: Path, servers: list[DevServer]) -> None:
+    state_dir = tmp_path / "state"
+    state_dir.mkdir(mode=0o755)
+    state_dir.chmod(0o755)
+    (state_dir / "temporal.log").write_text("an older version's log\n")
+    (state_dir / "temporal.log").chmod(0o644)  # left readable by an older version
+
+    server = reuse_or_start_dev_server(state_dir, ui=False)
+    servers.append(server)
+    files = sorted(path.name for path in state_dir.iterdir())
+    assert {"temporal.db", "temporal.log", "dev-server.json", "dev-server.lock"} <= set(files)
+    assert mode(state_dir) == 0o700
+    assert {name: mode(state_dir / name) for name in files} == {name: 0o600 for name in files}
+
+
+def test_importing_the_package_needs_no_posix_only_module() -> None:
+    program = (
+        "import sys\n"
+        # Dependencies guard their own POSIX-only imports by platform; load them first.
+        "import fastmcp, fastmcp_tasks.wire_production, mcp.server.stdio, temporalio.client\n"
+        "sys.modules['fcntl'] = None  # as on Windows: importing it raises ImportError\n"
+        "import fastmcp_temporal._connection, fastmcp_temporal._devserver\n"
+        "from fastmcp_temporal import TemporalTasksExtension\n"
+        "extension = TemporalTasksExtension(address='temporal.example:7233')\n"
+        "print(extension.temporal_settings.address)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "temporal.example:7233"
+
+
+class ZeroConfigServer:
+    """``examples/server.py`` over HTTP with an embedded dev server in ``state_dir``."""
+
+    def __init__(self, state_dir: Path, output: Path) -> None:
+        self.state_dir, self.output = state_dir, output
+        env = dict(os.environ, FASTMCP_TEMPORAL_STATE_DIR=str(state_dir), FASTMCP_TEMPORAL_UI="false")
+        env["PORT"] = str(free_port())
+        env.pop("FASTMCP_TEMPORAL_ADDRESS", None)
+        with output.open("wb") as sink:
+            self.process = subprocess.Popen(
+                [sys.executable, str(EXAMPLE_SERVER)], stdout=sink, stderr=subprocess.STDOUT, env=env
+            )
+
+    def dev_server(self) -> dict[str, object]:
+        """The dev server it started, once it serves HTTP."""
+        wait_for(lambda: "Uvicorn running" in self.output.read_text(), "the server to serve HTTP", 60)
+        return json.loads((self.state_dir / "dev-server.json").read_text())
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+@pytest.fixture
+def zero_config(tmp_path: Path) -> Iterator[Callable[[str], ZeroConfigServer]]:
+    """Start zero-config servers; at teardown kill them and any dev server group they left."""
+    started: list[ZeroConfigServer] = []
+
+    def start(name: str) -> ZeroConfigServer:
+        started.append(ZeroConfigServer(tmp_path / "state", tmp_path / f"{name}.out"))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.kill()
+    state_file = tmp_path / "state" / "dev-server.json"
+    if state_file.exists():
+        pgid = json.loads(state_file.read_text())["pid"]
+        for pid in live_group_members(pgid):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_zero_config_server_stops_its_dev_server(zero_config) -> None:
+    owner = zero_config("first")
+    recorded = owner.dev_server()
+    assert live_group_members(recorded["pid"])
+    owner.process.send_signal(signal.SIGTERM)
+    owner.process.wait(timeout=DEADLINE)
+    wait_for(lambda: not live_group_members(recorded["pid"]), "the dev server to stop")
+
+    again = zero_config("second")
+    restarted = again.dev_server()
+    assert restarted["pid"] != recorded["pid"]
+    assert has_search_attributes(restarted["address"])
+
+
+@pytest.mark.slow
+def test_a_killed_owner_leaves_no_dev_server_and_a_restart_works(zero_config) -> None:
+    owner = zero_config("killed")
+    recorded = owner.dev_server()
+    owner.kill()  # SIGKILL: no cleanup code runs in the owner
+    again = zero_config("restarted")  # at once: the old server may still be stopping
+    restarted = again.dev_server()
+    assert restarted["pid"] != recorded["pid"]
+    assert not live_group_members(recorded["pid"])
+    assert has_search_attributes(restarted["address"])
+
+    again.kill()
+    wait_for(lambda: not live_group_members(restarted["pid"]), "the restarted dev server to stop")
+
+
+def test_dev_server_command_stops_on_sigterm_and_refuses_a_second_server(tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
+    command = [sys.executable, "-m", "fastmcp_temporal._cli", "dev-server", "--state-dir", str(state_dir)]
+    output = tmp_path / "command.out"
+    with output.open("wb") as sink:
+        first = subprocess.Popen(
+            [*command, "--port", str(free_port()), "--no-ui"], stdout=sink, stderr=subprocess.STDOUT
+        )
+    try:
+        ready = wait_for(
+            lambda: re.search(r"ready for fastmcp-temporal \(pid (\d+)\)", output.read_text()),
+            "the command's ready line",
+        )
+        server_pid = int(ready.group(1))
+        second = subprocess.run(
+            [*command, "--port", str(free_port()), "--no-ui"], capture_output=True, text=True, timeout=60
+        )
+        assert second.returncode == 1
+        assert f"already runs (pid {server_pid}" in second.stderr
+
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=DEADLINE) == 128 + signal.SIGTERM
+        assert not live_group_members(server_pid)
+        assert not (state_dir / "dev-server.json").exists()
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+
+
+def test_a_server_whose_watchdog_was_killed_is_reaped_by_the_next_start(
+    tmp_path: Path, servers: list[DevServer]
+) -> None:
+    first = reuse_or_start_dev_server(tmp_path, ui=False)
+    servers.append(first)
+    assert len(live_group_members(first.pid)) == 2  # the watchdog and the server
+    os.kill(first.pid, signal.SIGKILL)  # the watchdog alone, as `pkill python` would
+    assert has_search_attributes(first.address)  # the server runs on, unwatched
+
+    second = reuse_or_start_dev_server(tmp_path, ui=False)
+    servers.append(second)
+    assert second.owned and second.address != first.address
+    assert not live_group_members(first.pid)

@@ -1,26 +1,33 @@
 """With FASTMCP_TEMPORAL_ENCRYPTION_KEY, nothing a task stores is readable in Temporal without it.
 
 Tasks still work end to end (input rounds read their requests back from the
-encrypted memo); a Temporal client without the key sees only ciphertext in history,
-memo and heartbeats; the codec server decrypts for an operator holding the key.
+encrypted memo); a Temporal client without the key sees only ciphertext in the raw
+protobuf of history and description — inputs, results, memo, signals, heartbeat
+details and failure messages/stack traces; the codec server decrypts for an operator
+holding the key.
 """
 
 from __future__ import annotations
 
-import base64
+import dataclasses
+from collections.abc import Iterator
+from typing import TypeVar
 
 import anyio
-import httpx
 import pytest
 from fastmcp import Client, Context, FastMCP
-from fastmcp_tasks.client import call_tool_task
-from google.protobuf import json_format
+from fastmcp_tasks.client import ToolTask, call_tool_task
+from google.protobuf.message import Message
 from mcp_types import ElicitRequest, InputRequiredResult
-from temporalio.api.common.v1 import Payloads
+from temporalio.api.common.v1 import Payload, SearchAttributes
+from temporalio.api.failure.v1 import Failure
+from temporalio.api.history.v1 import History
+from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionResponse
 from temporalio.client import Client as TemporalClient
+from temporalio.converter import DataConverter
 
 from fastmcp_temporal import EncryptionCodec, TemporalTasksExtension, encrypted_data_converter
-from fastmcp_temporal._codec import ENCODING, codec_app
+from fastmcp_temporal._codec import ENCODING
 from fastmcp_temporal._devserver import DevServer
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from task_wire import status_becomes
@@ -29,6 +36,8 @@ pytestmark = pytest.mark.anyio
 
 KEY = "a-test-key-that-is-long-enough-for-fernet"
 SECRET = "correct horse battery staple"
+DECLINED = "card 4111-1111 declined"
+M = TypeVar("M", bound=Message)
 
 
 def _server(extension: TemporalTasksExtension) -> FastMCP:
@@ -52,13 +61,66 @@ def _server(extension: TemporalTasksExtension) -> FastMCP:
     return mcp
 
 
-async def _raw_history_text(address: str, task_id: str) -> str:
-    """Everything Temporal holds for the task, read by a client that lacks the key."""
+class StoredTask:
+    """Everything Temporal holds for one task, as raw protobuf, read by a client without the key."""
+
+    def __init__(self, history: History, description: DescribeWorkflowExecutionResponse) -> None:
+        self.messages: list[Message] = [history, description]
+
+    @property
+    def raw(self) -> bytes:
+        return b"".join(message.SerializeToString() for message in self.messages)
+
+    def payloads(self) -> list[Payload]:
+        """Every payload in history and description (inputs, results, memo, signals, heartbeat
+        details, failure details and encoded attributes), except the search attributes, which
+        Temporal indexes in clear by design."""
+        return [found for message in self.messages for found in _walk(message, Payload)]
+
+    def failures(self) -> list[Failure]:
+        return [found for message in self.messages for found in _walk(message, Failure)]
+
+
+def _walk(message: Message, kind: type[M]) -> Iterator[M]:
+    """Every ``kind`` message nested anywhere in ``message`` (repeated and map fields too)."""
+    if isinstance(message, kind):
+        yield message
+    if isinstance(message, SearchAttributes):
+        return
+    for field, value in message.ListFields():
+        if field.message_type is None:
+            continue
+        if isinstance(value, Message):
+            children = [value]
+        elif field.message_type.GetOptions().map_entry:
+            children = list(value.values())
+        else:
+            children = list(value)
+        for child in children:
+            if isinstance(child, Message):
+                yield from _walk(child, kind)
+
+
+async def _stored_task(address: str, task_id: str) -> StoredTask:
     keyless = await TemporalClient.connect(address)
     handle = keyless.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
     history = await handle.fetch_history()
     description = await handle.describe()
-    return str(history.to_json()) + str(description.raw_description)
+    return StoredTask(History(events=history.events), description.raw_description)
+
+
+def assert_sealed(stored: StoredTask, *secrets: str) -> None:
+    """Nothing readable without the key: no secret in the raw bytes, every payload encrypted,
+    every failure's message and stack trace moved into its (encrypted) encoded attributes."""
+    for secret in secrets:
+        assert secret.encode() not in stored.raw
+    payloads = stored.payloads()
+    assert payloads
+    assert [p.metadata.get("encoding") for p in payloads] == [ENCODING] * len(payloads)
+    for failure in stored.failures():
+        if failure.HasField("application_failure_info"):
+            assert failure.message == "Encoded failure" and not failure.stack_trace
+            assert failure.encoded_attributes.metadata["encoding"] == ENCODING
 
 
 async def test_task_payloads_are_encrypted_at_rest_and_tasks_still_work(
@@ -75,20 +137,94 @@ async def test_task_payloads_are_encrypted_at_rest_and_tasks_still_work(
         task = await call_tool_task(client, "confide", {"secret": SECRET})
         parked = await status_becomes(task, "input_required")
         assert SECRET in str(parked.input_requests)  # read back through the codec
-        assert SECRET not in await _raw_history_text(temporal_server.address, task.task_id)
+        assert_sealed(await _stored_task(temporal_server.address, task.task_id), SECRET)
 
         result = await task.result()
         assert result.data == f"kept {SECRET} / {SECRET}"
-        stored = await _raw_history_text(temporal_server.address, task.task_id)
+        stored = await _stored_task(temporal_server.address, task.task_id)
     assert answers == [f"Repeat {SECRET}?"]
-    assert SECRET not in stored
-    assert base64.b64encode(ENCODING).decode() in stored  # history JSON carries metadata in base64
+    assert_sealed(stored, SECRET)
+    history = stored.messages[0]
+    assert any(event.HasField("workflow_execution_signaled_event_attributes") for event in history.events)
+
+
+async def test_progress_heartbeats_are_encrypted_at_rest(make_extension, temporal_server: DevServer) -> None:
+    release = anyio.Event()
+    mcp = FastMCP("progress")
+    mcp.add_extension(make_extension(encryption_key=KEY))
+
+    @mcp.tool(task=True)
+    async def handle(secret: str, ctx: Context) -> str:
+        await ctx.report_progress(1, 2, f"handling {secret}")
+        await release.wait()
+        return "done"
+
+    async with Client(mcp) as client:
+        task = await call_tool_task(client, "handle", {"secret": SECRET})
+        await status_becomes(task, "working", until=lambda r: r.status_message == f"handling {SECRET}")
+        stored = await _stored_task(temporal_server.address, task.task_id)
+        release.set()
+        await task.result()
+    (pending,) = stored.messages[1].pending_activities
+    assert pending.heartbeat_details.payloads  # the progress is there, and sealed
+    assert_sealed(stored, SECRET)
+
+
+class Declined(BaseException):
+    """Escapes the tool's error handling, so the leg's activity itself fails."""
+
+
+def _failing_server(extension: TemporalTasksExtension) -> FastMCP:
+    mcp = FastMCP("failing")
+    mcp.add_extension(extension)
+
+    @mcp.tool(task=True)
+    async def charge() -> str:
+        raise ValueError(DECLINED)
+
+    @mcp.tool(task=True)
+    async def charge_hard() -> str:
+        raise Declined(DECLINED)
+
+    return mcp
+
+
+async def test_failure_messages_and_stack_traces_are_encrypted_at_rest(
+    make_extension, temporal_server: DevServer
+) -> None:
+    extension = make_extension(encryption_key=KEY, maximum_attempts=1)
+    async with Client(_failing_server(extension)) as client:
+        errored = await call_tool_task(client, "charge", {})
+        escaped = await call_tool_task(client, "charge_hard", {})
+        error_result = await tasks_get_until_done(errored)
+        escaped_result = await tasks_get_until_done(escaped)
+    assert DECLINED in str(error_result)  # the client with the key reads the message back
+    assert DECLINED in str(escaped_result)
+    stored = await _stored_task(temporal_server.address, escaped.task_id)
+    assert any(f.HasField("encoded_attributes") for f in stored.failures())  # a leg failure was stored
+    assert_sealed(stored, DECLINED, "raise Declined(DECLINED)", "test_encryption.py")
+    assert_sealed(await _stored_task(temporal_server.address, errored.task_id), DECLINED)
+
+
+async def tasks_get_until_done(task: ToolTask) -> dict:
+    """The final `tasks/get` read of a task, whatever terminal status it reached."""
+    with anyio.fail_after(60):
+        while (current := await task.status()).status not in ("completed", "failed", "cancelled"):
+            await anyio.sleep(0.05)
+    return current.model_dump()
 
 
 async def test_a_given_client_without_the_codec_is_refused(make_extension, temporal_server: DevServer) -> None:
     plain = await TemporalClient.connect(temporal_server.address)
     with pytest.raises(Exception, match="has no payload codec.*encrypted_data_converter"):
         async with Client(_server(make_extension(client=plain, encryption_key=KEY))):
+            pass
+    codec_only = await TemporalClient.connect(
+        temporal_server.address,
+        data_converter=dataclasses.replace(DataConverter.default, payload_codec=EncryptionCodec(KEY)),
+    )
+    with pytest.raises(Exception, match="failure messages in clear.*encrypted_data_converter"):
+        async with Client(_server(make_extension(client=codec_only, encryption_key=KEY))):
             pass
 
     encrypting = await TemporalClient.connect(
@@ -100,25 +236,14 @@ async def test_a_given_client_without_the_codec_is_refused(make_extension, tempo
             await status_becomes(task, "input_required")
 
 
-async def test_the_codec_server_decrypts_for_an_operator_with_the_key() -> None:
-    codec = EncryptionCodec(KEY)
-    plain = encrypted_data_converter(KEY).payload_converter.to_payloads([{"secret": SECRET}])
-    encrypted = await codec.encode(plain)
-    body = json_format.MessageToJson(Payloads(payloads=encrypted))
-    assert SECRET not in body
-
-    app = codec_app(codec, ["http://127.0.0.1:8233"])
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://codec") as http:
-        decoded = await http.post("/decode", content=body, headers={"x-namespace": "default"})
-        preflight = await http.options(
-            "/decode",
-            headers={
-                "origin": "http://127.0.0.1:8233",
-                "access-control-request-method": "POST",
-                "access-control-request-headers": "content-type,x-namespace",
-            },
-        )
-    assert decoded.status_code == 200
-    payloads = json_format.Parse(decoded.text, Payloads()).payloads
-    assert encrypted_data_converter(KEY).payload_converter.from_payloads(payloads) == [{"secret": SECRET}]
-    assert preflight.headers["access-control-allow-origin"] == "http://127.0.0.1:8233"
+@pytest.mark.parametrize("short", ["", "x" * 31])
+def test_keys_shorter_than_32_characters_are_refused_naming_the_setting(
+    short: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FASTMCP_TEMPORAL_ENCRYPTION_KEY", short)
+    with pytest.raises(ValueError, match="FASTMCP_TEMPORAL_ENCRYPTION_KEY.*at least 32 characters"):
+        TemporalTasksExtension(address="127.0.0.1:7233")
+    with pytest.raises(ValueError, match="FASTMCP_TEMPORAL_ENCRYPTION_KEY.*at least 32 characters"):
+        EncryptionCodec(short)
+    monkeypatch.setenv("FASTMCP_TEMPORAL_ENCRYPTION_KEY", "x" * 32)
+    assert TemporalTasksExtension(address="127.0.0.1:7233").temporal_settings.encryption_key is not None

@@ -14,6 +14,12 @@ WORKFLOW_NAME = "McpTaskWorkflow"
 RUN_TOOL_LEG = "run_tool_leg"
 SUBMIT_INPUT_SIGNAL = "submit_input"
 
+# Keyword search attributes tasks are indexed by (the dev server launcher registers them).
+TOOL_SEARCH_ATTRIBUTE = "McpTool"
+STATUS_SEARCH_ATTRIBUTE = "McpTaskStatus"
+SCOPE_SEARCH_ATTRIBUTE = "McpScope"
+SEARCH_ATTRIBUTE_NAMES = (TOOL_SEARCH_ATTRIBUTE, STATUS_SEARCH_ATTRIBUTE, SCOPE_SEARCH_ATTRIBUTE)
+
 TaskState = Literal["working", "input_required", "completed", "failed", "cancelled"]
 
 

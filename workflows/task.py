@@ -28,7 +28,10 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from fastmcp_temporal.workflows.models import (
         RUN_TOOL_LEG,
+        SCOPE_SEARCH_ATTRIBUTE,
+        STATUS_SEARCH_ATTRIBUTE,
         SUBMIT_INPUT_SIGNAL,
+        TOOL_SEARCH_ATTRIBUTE,
         WORKFLOW_NAME,
         InputAnswers,
         LegInput,
@@ -38,9 +41,9 @@ with workflow.unsafe.imports_passed_through():
         TaskState,
     )
 
-STATUS_ATTRIBUTE = SearchAttributeKey.for_keyword("McpTaskStatus")
-TOOL_ATTRIBUTE = SearchAttributeKey.for_keyword("McpTool")
-SCOPE_ATTRIBUTE = SearchAttributeKey.for_keyword("McpScope")
+STATUS_ATTRIBUTE = SearchAttributeKey.for_keyword(STATUS_SEARCH_ATTRIBUTE)
+TOOL_ATTRIBUTE = SearchAttributeKey.for_keyword(TOOL_SEARCH_ATTRIBUTE)
+SCOPE_ATTRIBUTE = SearchAttributeKey.for_keyword(SCOPE_SEARCH_ATTRIBUTE)
 
 
 @workflow.defn(name=WORKFLOW_NAME)

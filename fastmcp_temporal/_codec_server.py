@@ -1,0 +1,204 @@
+"""`fastmcp-temporal codec-server`: decrypt task payloads for operators, and for no one else.
+
+The Temporal UI and CLI call a codec server's `POST /encode` and `POST /decode` with
+Payloads as protobuf JSON. Whoever reaches this endpoint can read every task, so it
+guarantees:
+
+- a bearer token (`Authorization: Bearer <token>`, compared in constant time) on
+  every call, unless it was explicitly started open on a loopback address;
+- a `Host` header naming the bound host, a loopback name or an `--allowed-host`
+  (no DNS rebinding), and an `Origin`, when a browser sends one, among the
+  `--cors-origin`s (no other web page can call it);
+- JSON bodies only (a cross-site form or `text/plain` post is refused, since
+  browsers send those without a CORS preflight), at most `max_body` bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hmac
+import ipaddress
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from google.protobuf import json_format
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from temporalio.api.common.v1 import Payloads
+from temporalio.converter import PayloadCodec
+
+from fastmcp_temporal._codec import EncryptionCodec
+from fastmcp_temporal._settings import MIN_ENCRYPTION_KEY_LENGTH, TemporalTasksSettings
+
+TOKEN_ENV = "FASTMCP_TEMPORAL_CODEC_TOKEN"
+MAX_BODY = 4 * 1024 * 1024
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.headers = status, headers or {}
+
+
+def codec_app(
+    codec: PayloadCodec,
+    cors_origins: Sequence[str] = (),
+    *,
+    token: str | None,
+    allowed_hosts: Sequence[str] = LOOPBACK_NAMES,
+    max_body: int = MAX_BODY,
+) -> Starlette:
+    """The HTTP endpoint the Temporal UI and CLI call; ``token=None`` serves without auth."""
+    allowed_origins = frozenset(cors_origins)
+    expected = f"Bearer {token}".encode() if token is not None else None
+
+    async def checked_payloads(request: Request) -> Payloads:
+        origin = request.headers.get("origin")
+        if origin is not None and origin not in allowed_origins:
+            raise _Refused(403, f"Origin {origin} is not allowed; start the codec server with --cors-origin")
+        if expected is not None and not hmac.compare_digest(
+            request.headers.get("authorization", "").encode(), expected
+        ):
+            raise _Refused(401, "Send Authorization: Bearer <token>", {"WWW-Authenticate": "Bearer"})
+        media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if media_type != "application/json":
+            raise _Refused(415, "Send the payloads as Content-Type: application/json")
+        if int(request.headers.get("content-length") or 0) > max_body:
+            raise _Refused(413, f"Bodies are limited to {max_body} bytes")
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > max_body:
+                raise _Refused(413, f"Bodies are limited to {max_body} bytes")
+        try:
+            return json_format.Parse(bytes(body), Payloads())
+        except json_format.ParseError as exc:
+            raise _Refused(400, f"The body is not Payloads JSON: {exc}") from None
+
+    def endpoint(encode: bool) -> Any:
+        async def convert(request: Request) -> Response:
+            try:
+                payloads = await checked_payloads(request)
+            except _Refused as refused:
+                return JSONResponse({"error": str(refused)}, refused.status, refused.headers)
+            converted = await (codec.encode if encode else codec.decode)(payloads.payloads)
+            return Response(
+                json_format.MessageToJson(Payloads(payloads=converted)), media_type="application/json"
+            )
+
+        return convert
+
+    return Starlette(
+        routes=[
+            Route("/encode", endpoint(encode=True), methods=["POST"]),
+            Route("/decode", endpoint(encode=False), methods=["POST"]),
+        ],
+        middleware=[
+            Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)),
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(allowed_origins),
+                allow_methods=["POST"],
+                allow_headers=["authorization", "content-type", "x-namespace"],
+            ),
+        ],
+    )
+
+
+def add_codec_server_command(commands: Any) -> None:
+    """Register `codec-server` on the CLI's sub-command parsers."""
+    parser = commands.add_parser(
+        "codec-server",
+        help="Let the Temporal UI and CLI decrypt task payloads (needs FASTMCP_TEMPORAL_ENCRYPTION_KEY).",
+        description=(
+            "Serve POST /encode and /decode for the Temporal UI (codec endpoint setting) and CLI "
+            "(--codec-endpoint, --codec-auth 'Bearer <token>'). Every call must carry "
+            f"'Authorization: Bearer <token>' with the token from ${TOKEN_ENV} (or --token)."
+        ),
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="Address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8081)
+    parser.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        help="Origin of the Temporal UI allowed to call it, e.g. http://127.0.0.1:8233 (repeatable)",
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        help="Extra Host header value to accept, e.g. the name a proxy serves it under (repeatable)",
+    )
+    parser.add_argument(
+        "--token",
+        default=os.environ.get(TOKEN_ENV),
+        help=f"Bearer token callers must send (default ${TOKEN_ENV}; prefer the variable, "
+        "a command line is visible to other users)",
+    )
+    parser.add_argument(
+        "--insecure-open-loopback",
+        action="store_true",
+        help="Serve without a token; only on a loopback --host, for a local UI without sign-in",
+    )
+    parser.add_argument("--max-body", type=int, default=MAX_BODY, help="Largest request body in bytes")
+    parser.set_defaults(run=run_codec_server)
+
+
+def run_codec_server(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    key = TemporalTasksSettings().encryption_key
+    if key is None:
+        sys.exit("Set FASTMCP_TEMPORAL_ENCRYPTION_KEY to the key your servers and workers use.")
+    token = _token(args)
+    app = codec_app(
+        EncryptionCodec(key.get_secret_value()),
+        args.cors_origin,
+        token=token,
+        allowed_hosts=_allowed_hosts(args.host, args.allowed_host),
+        max_body=args.max_body,
+    )
+    uvicorn.run(app, host=args.host, port=args.port)
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    if args.insecure_open_loopback:
+        if not _is_loopback(args.host):
+            sys.exit(
+                "--insecure-open-loopback serves without a token, so only on a loopback --host, "
+                f"not {args.host}."
+            )
+        return None
+    if not args.token:
+        sys.exit(
+            f"The codec server decrypts every task for whoever calls it: set {TOKEN_ENV} to a random "
+            f"token of at least {MIN_ENCRYPTION_KEY_LENGTH} characters and send 'Authorization: Bearer "
+            "<token>' (Temporal CLI: --codec-auth). For a local UI without sign-in, "
+            "--insecure-open-loopback serves without a token on 127.0.0.1 only."
+        )
+    if len(args.token) < MIN_ENCRYPTION_KEY_LENGTH:
+        sys.exit(f"{TOKEN_ENV} (--token) must be at least {MIN_ENCRYPTION_KEY_LENGTH} characters.")
+    return str(args.token)
+
+
+def _allowed_hosts(host: str, extra: Sequence[str]) -> list[str]:
+    bound = [] if host in ("0.0.0.0", "::", "") else [host.strip("[]")]
+    return [*bound, *LOOPBACK_NAMES, *extra]
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,135 @@
+"""`fastmcp-temporal codec-server` over real HTTP: it decrypts for the operator holding its token,
+and for no one else — no token, wrong token, foreign Host (DNS rebinding), foreign Origin, a
+cross-site `text/plain` post or an oversize body are refused; it does not start without a token
+unless told to run open on loopback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from google.protobuf import json_format
+from temporalio.api.common.v1 import Payloads
+
+from fastmcp_temporal import EncryptionCodec, encrypted_data_converter
+from fastmcp_temporal._devserver import free_port
+
+KEY = "a-test-key-that-is-long-enough-for-fernet"
+TOKEN = "a-codec-token-that-is-long-enough-to-guess-never"
+SECRET = "correct horse battery staple"
+UI = "http://127.0.0.1:8233"
+DEADLINE = 30.0
+
+
+def codec_server(tmp_path: Path, *flags: str, token: str | None = TOKEN) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, FASTMCP_TEMPORAL_ENCRYPTION_KEY=KEY)
+    env.pop("FASTMCP_TEMPORAL_CODEC_TOKEN", None)
+    if token is not None:
+        env["FASTMCP_TEMPORAL_CODEC_TOKEN"] = token
+    command = [sys.executable, "-m", "fastmcp_temporal._cli", "codec-server", *flags]
+    with (tmp_path / "codec.out").open("ab") as sink:
+        return subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT)
+
+
+@pytest.fixture
+def serving(tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """Start a codec server on a free port; return its base URL once it answers."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(*flags: str, token: str | None = TOKEN) -> str:
+        port = free_port()
+        started.append(codec_server(tmp_path, "--port", str(port), "--cors-origin", UI, *flags, token=token))
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            assert started[-1].poll() is None, (tmp_path / "codec.out").read_text()
+            try:
+                httpx.get(url, timeout=1)
+                return url
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the codec server did not answer"
+                time.sleep(0.1)
+
+    yield start
+    for process in started:
+        process.terminate()
+        process.wait(DEADLINE)
+
+
+def encrypted_body() -> str:
+    plain = encrypted_data_converter(KEY).payload_converter.to_payloads([{"secret": SECRET}])
+    body = json_format.MessageToJson(Payloads(payloads=asyncio.run(EncryptionCodec(KEY).encode(plain))))
+    assert SECRET not in body
+    return body
+
+
+def decoded(response: httpx.Response) -> list[object]:
+    payloads = json_format.Parse(response.text, Payloads()).payloads
+    return encrypted_data_converter(KEY).payload_converter.from_payloads(payloads)
+
+
+JSON = {"content-type": "application/json", "x-namespace": "default"}
+AUTH = {**JSON, "authorization": f"Bearer {TOKEN}"}
+
+
+def test_it_decrypts_only_for_a_caller_with_the_token(serving) -> None:
+    url = serving()
+    body = encrypted_body()
+    ok = httpx.post(f"{url}/decode", content=body, headers=AUTH)
+    assert ok.status_code == 200 and decoded(ok) == [{"secret": SECRET}]
+
+    missing = httpx.post(f"{url}/decode", content=body, headers=JSON)
+    wrong = httpx.post(f"{url}/decode", content=body, headers={**JSON, "authorization": "Bearer guess"})
+    assert (missing.status_code, wrong.status_code) == (401, 401)
+    assert missing.headers["www-authenticate"] == "Bearer"
+    assert SECRET not in missing.text + wrong.text
+    encode = httpx.post(f"{url}/encode", content=body, headers=JSON)
+    assert encode.status_code == 401
+
+
+def test_it_refuses_foreign_hosts_origins_content_types_and_big_bodies(serving) -> None:
+    url = serving()
+    body = encrypted_body()
+    rebound = httpx.post(f"{url}/decode", content=body, headers={**AUTH, "host": "attacker.example:8081"})
+    foreign = httpx.post(f"{url}/decode", content=body, headers={**AUTH, "origin": "http://attacker.example"})
+    plain_text = httpx.post(f"{url}/decode", content=body, headers={**AUTH, "content-type": "text/plain"})
+    too_big = httpx.post(f"{url}/decode", content=b" " * (4 * 1024 * 1024 + 1), headers=AUTH)
+    statuses = [r.status_code for r in (rebound, foreign, plain_text, too_big)]
+    assert statuses == [400, 403, 415, 413]
+    assert all(SECRET not in r.text for r in (rebound, foreign, plain_text, too_big))
+
+    from_ui = httpx.post(f"{url}/decode", content=body, headers={**AUTH, "origin": UI, "host": "localhost"})
+    assert from_ui.status_code == 200 and from_ui.headers["access-control-allow-origin"] == UI
+    preflight = httpx.options(
+        f"{url}/decode",
+        headers={
+            "origin": UI,
+            "access-control-request-method": "POST",
+            "access-control-request-headers": "authorization,content-type,x-namespace",
+        },
+    )
+    assert preflight.status_code == 200
+    assert preflight.headers["access-control-allow-origin"] == UI
+    assert "authorization" in preflight.headers["access-control-allow-headers"].lower()
+
+
+def test_it_does_not_start_without_a_token_unless_open_on_loopback(tmp_path: Path, serving) -> None:
+    refused = codec_server(tmp_path, "--port", str(free_port()), token=None)
+    assert refused.wait(DEADLINE) != 0
+    assert "FASTMCP_TEMPORAL_CODEC_TOKEN" in (tmp_path / "codec.out").read_text()
+    public = codec_server(tmp_path, "--insecure-open-loopback", "--host", "0.0.0.0", token=None)
+    assert public.wait(DEADLINE) != 0
+    assert "only on a loopback --host" in (tmp_path / "codec.out").read_text()
+
+    url = serving("--insecure-open-loopback", token=None)
+    assert httpx.post(f"{url}/decode", content=encrypted_body(), headers=JSON).status_code == 200
+    rebound = httpx.post(f"{url}/decode", content=encrypted_body(), headers={**JSON, "host": "evil.example"})
+    assert rebound.status_code == 400
