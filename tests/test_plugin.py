@@ -78,7 +78,7 @@ async def test_the_plugin_refuses_a_client_that_would_store_tasks_in_clear(
 ) -> None:
     temporal = await TemporalClient.connect(temporal_server.address)
     plugin = McpTasksPlugin(server_definition(make_extension(encryption_key=KEY)))
-    with pytest.raises(RuntimeError, match=r"no payload codec; connect it with plugins=\[.*McpTasksPlugin"):
+    with pytest.raises(RuntimeError, match=r"no payload codec or stores failure messages in clear; connect it with plugins=\[.*McpTasksPlugin"):
         Worker(temporal, task_queue=task_queue, plugins=[plugin])
 
 
