@@ -33,6 +33,7 @@ from fastmcp_temporal._wire import (
     call_tool_result_json,
     decode_answers,
     error_result_json,
+    input_required_json,
     serialize_requests,
 )
 from fastmcp_temporal.workflows.models import RUN_TOOL_LEG, LegInput, LegOutcome
@@ -80,10 +81,12 @@ class ToolLegActivities:
         )
         with leg_scope(running), progress_scope(call.task_id, _previous_attempt()) as progress:
             async with _heartbeating(progress):
-                return await _run_component(component, owner, call.arguments)
+                return await _run_component(component, owner, call.arguments, call.synchronous)
 
 
-async def _run_component(component: Tool, owner: FastMCP, arguments: dict[str, Any]) -> LegOutcome:
+async def _run_component(
+    component: Tool, owner: FastMCP, arguments: dict[str, Any], synchronous: bool
+) -> LegOutcome:
     try:
         value = await component.run(arguments)
     except FastMCPError as exc:
@@ -99,6 +102,8 @@ async def _run_component(component: Tool, owner: FastMCP, arguments: dict[str, A
     ask = _input_required(value)
     if ask is None:
         return LegOutcome(result=call_tool_result_json(component, value))
+    if synchronous:  # the caller answers and calls again (SEP-2322), as with an inline call
+        return LegOutcome(result=input_required_json(ask))
     if not ask.input_requests:
         return LegOutcome(result=error_result_json(_STATE_ONLY_ERROR))
     return LegOutcome(

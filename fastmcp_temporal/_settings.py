@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -46,6 +47,13 @@ class TemporalTasksSettings(BaseSettings):
     shutdown_grace: timedelta = Field(
         default=timedelta(seconds=5),
         description="How long running tool legs may finish when the worker stops; then they are retried elsewhere.",
+    )
+    sync_calls: Literal["inline", "workflow"] = Field(
+        default="inline",
+        description=(
+            "How a task tool runs when the client did not opt in to tasks: 'inline' in the server "
+            "process (the reference's behaviour) or 'workflow' on the workers, answered synchronously."
+        ),
     )
     history_events_limit: int = Field(
         default=2_000,
