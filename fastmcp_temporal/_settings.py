@@ -37,8 +37,11 @@ class TemporalTasksSettings(BaseSettings):
         description="A tool activity silent for this long is retried on another worker.",
     )
     start_to_close_timeout: timedelta = Field(
-        default=timedelta(hours=1),
-        description="Longest a single tool leg may run (a tool's own timeout= applies too).",
+        default=timedelta(days=7),
+        description=(
+            "Longest a single tool leg may run (a tool's own timeout= applies too). Heartbeats catch "
+            "a dead worker within heartbeat_timeout; this ceiling only stops a leg that hangs on a live one."
+        ),
     )
     maximum_attempts: int = Field(
         default=5, ge=0, description="Attempts per leg after crashes or timeouts; 0 is unlimited."
