@@ -25,6 +25,8 @@ import mcp_types
 import pytest
 from fastmcp import Client, Context, FastMCP
 from fastmcp.client.elicitation import ElicitResult
+from fastmcp.client.transports import StreamableHttpTransport
+from fastmcp_tasks.client import call_tool_task
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from temporalio.api.enums.v1 import EventType
@@ -32,6 +34,7 @@ from temporalio.client import WorkflowExecution, WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension, TemporalTasksSettings, execution_policy
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG
+from test_context import identity, serving_http, verifier, whoami
 from test_results import (
     INVALID_CALLS,
     RETURN_CASES,
@@ -304,8 +307,6 @@ def test_the_mode_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) ->
 
 
 async def test_an_opted_in_client_still_gets_a_task(make_extension) -> None:
-    from fastmcp_tasks.client import call_tool_task
-
     async with durable_and_inline(make_extension, tool(square), client=Client) as pair:
         task = await call_tool_task(pair.durable, "x", {"n": 3})
         assert (await task.result()).data == 9
@@ -399,3 +400,32 @@ async def test_an_ask_on_a_legacy_connection_gets_the_inline_error(make_extensio
         await ran_once_on_a_worker(pair.extension, execution)
     assert errors[0] == errors[1]
     assert "only exists at MCP 2026-07-28" in errors[0].message
+
+
+# --- 5. the caller's identity and scope ---------------------------------------------------------
+
+
+async def test_a_durable_call_runs_as_its_caller_in_the_callers_scope(make_extension) -> None:
+    """Token, claims and headers reach the leg as they do a task's, and the scope hash is the task's."""
+    extension = make_extension(sync_calls="workflow")
+    server = FastMCP("identity", auth=verifier())
+    server.add_extension(extension)
+    server.tool(whoami, task=True)
+
+    async with serving_http(server) as url:
+        transport = StreamableHttpTransport(url, headers={"x-tenant": "acme"}, auth="token-a")
+        async with NoTasksClient(transport) as caller:
+            answered = await caller.call_tool("whoami")
+        async with Client(StreamableHttpTransport(url, auth="token-a")) as tasks_client:
+            task = await call_tool_task(tasks_client, "whoami")
+            await task.result()
+
+        assert answered.structured_content == identity("token-a", "acme")
+        assert extension.client is not None
+        query = f"TaskQueue = '{extension.temporal_settings.task_queue}'"
+        ids = sorted([w.id async for w in extension.client.list_workflows(query)])
+    (call_id, task_id) = ids
+    call_kind, call_scope, _ = call_id.split("/")
+    task_kind, task_scope, _ = task_id.split("/")
+    assert (call_kind, task_kind) == ("mcp-call", "mcp-task")
+    assert call_scope == task_scope != ANONYMOUS_SCOPE_TAG
