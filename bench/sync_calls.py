@@ -3,8 +3,9 @@
 Starts its own file-backed (WAL) dev server on free loopback ports and two servers in
 this process, each with its embedded worker, the same trivial `task=True` tool on
 both: one serves a client that does not opt in to tasks inline (the default), the
-other through a workflow. Prints p50/p95 in ms over ROUNDS sequential calls, and the
-throughput of N calls at once through workflows.
+other through a workflow. Prints p50/p95 in ms over ROUNDS sequential calls (and, for
+scale, the same call as a task by a client that opts in: create, poll, result), and
+the throughput of N calls at once through workflows.
 
     .venv/bin/python bench/sync_calls.py [ROUNDS]
 """
@@ -60,13 +61,19 @@ async def main(rounds: int) -> None:
         server = await asyncio.to_thread(start_dev_server, db_path=Path(state) / "temporal.db", ui=False)
         try:
             inline, durable = build(server.address, "inline"), build(server.address, "workflow")
-            async with NoTasksClient(inline) as inline_client, NoTasksClient(durable) as durable_client:
+            async with (
+                NoTasksClient(inline) as inline_client,
+                NoTasksClient(durable) as durable_client,
+                Client(durable) as tasks_client,
+            ):
                 for client in (inline_client, durable_client):
                     await client.call_tool("trivial", {"n": 0})  # warm up
                 call_inline = lambda: inline_client.call_tool("trivial", {"n": 1})  # noqa: E731
                 call_durable = lambda: durable_client.call_tool("trivial", {"n": 1})  # noqa: E731
                 print(f"inline call           {await timed(rounds, call_inline)}")
                 print(f"call via workflow     {await timed(rounds, call_durable)}")
+                call_task = lambda: tasks_client.call_tool("trivial", {"n": 1})  # noqa: E731
+                print(f"task end to end       {await timed(rounds, call_task)}")
                 count = 200
                 start = time.perf_counter()
                 await asyncio.gather(*(durable_client.call_tool("trivial", {"n": i}) for i in range(count)))
