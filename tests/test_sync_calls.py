@@ -7,7 +7,9 @@ return type, tool errors and masking, protocol errors, argument rejection, the
 tool's own `timeout=`, and a guard tool's ask (SEP-2322). Each test also reads
 Temporal: the call's workflow exists, completed, with one activity, or none was
 started when the call was rejected or served inline. A request the client cancels
-cancels the workflow.
+cancels the workflow; a workflow cancelled by an operator, or a leg that gives up,
+ends the call with a -32603 that says why. The caller's identity and scope hash are
+a task's.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -349,6 +352,55 @@ async def test_a_cancelled_request_cancels_the_workflow_and_the_tool(make_extens
             while (status := (await handle.describe()).status) == WorkflowExecutionStatus.RUNNING:
                 await anyio.sleep(0.05)
     assert status == WorkflowExecutionStatus.CANCELED
+
+
+async def test_an_operator_cancelling_the_workflow_ends_the_call_with_an_error(make_extension) -> None:
+    extension = make_extension(sync_calls="workflow")
+    server = FastMCP("cancel")
+    server.add_extension(extension)
+    started = asyncio.Event()
+
+    @server.tool(task=True)
+    async def wait_forever() -> str:
+        started.set()
+        await asyncio.sleep(300)
+        return "never"
+
+    async with NoTasksClient(server) as client:
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as group:
+
+                async def operator() -> None:
+                    await started.wait()
+                    (execution,) = await call_workflows(extension)
+                    assert extension.client is not None
+                    await extension.client.get_workflow_handle(execution.id).cancel()
+
+                group.start_soon(operator)
+                with pytest.raises(MCPError) as raised:
+                    await client.call_tool_mcp("wait_forever", {})
+    assert raised.value.error.code == mcp_types.INTERNAL_ERROR
+    assert "ended without a result" in raised.value.error.message
+
+
+async def test_a_leg_that_gives_up_ends_the_call_with_the_reason(make_extension) -> None:
+    extension = make_extension(sync_calls="workflow")
+    server = FastMCP("gives-up")
+    server.add_extension(extension)
+
+    @server.tool(task=True)
+    @execution_policy(start_to_close_timeout=timedelta(seconds=1), maximum_attempts=1)
+    async def stuck() -> str:
+        await asyncio.sleep(60)
+        return "never"
+
+    async with NoTasksClient(server) as client:
+        with anyio.fail_after(DEADLINE), pytest.raises(MCPError) as raised:
+            await client.call_tool_mcp("stuck", {})
+    assert raised.value.error.code == mcp_types.INTERNAL_ERROR
+    assert raised.value.error.message == (
+        "The tool did not finish within its start_to_close_timeout of 1s, after 1 attempt(s)."
+    )
 
 
 # --- 4. a guard tool's ask (SEP-2322) --------------------------------------------------------
