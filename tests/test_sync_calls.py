@@ -322,7 +322,9 @@ async def test_an_opted_in_client_still_gets_a_task(make_extension) -> None:
 # --- 3. cancellation ---------------------------------------------------------------------
 
 
-async def test_a_cancelled_request_cancels_the_workflow_and_the_tool(make_extension) -> None:
+@pytest.mark.parametrize("transport", ["memory", "http"])
+async def test_a_cancelled_request_cancels_the_workflow_and_the_tool(make_extension, transport) -> None:
+    """In memory the client sends `notifications/cancelled`; over 2026 HTTP it closes the response stream."""
     extension = make_extension(sync_calls="workflow")
     server = FastMCP("cancel")
     server.add_extension(extension)
@@ -338,7 +340,11 @@ async def test_a_cancelled_request_cancels_the_workflow_and_the_tool(make_extens
             raise
         return "never"
 
-    async with NoTasksClient(server) as client:
+    async with AsyncExitStack() as stack:
+        target: Any = server
+        if transport == "http":
+            target = StreamableHttpTransport(await stack.enter_async_context(serving_http(server)))
+        client = await stack.enter_async_context(NoTasksClient(target))
         with anyio.fail_after(DEADLINE):
             async with anyio.create_task_group() as group:
                 group.start_soon(client.call_tool, "wait_forever")
