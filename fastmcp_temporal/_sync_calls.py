@@ -62,11 +62,12 @@ async def _outcome(handle: WorkflowHandle[Any, TaskOutcome]) -> TaskOutcome:
     except WorkflowFailureError as exc:
         raise MCPError(
             code=mcp_types.INTERNAL_ERROR,
-            message=f"The call's workflow {handle.id} ended without a result: {exc.cause or exc}",
+            message=f"The call's workflow {handle.id} ended without a result ({exc.cause or exc}); call the tool again.",
         ) from None
 
 
 def _answer(outcome: TaskOutcome) -> ToolResult:
+    """The inline call's answer: its result, its ask, or its JSON-RPC error."""
     if outcome.error is not None:
         error = outcome.error
         raise MCPError(code=error["code"], message=error["message"], data=error.get("data"))
