@@ -487,3 +487,20 @@ async def test_a_durable_call_runs_as_its_caller_in_the_callers_scope(make_exten
     task_kind, task_scope, _ = task_id.split("/")
     assert (call_kind, task_kind) == ("mcp-call", "mcp-task")
     assert call_scope == task_scope != ANONYMOUS_SCOPE_TAG
+
+
+async def test_a_mounted_tools_policy_is_read_from_the_child(make_extension) -> None:
+    extension = make_extension()  # sync_calls="inline"
+    parent, child = FastMCP("parent"), FastMCP("child")
+    parent.add_extension(extension)
+
+    @child.tool(task=True)
+    @execution_policy(sync_calls="workflow")
+    async def durable(n: int) -> int:
+        return n * 10
+
+    parent.mount(child, namespace="c")
+    async with NoTasksClient(parent) as client:
+        assert (await client.call_tool("c_durable", {"n": 2})).data == 20
+        (execution,) = await call_workflows(extension)
+        await ran_once_on_a_worker(extension, execution)
