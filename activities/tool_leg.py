@@ -5,7 +5,9 @@ same `lifespan_context`, dependencies and `Context` API as in the reference engi
 Before the body runs it restores the submitting caller (token, headers, session)
 from the task's snapshot; it heartbeats on its own so a cancelled task reaches the
 body as `CancelledError` and a dead worker's leg is retried elsewhere. It returns
-only JSON: a converted result, a protocol error, or the requests of an ask.
+only JSON: a converted result, a protocol error, or the requests of an ask. The leg
+of a synchronous call (`sync_calls="workflow"`) answers as FastMCP's inline call
+does: errors become the same `isError` text, and an ask is the call's result.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from typing import TYPE_CHECKING, Any
 import mcp_types
 from fastmcp.exceptions import FastMCPError
 from fastmcp.tools.base import InputRequiredToolResult, Tool
+from fastmcp.utilities.exceptions import get_http_status_code, is_timeout_error
 from fastmcp_tasks.context import TaskContextSnapshot
 from fastmcp_tasks.creation import registered_component_for_key
 from fastmcp_tasks.encryption import SnapshotDecryptionError, snapshot_codec
 from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from temporalio import activity
 
 from fastmcp_temporal import _fastmcp_private
@@ -33,6 +37,7 @@ from fastmcp_temporal._wire import (
     call_tool_result_json,
     decode_answers,
     error_result_json,
+    input_required_json,
     serialize_requests,
 )
 from fastmcp_temporal.workflows.models import RUN_TOOL_LEG, LegInput, LegOutcome
@@ -80,10 +85,12 @@ class ToolLegActivities:
         )
         with leg_scope(running), progress_scope(call.task_id, _previous_attempt()) as progress:
             async with _heartbeating(progress):
-                return await _run_component(component, owner, call.arguments)
+                return await _run_component(component, owner, call.arguments, call.synchronous)
 
 
-async def _run_component(component: Tool, owner: FastMCP, arguments: dict[str, Any]) -> LegOutcome:
+async def _run_component(
+    component: Tool, owner: FastMCP, arguments: dict[str, Any], synchronous: bool
+) -> LegOutcome:
     try:
         value = await component.run(arguments)
     except FastMCPError as exc:
@@ -92,13 +99,18 @@ async def _run_component(component: Tool, owner: FastMCP, arguments: dict[str, A
         if _is_own_timeout(component, exc):
             return LegOutcome(result=error_result_json(_masked_message(component, owner, exc)))
         logger.exception("Task tool %r raised a protocol error", component.name)
+        if synchronous and exc.error.code != MISSING_REQUIRED_CLIENT_CAPABILITY:
+            return LegOutcome(result=error_result_json(_inline_message(component, owner, exc)))
         return LegOutcome(error=_protocol_error(exc))
     except Exception as exc:
         logger.exception("Task tool %r raised", component.name)
-        return LegOutcome(result=error_result_json(_masked_message(component, owner, exc)))
+        message = _inline_message(component, owner, exc) if synchronous else _masked_message(component, owner, exc)
+        return LegOutcome(result=error_result_json(message))
     ask = _input_required(value)
     if ask is None:
         return LegOutcome(result=call_tool_result_json(component, value))
+    if synchronous:  # the caller answers and calls again (SEP-2322), as with an inline call
+        return LegOutcome(result=input_required_json(ask))
     if not ask.input_requests:
         return LegOutcome(result=error_result_json(_STATE_ONLY_ERROR))
     return LegOutcome(
@@ -176,6 +188,15 @@ def _masked_message(tool: Tool, owner: FastMCP, exc: Exception) -> str:
     if _fastmcp_private.mask_error_details(owner):
         return f"Error calling tool {tool.name!r}"
     return f"Error calling tool {tool.name!r}: {exc}"
+
+
+def _inline_message(tool: Tool, owner: FastMCP, exc: Exception) -> str:
+    """FastMCP's text for an error out of an inline call: upstream 429s and timeouts say so, even masked."""
+    if get_http_status_code(exc) == 429:
+        return "Rate limited by upstream API, please retry later"
+    if is_timeout_error(exc):
+        return "Upstream request timed out, please retry"
+    return _masked_message(tool, owner, exc)
 
 
 def _protocol_error(exc: Exception) -> dict[str, Any]:

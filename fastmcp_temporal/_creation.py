@@ -1,5 +1,8 @@
 """Turn a `tools/call` into a task: validate, snapshot the caller, start the workflow.
 
+A synchronous call run on the workers (`sync_calls="workflow"`) starts the same
+workflow by the same path, under an `mcp-call/` id.
+
 Arguments are validated exactly as a synchronous call would before anything exists,
 so a bad call gets the same `isError` result and starts nothing. The workflow is
 started before `CreateTaskResult` is returned; Temporal has persisted it by then,
@@ -8,6 +11,7 @@ so the id answers `tasks/get` at once, with or without a worker online.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +22,7 @@ from fastmcp_tasks.creation import registered_component_for_key
 from fastmcp_tasks.encryption import snapshot_codec
 from fastmcp_tasks.models import CreateTaskResult
 from mcp.shared.exceptions import MCPError
+from temporalio.client import WorkflowHandle
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
@@ -27,8 +32,9 @@ from temporalio.common import (
 
 from fastmcp_temporal._backend import Backend
 from fastmcp_temporal._policy import policy_of
-from fastmcp_temporal._scope import current_scope_tag, new_task_id, workflow_id
-from fastmcp_temporal.workflows.models import LegPolicy, TaskInput, ToolCall
+from fastmcp_temporal._scope import WorkflowKind, current_scope_tag, new_task_id, workflow_id
+from fastmcp_temporal._wire import encode_answers
+from fastmcp_temporal.workflows.models import LegInput, LegPolicy, TaskInput, TaskOutcome, ToolCall
 from fastmcp_temporal.workflows.task import (
     SCOPE_ATTRIBUTE,
     STATUS_ATTRIBUTE,
@@ -47,9 +53,34 @@ _TOOL_TIMEOUT_MARGIN = timedelta(seconds=30)
 _INITIAL_RETRY = timedelta(milliseconds=500)
 
 
+@dataclass(frozen=True)
+class StartedWorkflow:
+    """A tool call's workflow, persisted by Temporal."""
+
+    handle: WorkflowHandle[Any, TaskOutcome]
+    task_id: str
+    created_at: str
+    poll_interval_ms: int
+
+
 async def start_task(
     backend: Backend, tool: Tool, arguments: dict[str, Any] | None, context: Context
 ) -> CreateTaskResult:
+    started = await start_tool_workflow(backend, tool, arguments, context, kind="task")
+    return CreateTaskResult(
+        task_id=started.task_id,
+        status="working",
+        created_at=started.created_at,
+        last_updated_at=started.created_at,
+        ttl_ms=backend.ttl_ms,
+        poll_interval_ms=started.poll_interval_ms,
+    )
+
+
+async def start_tool_workflow(
+    backend: Backend, tool: Tool, arguments: dict[str, Any] | None, context: Context, *, kind: WorkflowKind
+) -> StartedWorkflow:
+    """Validate the call and start its workflow: a task's, or a synchronous call's (`kind="call"`)."""
     component = await task_component(context.fastmcp, tool)
     raw_arguments = dict(arguments or {})
     validate_arguments(component, raw_arguments, strict=context.fastmcp.strict_input_validation)
@@ -65,6 +96,7 @@ async def start_task(
         arguments=raw_arguments,
         snapshot=snapshot_codec().encode(snapshot.to_json()),
         client_extensions=_client_extensions(context),
+        synchronous=kind == "call",
     )
     task = TaskInput(
         call=call,
@@ -72,14 +104,16 @@ async def start_task(
         policy=_leg_policy(backend, component),
         search_attributes=backend.searchable,
         history_events_limit=backend.settings.history_events_limit,
+        resume=_continuation(call, context) if kind == "call" else None,
     )
-    await backend.client.start_workflow(
+    handle = await backend.client.start_workflow(
         McpTaskWorkflow.run,
         task,
-        id=workflow_id(scope_tag, task_id),
+        id=workflow_id(scope_tag, task_id, kind),
         task_queue=backend.settings.task_queue,
         memo={
             "status": "working",
+            "kind": kind,
             "createdAt": created_at,
             "ttlMs": backend.ttl_ms,
             "pollIntervalMs": poll_interval_ms,
@@ -91,14 +125,7 @@ async def start_task(
         id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
         request_eager_start=backend.embedded_worker,
     )
-    return CreateTaskResult(
-        task_id=task_id,
-        status="working",
-        created_at=created_at,
-        last_updated_at=created_at,
-        ttl_ms=backend.ttl_ms,
-        poll_interval_ms=poll_interval_ms,
-    )
+    return StartedWorkflow(handle, task_id, created_at, poll_interval_ms)
 
 
 async def task_component(server: FastMCP, tool: Tool) -> Tool:
@@ -131,6 +158,14 @@ def _client_extensions(context: Context) -> list[str]:
         return []
     extensions = (capabilities.extensions if capabilities else None) or {}
     return sorted(extensions)
+
+
+def _continuation(call: ToolCall, context: Context) -> LegInput | None:
+    """A synchronous caller's answers to an earlier ask (SEP-2322) go to the first leg."""
+    responses, state = context.input_responses, context.request_state
+    if responses is None and state is None:
+        return None
+    return LegInput(call, input_responses=encode_answers(responses) if responses else None, request_state=state)
 
 
 def _leg_policy(backend: Backend, component: Tool) -> LegPolicy:

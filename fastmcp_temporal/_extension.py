@@ -51,6 +51,7 @@ from fastmcp_temporal._creation import start_task
 from fastmcp_temporal._handlers import TaskMethods, task_not_found
 from fastmcp_temporal._plugin import McpTasksPlugin
 from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal._sync_calls import call_through_workflow, runs_as_workflow
 
 if TYPE_CHECKING:
     import mcp_types
@@ -184,7 +185,11 @@ class TemporalTasksExtension(ServerExtension):
         context: Context,
         call_next: ToolCallContinuation,
     ) -> ToolCallOutcome:
-        """Run the call as a task when the tool's mode and the client's opt-in say so."""
+        """Run the call as a task when the tool's mode and the client's opt-in say so.
+
+        A caller that did not opt in is served inline, or by a workflow it waits on
+        when `sync_calls="workflow"` (the extension's setting or the tool's policy).
+        """
         from_client = _fastmcp_private.is_client_tool_call()
         version_str = extract_version_spec(params.meta)
         version = VersionSpec(eq=version_str) if version_str else None
@@ -212,14 +217,20 @@ class TemporalTasksExtension(ServerExtension):
         if mode == "required" and not opted_in:
             raise _missing_capability(f"Tool {tool.name!r} requires the tasks extension ({TASKS_EXTENSION_ID})")
         if not opted_in:
-            return await call_next()
+            if not await runs_as_workflow(self._settings, context.fastmcp, tool):
+                return await call_next()
+            with temporal_errors("run the call"):
+                return await call_through_workflow(self._running_backend(), tool, params.arguments, context)
+        with temporal_errors("start the task"):
+            return await start_task(self._running_backend(), tool, params.arguments, context)
+
+    def _running_backend(self) -> Backend:
         if self._backend is None:
             raise MCPError(
                 code=INTERNAL_ERROR,
                 message="Background tasks need the server's lifespan running (TemporalTasksExtension).",
             )
-        with temporal_errors("start the task"):
-            return await start_task(self._backend, tool, params.arguments, context)
+        return self._backend
 
     @asynccontextmanager
     async def lifespan(self) -> AsyncGenerator[None, None]:

@@ -2,7 +2,8 @@
 
 The extension's settings are the defaults; `@execution_policy(...)` under
 `@mcp.tool(task=True)` overrides them for that tool. Only crashes and timeouts
-retry: tool errors are results, never retried.
+retry: tool errors are results, never retried. `sync_calls` chooses, for this tool,
+whether a caller that did not opt in to tasks is served inline or by a workflow.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 _ATTRIBUTE = "__fastmcp_temporal_policy__"
 
@@ -23,6 +24,7 @@ class ExecutionPolicy:
     heartbeat_timeout: timedelta | None = None
     maximum_attempts: int | None = None
     initial_retry_interval: timedelta | None = None
+    sync_calls: Literal["inline", "workflow"] | None = None
 
 
 def execution_policy(
@@ -31,9 +33,18 @@ def execution_policy(
     heartbeat_timeout: timedelta | None = None,
     maximum_attempts: int | None = None,
     initial_retry_interval: timedelta | None = None,
+    sync_calls: Literal["inline", "workflow"] | None = None,
 ) -> Callable[[F], F]:
     """Set how this tool's legs are scheduled; place it below `@mcp.tool(task=True)`."""
-    policy = ExecutionPolicy(start_to_close_timeout, heartbeat_timeout, maximum_attempts, initial_retry_interval)
+    if sync_calls not in (None, "inline", "workflow"):
+        raise ValueError(f"execution_policy(sync_calls={sync_calls!r}): use 'inline' or 'workflow'.")
+    policy = ExecutionPolicy(
+        start_to_close_timeout,
+        heartbeat_timeout,
+        maximum_attempts,
+        initial_retry_interval,
+        sync_calls=sync_calls,
+    )
 
     def apply(fn: F) -> F:
         setattr(fn, _ATTRIBUTE, policy)

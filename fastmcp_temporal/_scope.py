@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from typing import Literal
 
 from fastmcp_tasks.context import get_task_scope
 
 ANONYMOUS_SCOPE_TAG = "anon"
+
+WorkflowKind = Literal["task", "call"]
 
 
 def new_task_id() -> str:
@@ -28,5 +31,6 @@ def current_scope_tag() -> str:
     return hashlib.sha256(scope.encode()).hexdigest()[:32]
 
 
-def workflow_id(scope_tag: str, task_id: str) -> str:
-    return f"mcp-task/{scope_tag}/{task_id}"
+def workflow_id(scope_tag: str, task_id: str, kind: WorkflowKind = "task") -> str:
+    """`mcp-task/...` for a task, `mcp-call/...` for a synchronous call run as a workflow."""
+    return f"mcp-{kind}/{scope_tag}/{task_id}"

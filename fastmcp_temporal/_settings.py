@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 
@@ -43,8 +44,11 @@ class TemporalTasksSettings(BaseSettings):
         description="A tool activity silent for this long is retried on another worker.",
     )
     start_to_close_timeout: timedelta = Field(
-        default=timedelta(hours=1),
-        description="Longest a single tool leg may run (a tool's own timeout= applies too).",
+        default=timedelta(days=7),
+        description=(
+            "Longest a single tool leg may run (a tool's own timeout= applies too). Heartbeats catch "
+            "a dead worker within heartbeat_timeout; this ceiling only stops a leg that hangs on a live one."
+        ),
     )
     maximum_attempts: int = Field(
         default=5, ge=0, description="Attempts per leg after crashes or timeouts; 0 is unlimited."
@@ -53,6 +57,13 @@ class TemporalTasksSettings(BaseSettings):
     shutdown_grace: timedelta = Field(
         default=timedelta(seconds=5),
         description="How long running tool legs may finish when the worker stops; then they are retried elsewhere.",
+    )
+    sync_calls: Literal["inline", "workflow"] = Field(
+        default="inline",
+        description=(
+            "How a task tool runs when the client did not opt in to tasks: 'inline' in the server "
+            "process (the reference's behaviour) or 'workflow' on the workers, answered synchronously."
+        ),
     )
     history_events_limit: int = Field(
         default=2_000,

@@ -46,6 +46,11 @@ def error_result_json(message: str) -> dict[str, Any]:
     return _dump(result.to_mcp_result())
 
 
+def input_required_json(ask: mcp_types.InputRequiredResult) -> dict[str, Any]:
+    """An ask as the `InputRequiredResult` a synchronous `tools/call` answers with."""
+    return _dump(ask)
+
+
 def serialize_requests(requests: mcp_types.InputRequests) -> dict[str, dict[str, Any]]:
     return {key: _dump(request) for key, request in requests.items()}
 
@@ -55,6 +60,11 @@ def encode_answer(request: dict[str, Any], raw: Any) -> dict[str, Any]:
     result_type = result_type_for_method(request.get("method", "elicitation/create"))
     answer = result_type.model_validate(raw)
     return {"type": type(answer).__name__, "data": _dump(answer)}
+
+
+def encode_answers(responses: mcp_types.InputResponses) -> dict[str, dict[str, Any]]:
+    """A continuation call's `inputResponses`, stored as a leg's answers."""
+    return {key: {"type": type(answer).__name__, "data": _dump(answer)} for key, answer in responses.items()}
 
 
 def decode_answers(stored: dict[str, dict[str, Any]] | None) -> dict[str, mcp_types.Result] | None:

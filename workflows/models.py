@@ -42,6 +42,8 @@ class ToolCall:
     arguments: dict[str, Any]
     snapshot: str
     client_extensions: list[str] = field(default_factory=list)
+    synchronous: bool = False
+    """A plain `tools/call` waiting for its answer: an ask ends the run and goes back to the caller."""
 
 
 @dataclass

@@ -1,0 +1,78 @@
+"""Durable synchronous calls: a plain `tools/call` served by a task workflow.
+
+A client that did not opt in to tasks still gets one `tools/call` answer, but with
+`sync_calls="workflow"` the tool runs on the workers exactly as a task would (same
+workflow, policy, caller snapshot and scope), under an `mcp-call/<scope>/<id>`
+workflow id with memo `kind: call`. The server long-polls the workflow's result and
+answers with the result an inline call would have sent. A caller that withdraws the
+request cancels the workflow; a server that dies leaves it to finish on its own.
+A tool's ask (`InputRequiredResult`) ends the run and goes back to the caller, as an
+inline call's does, and the caller's next call carries the answers.
+"""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types
+from fastmcp.tools.base import InputRequiredToolResult, ToolResult
+from mcp.shared.exceptions import MCPError
+from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.service import RPCError
+
+from fastmcp_temporal._backend import Backend
+from fastmcp_temporal._creation import start_tool_workflow, task_component
+from fastmcp_temporal._policy import policy_of
+from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal.workflows.models import TaskOutcome
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
+    from fastmcp.server.context import Context
+    from fastmcp.tools.base import Tool
+
+# How long a withdrawn call may spend telling Temporal to cancel its workflow.
+_CANCEL_DEADLINE = 10
+
+
+async def runs_as_workflow(settings: TemporalTasksSettings, server: FastMCP, tool: Tool) -> bool:
+    """Whether a caller that did not opt in gets this tool through a workflow."""
+    component = tool if hasattr(tool, "fn") else await task_component(server, tool)
+    return (policy_of(component).sync_calls or settings.sync_calls) == "workflow"
+
+
+async def call_through_workflow(
+    backend: Backend, tool: Tool, arguments: dict[str, Any] | None, context: Context
+) -> ToolResult:
+    """Run the call as a workflow and answer as the inline call would."""
+    started = await start_tool_workflow(backend, tool, arguments, context, kind="call")
+    return _answer(await _outcome(started.handle))
+
+
+async def _outcome(handle: WorkflowHandle[Any, TaskOutcome]) -> TaskOutcome:
+    """The workflow's result (a long poll); a withdrawn request cancels the workflow."""
+    try:
+        return await handle.result()
+    except anyio.get_cancelled_exc_class():
+        with anyio.move_on_after(_CANCEL_DEADLINE, shield=True), suppress(RPCError):
+            await handle.cancel()  # fails harmlessly when the workflow has just closed
+        raise
+    except WorkflowFailureError as exc:
+        raise MCPError(
+            code=mcp_types.INTERNAL_ERROR,
+            message=f"The call's workflow {handle.id} ended without a result ({exc.cause or exc}); call the tool again.",
+        ) from None
+
+
+def _answer(outcome: TaskOutcome) -> ToolResult:
+    """The inline call's answer: its result, its ask, or its JSON-RPC error."""
+    if outcome.error is not None:
+        error = outcome.error
+        raise MCPError(code=error["code"], message=error["message"], data=error.get("data"))
+    if outcome.result is None:
+        raise MCPError(code=mcp_types.INTERNAL_ERROR, message="The call's workflow ended without a result.")
+    if outcome.result.get("resultType") == "input_required":
+        return InputRequiredToolResult(mcp_types.InputRequiredResult.model_validate(outcome.result))
+    return ToolResult.from_mcp_result(mcp_types.CallToolResult.model_validate(outcome.result))
