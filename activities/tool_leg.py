@@ -28,6 +28,7 @@ from temporalio import activity
 
 from fastmcp_temporal import _fastmcp_private
 from fastmcp_temporal._leg_context import RunningLeg, leg_scope
+from fastmcp_temporal._payloads import keepable
 from fastmcp_temporal._progress import LegProgress, progress_scope
 from fastmcp_temporal._wire import (
     call_tool_result_json,
@@ -80,7 +81,8 @@ class ToolLegActivities:
         )
         with leg_scope(running), progress_scope(call.task_id, _previous_attempt()) as progress:
             async with _heartbeating(progress):
-                return await _run_component(component, owner, call.arguments)
+                outcome = await _run_component(component, owner, call.arguments)
+                return await keepable(outcome, call, activity.client().data_converter)
 
 
 async def _run_component(component: Tool, owner: FastMCP, arguments: dict[str, Any]) -> LegOutcome:

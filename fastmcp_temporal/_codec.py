@@ -13,7 +13,6 @@ cannot read the tasks, and Temporal keeps retrying their workflow tasks until on
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -64,9 +63,11 @@ def _fernet(key: str) -> Fernet:
     return Fernet(derive_jwt_key(low_entropy_material=key, salt=_KEY_SALT))
 
 
-def encrypted_data_converter(key: str) -> DataConverter:
-    """Temporal's default converter with our encryption, for a `Client` you connect yourself."""
-    return dataclasses.replace(DataConverter.default, payload_codec=EncryptionCodec(key))
+def encrypted_data_converter(key: str | None, payload_store: str = "none") -> DataConverter:
+    """The converter tasks use (encryption, payload store), for a `Client` you connect yourself."""
+    from fastmcp_temporal._payloads import STORED_PAYLOAD_LIMIT, payload_storage, task_data_converter
+
+    return task_data_converter(key, payload_storage(payload_store, None, STORED_PAYLOAD_LIMIT))
 
 
 async def _apply(codec: PayloadCodec, body: bytes, *, encode: bool) -> str:

@@ -12,13 +12,13 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import anyio
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 from temporalio.converter import DataConverter
 
-from fastmcp_temporal._codec import encrypted_data_converter
 from fastmcp_temporal._devserver import (
     SEARCH_ATTRIBUTES,
     DevServerError,
@@ -26,9 +26,13 @@ from fastmcp_temporal._devserver import (
     ensure_search_attributes,
     reuse_or_start_dev_server,
 )
+from fastmcp_temporal._payloads import payload_storage, task_data_converter
 from fastmcp_temporal._settings import TemporalTasksSettings
 
 logger = logging.getLogger("fastmcp_temporal")
+
+
+_PAYLOAD_FOLDER = "payloads"
 
 
 class TemporalConnectionError(RuntimeError):
@@ -54,16 +58,29 @@ async def temporal_client(settings: TemporalTasksSettings) -> AsyncIterator[Clie
             state_dir,
             f"; UI at {server.ui_url}" if server.ui_url else "",
         )
-        yield await connect(server.address, settings.namespace, settings)
+        payload_folder = state_dir / _PAYLOAD_FOLDER
+        yield await connect(server.address, settings.namespace, settings, payload_folder)
     finally:
         await anyio.to_thread.run_sync(server.stop)
 
 
-async def connect(address: str, namespace: str, settings: TemporalTasksSettings) -> Client:
+def settings_data_converter(settings: TemporalTasksSettings, payload_folder: Path | None = None) -> DataConverter:
+    """The data converter the settings describe: encryption key and payload store.
+
+    `payload_folder` is where `payload_store='auto'` keeps payloads (the embedded dev
+    server's state folder); without one, 'auto' stores nothing outside history.
+    """
+    key = settings.encryption_key
+    storage = payload_storage(settings.payload_store, payload_folder, settings.stored_payload_limit)
+    return task_data_converter(key.get_secret_value() if key else None, storage)
+
+
+async def connect(
+    address: str, namespace: str, settings: TemporalTasksSettings, payload_folder: Path | None = None
+) -> Client:
     timeout = settings.connect_timeout.total_seconds()
+    converter = settings_data_converter(settings, payload_folder)
     try:
-        key = settings.encryption_key
-        converter = encrypted_data_converter(key.get_secret_value()) if key else DataConverter.default
         client = await asyncio.wait_for(
             Client.connect(address, namespace=namespace, data_converter=converter), timeout
         )
@@ -94,6 +111,12 @@ def require_codec(client: Client, settings: TemporalTasksSettings) -> None:
         raise TemporalConnectionError(
             "FASTMCP_TEMPORAL_ENCRYPTION_KEY is set but the Temporal client passed as client= has no "
             "payload codec; connect it with data_converter=fastmcp_temporal.encrypted_data_converter(key)."
+        )
+    if settings.payload_store not in ("auto", "none") and client.data_converter.external_storage is None:
+        raise TemporalConnectionError(
+            f"FASTMCP_TEMPORAL_PAYLOAD_STORE is {settings.payload_store!r} but the Temporal client passed as "
+            "client= stores no payloads outside history; connect it with "
+            "data_converter=fastmcp_temporal.encrypted_data_converter(key, payload_store=...)."
         )
 
 

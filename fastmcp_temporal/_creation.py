@@ -26,6 +26,7 @@ from temporalio.common import (
 )
 
 from fastmcp_temporal._backend import Backend
+from fastmcp_temporal._payloads import converter_budget, encoded_size
 from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._scope import current_scope_tag, new_task_id, workflow_id
 from fastmcp_temporal.workflows.models import LegPolicy, TaskInput, ToolCall
@@ -65,6 +66,8 @@ async def start_task(
         arguments=raw_arguments,
         snapshot=snapshot_codec().encode(snapshot.to_json()),
         client_extensions=_client_extensions(context),
+        outcome_limit=backend.payload_limits.limit,
+        outcome_stored=backend.payload_limits.stored,
     )
     task = TaskInput(
         call=call,
@@ -73,6 +76,7 @@ async def start_task(
         search_attributes=backend.searchable,
         history_events_limit=backend.settings.history_events_limit,
     )
+    input_bytes = await _refuse_oversize_call(backend, task)
     await backend.client.start_workflow(
         McpTaskWorkflow.run,
         task,
@@ -85,6 +89,7 @@ async def start_task(
             "pollIntervalMs": poll_interval_ms,
             "scope": scope_tag,
             "tool": tool.name,
+            "inputBytes": input_bytes,
         },
         search_attributes=_search_attributes(backend, tool.name, scope_tag),
         id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
@@ -121,6 +126,21 @@ def validate_arguments(component: Tool, arguments: dict[str, Any], *, strict: bo
             raise
         message = str(exc).replace("call[probe]", f"call[{function_name}]", 1)
         raise ValidationError(message, log_level=exc.log_level) from exc
+
+
+async def _refuse_oversize_call(backend: Backend, task: TaskInput) -> int:
+    """Refuse a call whose input cannot be kept, as a bad call is refused; its encoded size otherwise.
+
+    Without a payload store, also tell the workflow how large a leg's input may grow
+    with answers, so it never schedules one that Temporal would refuse.
+    """
+    converter, limits = backend.client.data_converter, backend.payload_limits
+    size = await encoded_size(converter, task)
+    if refusal := limits.refusal("The call's arguments", size):
+        raise ValidationError(refusal)
+    if not limits.stored:
+        task.leg_input_budget = await converter_budget(converter, limits.limit)
+    return size
 
 
 def _client_extensions(context: Context) -> list[str]:
