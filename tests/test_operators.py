@@ -11,10 +11,14 @@ from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, ElicitRequest, InputRequiredResult
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from task_wire import DEADLINE, status_becomes, tasks_cancel, tasks_get
+from fastmcp_temporal.workflows.models import LegPolicy, TaskInput, ToolCall
+from fastmcp_temporal.workflows.task import STATUS_ATTRIBUTE, McpTaskWorkflow
+from task_wire import DEADLINE, status_becomes, tasks_cancel, tasks_get, workflow_closed
 
 pytestmark = pytest.mark.anyio
 
@@ -147,3 +151,60 @@ async def test_an_expired_parked_task_is_published_as_failed(make_extension) -> 
         assert await _published(extension, parked.task_id) == ("failed", "failed")
         with pytest.raises(MCPError, match="not found"):
             await tasks_get(client, parked.task_id)
+
+
+async def test_a_workflow_that_cannot_proceed_fails_instead_of_retrying_forever(make_extension) -> None:
+    """An exception in the workflow's own code (here: a timeout no timedelta holds) ends the task failed."""
+    extension = make_extension()
+    mcp = FastMCP("bug")
+    mcp.add_extension(extension)
+
+    @mcp.tool(task=True)
+    async def square(n: int) -> int:
+        return n * n
+
+    async with Client(mcp):
+        assert extension.client is not None
+        call = ToolCall(task_id="broken", component_key="tool:square@", arguments={"n": 2}, snapshot="")
+        broken = TaskInput(call=call, ttl_ms=60_000, policy=LegPolicy(float("inf"), 1))
+        handle = await extension.client.start_workflow(
+            McpTaskWorkflow.run,
+            broken,
+            id=workflow_id(ANONYMOUS_SCOPE_TAG, "broken"),
+            task_queue=extension.temporal_settings.task_queue,
+            memo={"status": "working"},
+            search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS_ATTRIBUTE, "working")]),
+        )
+        with pytest.raises(WorkflowFailureError), anyio.fail_after(DEADLINE):
+            await handle.result()
+        assert (await handle.describe()).status == WorkflowExecutionStatus.FAILED
+        assert await _published(extension, "broken") == ("failed", "failed")
+
+
+async def test_a_cancelled_task_closes_even_when_its_tool_ignores_the_cancel(make_extension) -> None:
+    extension = make_extension()
+    mcp = FastMCP("stubborn")
+    mcp.add_extension(extension)
+    release = asyncio.Event()
+
+    @mcp.tool(task=True)
+    async def stubborn() -> str:
+        while not release.is_set():
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                pass
+        return "late"
+
+    async with Client(mcp) as client:
+        task = await call_tool_task(client, "stubborn")
+        await status_becomes(task, "working")
+        await tasks_cancel(client, task.task_id)
+        await workflow_closed(extension, task.task_id)
+        assert extension.client is not None
+        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+        await _only_listed(extension, "McpTaskStatus = 'cancelled'", task.task_id)
+        running = f"TaskQueue = '{extension.temporal_settings.task_queue}' AND ExecutionStatus = 'Running'"
+        assert [execution.id async for execution in extension.client.list_workflows(running)] == []
+        release.set()

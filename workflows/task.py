@@ -44,7 +44,9 @@ TOOL_ATTRIBUTE = SearchAttributeKey.for_keyword("McpTool")
 SCOPE_ATTRIBUTE = SearchAttributeKey.for_keyword("McpScope")
 
 
-@workflow.defn(name=WORKFLOW_NAME)
+# An exception in this workflow's code is a bug no retry of the workflow task fixes:
+# it fails the task (published as failed) instead of leaving it running forever.
+@workflow.defn(name=WORKFLOW_NAME, failure_exception_types=[Exception])
 class McpTaskWorkflow:
     def __init__(self) -> None:
         self._outstanding: dict[str, str] = {}
@@ -60,6 +62,8 @@ class McpTaskWorkflow:
         except BaseException as err:
             if _is_cancellation(err):
                 self._publish("cancelled")
+            elif isinstance(err, Exception):
+                self._publish("failed")
             raise
 
     async def _run_legs(self, task: TaskInput) -> TaskOutcome:
