@@ -25,6 +25,7 @@ from fastmcp_tasks.creation import registered_component_for_key
 from fastmcp_tasks.encryption import SnapshotDecryptionError, snapshot_codec
 from mcp.shared.exceptions import MCPError
 from temporalio import activity
+from temporalio.common import RawValue
 
 from fastmcp_temporal import _fastmcp_private
 from fastmcp_temporal._leg_context import RunningLeg, leg_scope
@@ -63,7 +64,7 @@ class ToolLegActivities:
         self._server = server
 
     @activity.defn(name=RUN_TOOL_LEG)
-    async def run_tool_leg(self, leg: LegInput) -> LegOutcome:
+    async def run_tool_leg(self, leg: LegInput) -> LegOutcome | RawValue:
         call = leg.call
         try:
             snapshot = _restore_snapshot(call.snapshot)

@@ -38,8 +38,12 @@ class EncryptionCodec(PayloadCodec):
         self._fernet = _fernet(key)
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        # A reference to a stored payload (whose stored bytes are already encrypted) holds no
+        # content; a leg that stored its own result returns that reference as is.
         return [
-            Payload(metadata={"encoding": ENCODING}, data=self._fernet.encrypt(payload.SerializeToString()))
+            payload
+            if payload.external_payloads
+            else Payload(metadata={"encoding": ENCODING}, data=self._fernet.encrypt(payload.SerializeToString()))
             for payload in payloads
         ]
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import math
 import os
 import tempfile
 import weakref
@@ -29,6 +30,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from temporalio.api.common.v1 import Payload
+from temporalio.common import RawValue
 from temporalio.contrib.aws.s3driver import S3StorageDriver, S3StorageDriverClient
 from temporalio.converter import (
     DataConverter,
@@ -44,14 +46,14 @@ from fastmcp_temporal._codec import EncryptionCodec
 from fastmcp_temporal._wire import error_result_json
 from fastmcp_temporal.workflows.models import LegOutcome, ToolCall
 
-TEMPORAL_BLOB_LIMIT = 2 * 1024 * 1024
-"""Temporal's default `limit.blobSize.error`: the largest payload history accepts."""
 STORED_PAYLOAD_LIMIT = 50 * 1024 * 1024
 """The largest payload a store takes by default (the SDK's S3 driver default)."""
 STORE_THRESHOLD = 256 * 1024
 """Encoded payloads this large or larger go to the store (the SDK's default)."""
 _INLINE_MARGIN = 16 * 1024
 """Room a task leaves in an inline payload for what wraps it (ids, answers' framing)."""
+_CODEC_SLACK = 64
+"""Bytes a codec's block padding may add beyond its measured growth."""
 
 FOLDER_DRIVER_NAME = "fastmcp-temporal.folder"
 
@@ -225,11 +227,17 @@ def limits_of(converter: DataConverter, payload_limit: int, stored_payload_limit
 
 
 async def encoded_size(converter: DataConverter, value: Any) -> int:
-    """The bytes `value` takes once converted and encoded, before any store."""
-    payloads = converter.payload_converter.to_payloads([value])
-    if converter.payload_codec is not None:
-        payloads = await converter.payload_codec.encode(payloads)
-    return sum(payload.ByteSize() for payload in payloads)
+    """The bytes `value` takes once converted and encoded, before any store.
+
+    The codec's growth is measured once per codec, so a size check never pays for
+    encrypting a large value twice.
+    """
+    (payload,) = converter.payload_converter.to_payloads([value])
+    size = payload.ByteSize()
+    if converter.payload_codec is None:
+        return size
+    fixed, per_byte = await _growth(converter.payload_codec)
+    return math.ceil(fixed + per_byte * size) + _CODEC_SLACK
 
 
 async def converter_budget(converter: DataConverter, encoded_limit: int) -> int:
@@ -254,17 +262,22 @@ async def _growth(codec: PayloadCodec) -> tuple[int, float]:
     return _codec_growth[codec]
 
 
-async def keepable(outcome: LegOutcome, call: ToolCall, converter: DataConverter) -> LegOutcome:
-    """The leg's outcome, or an error result naming its size when it cannot be kept.
+async def keepable(outcome: LegOutcome, call: ToolCall, converter: DataConverter) -> LegOutcome | RawValue:
+    """The leg's outcome as it will be kept, or an error result naming its size.
 
-    Checked before the activity completes: Temporal would refuse the completion and
-    run the tool body again, once per attempt.
+    Checked while the leg still heartbeats: Temporal would refuse an oversize
+    completion and run the tool body again, once per attempt. A large outcome is
+    stored here too, and only its reference returned, because the SDK's own store
+    runs after the activity stops heartbeating and a slow upload would time it out.
     """
     if call.outcome_limit is None:
         return outcome
     limits = PayloadLimits(call.outcome_limit, stored=call.outcome_stored)
     what = "The tool's result" if outcome.input_requests is None else "The tool's input requests"
-    refusal = limits.refusal(what, await encoded_size(converter, outcome))
-    if refusal is None:
+    if refusal := limits.refusal(what, await encoded_size(converter, outcome)):
+        return LegOutcome(result=error_result_json(refusal))
+    codec = converter.payload_codec
+    if converter.external_storage is None or not (codec is None or isinstance(codec, EncryptionCodec)):
         return outcome
-    return LegOutcome(result=error_result_json(refusal))
+    (payload,) = await converter.encode([outcome])
+    return RawValue(payload) if payload.external_payloads else outcome
