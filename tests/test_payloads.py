@@ -26,6 +26,7 @@ from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
 from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitRequest, InputRequiredResult
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal import TemporalTasksExtension
@@ -296,3 +297,35 @@ def test_an_unknown_payload_store_names_the_setting() -> None:
 
     with pytest.raises(PayloadStoreError, match="FASTMCP_TEMPORAL_PAYLOAD_STORE"):
         payload_storage("relative/folder", None, MB)
+
+
+async def test_continue_as_new_carries_the_arguments_once(make_extension, temporal_server: DevServer) -> None:
+    extension = make_extension(history_events_limit=20)
+    mcp = FastMCP("rounds")
+    mcp.add_extension(extension)
+    marker = _marked(4096)
+
+    @mcp.tool(task=True)
+    async def rounds(blob: str, ctx: Context) -> str | InputRequiredResult:
+        done = int(ctx.request_state or 0) + (ctx.input_responses is not None)
+        if done < 6:
+            question = {f"q{done}": _question(f"q{done}")}
+            return InputRequiredResult(
+                result_type="input_required", input_requests=question, request_state=str(done)
+            )
+        return "done"
+
+    async with Client(mcp, elicitation_handler=_answering("x")) as client:
+        task = await call_tool_task(client, "rounds", {"blob": marker})
+        assert (await task.result()).data == "done"
+    bare = await TemporalClient.connect(temporal_server.address)
+    handle = bare.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+    description = await handle.describe()
+    assert description.run_id != description.raw_description.workflow_execution_info.first_run_id
+    started = [
+        e
+        for e in (await handle.fetch_history()).events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED
+    ]
+    (payload,) = started[0].workflow_execution_started_event_attributes.input.payloads
+    assert payload.data.count(marker.encode()) == 1
