@@ -29,9 +29,11 @@ from fastmcp_tasks.encryption import SnapshotDecryptionError, snapshot_codec
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from temporalio import activity
+from temporalio.common import RawValue
 
 from fastmcp_temporal import _fastmcp_private
 from fastmcp_temporal._leg_context import RunningLeg, leg_scope
+from fastmcp_temporal._payloads import keepable
 from fastmcp_temporal._progress import LegProgress, progress_scope
 from fastmcp_temporal._wire import (
     call_tool_result_json,
@@ -67,7 +69,7 @@ class ToolLegActivities:
         self._server = server
 
     @activity.defn(name=RUN_TOOL_LEG)
-    async def run_tool_leg(self, leg: LegInput) -> LegOutcome:
+    async def run_tool_leg(self, leg: LegInput) -> LegOutcome | RawValue:
         call = leg.call
         try:
             snapshot = _restore_snapshot(call.snapshot)
@@ -85,7 +87,8 @@ class ToolLegActivities:
         )
         with leg_scope(running), progress_scope(call.task_id, _previous_attempt()) as progress:
             async with _heartbeating(progress):
-                return await _run_component(component, owner, call.arguments, call.synchronous)
+                outcome = await _run_component(component, owner, call.arguments, call.synchronous)
+                return await keepable(outcome, call, activity.client().data_converter)
 
 
 async def _run_component(

@@ -11,6 +11,7 @@ from mcp_types import INTERNAL_ERROR
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from fastmcp_temporal._payloads import PayloadLimits, limits_of
 from fastmcp_temporal._settings import TemporalTasksSettings
 
 
@@ -26,6 +27,11 @@ class Backend:
     @property
     def ttl_ms(self) -> int:
         return int(self.settings.task_ttl.total_seconds() * 1000)
+
+    @property
+    def payload_limits(self) -> PayloadLimits:
+        settings = self.settings
+        return limits_of(self.client.data_converter, settings.payload_limit, settings.stored_payload_limit)
 
 
 @contextmanager

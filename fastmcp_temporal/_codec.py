@@ -43,8 +43,12 @@ class EncryptionCodec(PayloadCodec):
         self._fernet = _fernet(key)
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        # A reference to a stored payload (whose stored bytes are already encrypted) holds no
+        # content; a leg that stored its own result returns that reference as is.
         return [
-            Payload(metadata={"encoding": ENCODING}, data=self._fernet.encrypt(payload.SerializeToString()))
+            payload
+            if payload.external_payloads
+            else Payload(metadata={"encoding": ENCODING}, data=self._fernet.encrypt(payload.SerializeToString()))
             for payload in payloads
         ]
 
@@ -68,14 +72,23 @@ def _fernet(key: str) -> Fernet:
     return Fernet(derive_jwt_key(low_entropy_material=key, salt=_KEY_SALT))
 
 
-def encrypted_data_converter(key: str, base: DataConverter | None = None) -> DataConverter:
-    """Temporal's default converter (or `base`) with our encryption, for a `Client` you connect yourself.
+def with_encryption(converter: DataConverter, key: str) -> DataConverter:
+    """`converter` encrypting every payload, and failure messages and stack traces, with `key`."""
+    return dataclasses.replace(
+        converter,
+        payload_codec=EncryptionCodec(key),
+        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+    )
+
+
+def encrypted_data_converter(key: str | None, payload_store: str = "none") -> DataConverter:
+    """The converter tasks use (encryption, payload store), for a `Client` you connect yourself.
 
     Failures carry their message and stack trace in an encoded attribute, so a tool's
     exception text is encrypted too; clients with the key read them back unchanged.
     """
-    return dataclasses.replace(
-        base or DataConverter.default,
-        payload_codec=EncryptionCodec(key),
-        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
-    )
+    from fastmcp_temporal._payloads import STORED_PAYLOAD_LIMIT, payload_storage
+
+    converter = with_encryption(DataConverter.default, key) if key else DataConverter.default
+    storage = payload_storage(payload_store, None, STORED_PAYLOAD_LIMIT)
+    return dataclasses.replace(converter, external_storage=storage)

@@ -18,6 +18,7 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -26,7 +27,7 @@ from temporalio.client import Client
 from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
 from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS
 
-from fastmcp_temporal._codec import encrypted_data_converter
+from fastmcp_temporal._codec import with_encryption
 from fastmcp_temporal._devserver import (
     SEARCH_ATTRIBUTES,
     DevServerError,
@@ -34,11 +35,15 @@ from fastmcp_temporal._devserver import (
     ensure_search_attributes,
     reuse_or_start_dev_server,
 )
+from fastmcp_temporal._payloads import payload_storage
 from fastmcp_temporal._settings import TemporalTasksSettings
 
 logger = logging.getLogger("fastmcp_temporal")
 
 DEFAULT_NAMESPACE = "default"
+
+
+_PAYLOAD_FOLDER = "payloads"
 
 
 class TemporalConnectionError(RuntimeError):
@@ -86,12 +91,22 @@ def _resolve_tls(settings: TemporalTasksSettings, base: ClientConfigTLS | None) 
     return dataclasses.replace(base or ClientConfigTLS(), disabled=False, **explicit)
 
 
-def tasks_data_converter(settings: TemporalTasksSettings, base: DataConverter | None = None) -> DataConverter:
-    """The converter every client and worker of these tasks needs, built on `base` (Temporal's default)."""
+def tasks_data_converter(
+    settings: TemporalTasksSettings, base: DataConverter | None = None, payload_folder: Path | None = None
+) -> DataConverter:
+    """The converter every client and worker of these tasks needs, built on `base` (Temporal's default):
+    the encryption key and the payload store the settings name.
+
+    `payload_folder` is where `payload_store='auto'` keeps payloads (the embedded dev
+    server's state folder); without one, 'auto' stores nothing outside history.
+    """
     converter = base or DataConverter.default
     key = settings.encryption_key
     if key is not None and converter.payload_codec is None:
-        converter = encrypted_data_converter(key.get_secret_value(), converter)
+        converter = with_encryption(converter, key.get_secret_value())
+    storage = payload_storage(settings.payload_store, payload_folder, settings.stored_payload_limit)
+    if storage is not None and converter.external_storage is None:
+        converter = dataclasses.replace(converter, external_storage=storage)
     return converter
 
 
@@ -116,18 +131,20 @@ async def temporal_client(settings: TemporalTasksSettings) -> AsyncIterator[Clie
             f"; UI at {server.ui_url}" if server.ui_url else "",
         )
         local = ClientConfigProfile(address=server.address, namespace=profile.namespace)
-        yield await connect(local, settings)
+        yield await connect(local, settings, state_dir / _PAYLOAD_FOLDER)
     finally:
         await anyio.to_thread.run_sync(server.stop)
 
 
-async def connect(profile: ClientConfigProfile, settings: TemporalTasksSettings) -> Client:
+async def connect(
+    profile: ClientConfigProfile, settings: TemporalTasksSettings, payload_folder: Path | None = None
+) -> Client:
     """Connect as the profile says and check the namespace exists."""
     options: dict[str, Any] = dict(profile.to_client_connect_config())
     address, namespace = options.pop("target_host"), options.pop("namespace")
     timeout = settings.connect_timeout.total_seconds()
+    converter = tasks_data_converter(settings, payload_folder=payload_folder)
     try:
-        converter = tasks_data_converter(settings)
         client = await asyncio.wait_for(
             Client.connect(address, namespace=namespace, data_converter=converter, **options), timeout
         )
@@ -166,6 +183,12 @@ def require_codec(client: Client, settings: TemporalTasksSettings) -> None:
             "codec or stores failure messages in clear; connect it with "
             "plugins=[fastmcp_temporal.McpTasksPlugin(mcp)] or "
             "data_converter=fastmcp_temporal.encrypted_data_converter(key)."
+        )
+    if settings.payload_store not in ("auto", "none") and client.data_converter.external_storage is None:
+        raise TemporalConnectionError(
+            f"FASTMCP_TEMPORAL_PAYLOAD_STORE is {settings.payload_store!r} but the Temporal client passed as "
+            "client= stores no payloads outside history; connect it with "
+            "data_converter=fastmcp_temporal.encrypted_data_converter(key, payload_store=...)."
         )
 
 

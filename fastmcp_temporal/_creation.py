@@ -31,10 +31,11 @@ from temporalio.common import (
 )
 
 from fastmcp_temporal._backend import Backend
+from fastmcp_temporal._payloads import converter_budget, encoded_size
 from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._scope import WorkflowKind, current_scope_tag, new_task_id, workflow_id
 from fastmcp_temporal._wire import encode_answers
-from fastmcp_temporal.workflows.models import LegInput, LegPolicy, TaskInput, TaskOutcome, ToolCall
+from fastmcp_temporal.workflows.models import LegPolicy, NextLeg, TaskInput, TaskOutcome, ToolCall
 from fastmcp_temporal.workflows.task import (
     SCOPE_ATTRIBUTE,
     STATUS_ATTRIBUTE,
@@ -97,6 +98,8 @@ async def start_tool_workflow(
         snapshot=snapshot_codec().encode(snapshot.to_json()),
         client_extensions=_client_extensions(context),
         synchronous=kind == "call",
+        outcome_limit=backend.payload_limits.limit,
+        outcome_stored=backend.payload_limits.stored,
     )
     task = TaskInput(
         call=call,
@@ -104,8 +107,9 @@ async def start_tool_workflow(
         policy=_leg_policy(backend, component),
         search_attributes=backend.searchable,
         history_events_limit=backend.settings.history_events_limit,
-        resume=_continuation(call, context) if kind == "call" else None,
+        resume=_continuation(context) if kind == "call" else None,
     )
+    input_bytes = await _refuse_oversize_call(backend, task)
     handle = await backend.client.start_workflow(
         McpTaskWorkflow.run,
         task,
@@ -119,6 +123,7 @@ async def start_tool_workflow(
             "pollIntervalMs": poll_interval_ms,
             "scope": scope_tag,
             "tool": tool.name,
+            "inputBytes": input_bytes,
         },
         search_attributes=_search_attributes(backend, tool.name, scope_tag),
         id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
@@ -150,6 +155,21 @@ def validate_arguments(component: Tool, arguments: dict[str, Any], *, strict: bo
         raise ValidationError(message, log_level=exc.log_level) from exc
 
 
+async def _refuse_oversize_call(backend: Backend, task: TaskInput) -> int:
+    """Refuse a call whose input cannot be kept, as a bad call is refused; its encoded size otherwise.
+
+    Without a payload store, also tell the workflow how large a leg's input may grow
+    with answers, so it never schedules one that Temporal would refuse.
+    """
+    converter, limits = backend.client.data_converter, backend.payload_limits
+    size = await encoded_size(converter, task)
+    if refusal := limits.refusal("The call's arguments", size):
+        raise ValidationError(refusal)
+    if not limits.stored:
+        task.leg_input_budget = await converter_budget(converter, limits.limit)
+    return size
+
+
 def _client_extensions(context: Context) -> list[str]:
     """The extensions the caller declared, for `ctx.client_supports_extension` in the task."""
     try:
@@ -160,12 +180,12 @@ def _client_extensions(context: Context) -> list[str]:
     return sorted(extensions)
 
 
-def _continuation(call: ToolCall, context: Context) -> LegInput | None:
+def _continuation(context: Context) -> NextLeg | None:
     """A synchronous caller's answers to an earlier ask (SEP-2322) go to the first leg."""
     responses, state = context.input_responses, context.request_state
     if responses is None and state is None:
         return None
-    return LegInput(call, input_responses=encode_answers(responses) if responses else None, request_state=state)
+    return NextLeg(input_responses=encode_answers(responses) if responses else None, request_state=state)
 
 
 def _leg_policy(backend: Backend, component: Tool) -> LegPolicy:

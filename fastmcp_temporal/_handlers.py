@@ -33,6 +33,7 @@ from temporalio.client import WorkflowExecutionStatus as Status
 from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal._backend import Backend
+from fastmcp_temporal._payloads import encoded_size
 from fastmcp_temporal._scope import current_scope_tag, workflow_id
 from fastmcp_temporal._wire import encode_answer
 from fastmcp_temporal.workflows.models import (
@@ -102,6 +103,7 @@ class TaskMethods:
             if key in outstanding
         }
         if answers:
+            await self._refuse_oversize(task, answers)
             try:
                 await task.handle.signal(SUBMIT_INPUT_SIGNAL, InputAnswers(answers))
             except RPCError as exc:
@@ -111,6 +113,17 @@ class TaskMethods:
             self._remember_answered(task_id, answers)
             await self._wait_until_applied(task, set(answers))
         return UpdateTaskResult()
+
+    async def _refuse_oversize(self, task: _Task, answers: dict[str, Any]) -> None:
+        """Answers that cannot be kept are refused before anything is signalled."""
+        limits = self._backend.payload_limits
+        size = await encoded_size(self._backend.client.data_converter, InputAnswers(answers))
+        what = "The answers"
+        if not limits.stored:  # the next leg carries the arguments and the answers together
+            size += int(task.memo.get("inputBytes") or 0)
+            what = "The answers with the task's arguments"
+        if refusal := limits.refusal(what, size):
+            raise MCPError(code=mcp_types.INVALID_PARAMS, message=refusal)
 
     async def cancel(self, task_id: str) -> CancelTaskResult:
         task = await self._find(task_id)

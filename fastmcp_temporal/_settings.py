@@ -74,6 +74,24 @@ class TemporalTasksSettings(BaseSettings):
         default=None,
         description="Encrypt every payload tasks store in Temporal (all servers and workers share it).",
     )
+    payload_store: str = Field(
+        default="auto",
+        description=(
+            "Where payloads over 256 KiB go instead of Temporal history: 'auto' (a folder in the "
+            "embedded dev server's state folder, none with an address), 'none', a folder "
+            "(/path or file:///path, shared by every process of the queue), or s3://bucket/prefix."
+        ),
+    )
+    payload_limit: int = Field(
+        default=2 * 1024 * 1024,
+        ge=64 * 1024,
+        description="Temporal's payload limit (the server's limit.blobSize.error); applies without a store.",
+    )
+    stored_payload_limit: int = Field(
+        default=50 * 1024 * 1024,
+        ge=64 * 1024,
+        description="The largest encoded argument, answer or result a payload store takes.",
+    )
     state_dir: Path | None = Field(
         default=None, description="Where the embedded dev server keeps its sqlite file."
     )

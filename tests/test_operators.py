@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+from datetime import timedelta
+
 import anyio
 import pytest
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
-from mcp_types import ElicitRequest, InputRequiredResult
-from task_wire import DEADLINE, status_becomes
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, ElicitRequest, InputRequiredResult
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG
+from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.workflows.models import LegPolicy, TaskInput, ToolCall
+from fastmcp_temporal.workflows.task import STATUS_ATTRIBUTE, McpTaskWorkflow
+from task_wire import DEADLINE, status_becomes, tasks_cancel, tasks_get, workflow_closed
 
 pytestmark = pytest.mark.anyio
 
@@ -27,6 +35,35 @@ async def _listed(extension: TemporalTasksExtension, query: str, count: int) -> 
             await anyio.sleep(0.1)
 
 
+async def _only_listed(extension: TemporalTasksExtension, query: str, task_id: str) -> None:
+    """Wait until the query lists exactly this task (visibility catches up eventually)."""
+    assert extension.client is not None
+    scoped = f"TaskQueue = '{extension.temporal_settings.task_queue}' AND {query}"
+    ids: list[str] = []
+    with anyio.move_on_after(DEADLINE):
+        while not (len(ids) == 1 and ids[0].endswith(task_id)):
+            await anyio.sleep(0.1)
+            ids = [execution.id async for execution in extension.client.list_workflows(scoped)]
+    assert len(ids) == 1 and ids[0].endswith(task_id), (query, ids)
+
+
+def _ask() -> InputRequiredResult:
+    question = ElicitRequest(
+        method="elicitation/create",
+        params={"mode": "form", "message": "?", "requestedSchema": {"type": "object", "properties": {}}},
+    )
+    return InputRequiredResult(result_type="input_required", input_requests={"q": question})
+
+
+async def _published(extension: TemporalTasksExtension, task_id: str) -> tuple[str, str]:
+    """The status in the task's memo and in its McpTaskStatus search attribute."""
+    assert extension.client is not None
+    handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
+    description = await handle.describe()
+    (indexed,) = description.search_attributes["McpTaskStatus"]
+    return (await description.memo())["status"], str(indexed)
+
+
 async def test_tasks_are_searchable_by_tool_status_and_scope(make_extension) -> None:
     extension = make_extension()
     mcp = FastMCP("operators")
@@ -38,11 +75,7 @@ async def test_tasks_are_searchable_by_tool_status_and_scope(make_extension) -> 
 
     @mcp.tool(task=True)
     async def ask(ctx: Context) -> str | InputRequiredResult:
-        question = ElicitRequest(
-            method="elicitation/create",
-            params={"mode": "form", "message": "?", "requestedSchema": {"type": "object", "properties": {}}},
-        )
-        return InputRequiredResult(result_type="input_required", input_requests={"q": question})
+        return _ask()
 
     async with Client(mcp) as client:
         done = await call_tool_task(client, "square", {"n": 3})
@@ -57,3 +90,121 @@ async def test_tasks_are_searchable_by_tool_status_and_scope(make_extension) -> 
     assert [workflow.endswith(done.task_id) for workflow in completed] == [True]
     assert [workflow.endswith(parked.task_id) for workflow in waiting] == [True]
     assert len(anonymous) == 2
+
+
+async def test_every_status_is_published_where_operators_search(make_extension) -> None:
+    extension = make_extension()
+    mcp = FastMCP("statuses")
+    mcp.add_extension(extension)
+    release = asyncio.Event()
+
+    @mcp.tool(task=True)
+    async def hold() -> str:
+        await release.wait()
+        return "released"
+
+    @mcp.tool(task=True)
+    async def ask(ctx: Context) -> str | InputRequiredResult:
+        return _ask()
+
+    @mcp.tool(task=True)
+    async def square(n: int) -> int:
+        return n * n
+
+    @mcp.tool(task=True)
+    async def refuse() -> str:
+        raise MCPError(code=INTERNAL_ERROR, message="refused")
+
+    async with Client(mcp) as client:
+        working = await call_tool_task(client, "hold")
+        cancelled = await call_tool_task(client, "hold")
+        parked = await call_tool_task(client, "ask")
+        completed = await call_tool_task(client, "square", {"n": 3})
+        failed = await call_tool_task(client, "refuse")
+        await status_becomes(cancelled, "working")
+        await tasks_cancel(client, cancelled.task_id)
+        expected = {
+            "working": working.task_id,
+            "cancelled": cancelled.task_id,
+            "input_required": parked.task_id,
+            "completed": completed.task_id,
+            "failed": failed.task_id,
+        }
+        for status, task_id in expected.items():
+            await _only_listed(extension, f"McpTaskStatus = '{status}'", task_id)
+            assert await _published(extension, task_id) == (status, status)
+        release.set()
+
+
+async def test_an_expired_parked_task_is_published_as_failed(make_extension) -> None:
+    extension = make_extension(task_ttl=timedelta(seconds=1))
+    mcp = FastMCP("expiry")
+    mcp.add_extension(extension)
+
+    @mcp.tool(task=True)
+    async def ask(ctx: Context) -> str | InputRequiredResult:
+        return _ask()
+
+    async with Client(mcp) as client:
+        parked = await call_tool_task(client, "ask")
+        await _only_listed(extension, "McpTaskStatus = 'failed'", parked.task_id)
+        assert await _published(extension, parked.task_id) == ("failed", "failed")
+        with pytest.raises(MCPError, match="not found"):
+            await tasks_get(client, parked.task_id)
+
+
+async def test_a_workflow_that_cannot_proceed_fails_instead_of_retrying_forever(make_extension) -> None:
+    """An exception in the workflow's own code (here: a timeout no timedelta holds) ends the task failed."""
+    extension = make_extension()
+    mcp = FastMCP("bug")
+    mcp.add_extension(extension)
+
+    @mcp.tool(task=True)
+    async def square(n: int) -> int:
+        return n * n
+
+    async with Client(mcp):
+        assert extension.client is not None
+        call = ToolCall(task_id="broken", component_key="tool:square@", arguments={"n": 2}, snapshot="")
+        broken = TaskInput(call=call, ttl_ms=60_000, policy=LegPolicy(float("inf"), 1))
+        handle = await extension.client.start_workflow(
+            McpTaskWorkflow.run,
+            broken,
+            id=workflow_id(ANONYMOUS_SCOPE_TAG, "broken"),
+            task_queue=extension.temporal_settings.task_queue,
+            memo={"status": "working"},
+            search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS_ATTRIBUTE, "working")]),
+        )
+        with pytest.raises(WorkflowFailureError), anyio.fail_after(DEADLINE):
+            await handle.result()
+        assert (await handle.describe()).status == WorkflowExecutionStatus.FAILED
+        assert await _published(extension, "broken") == ("failed", "failed")
+
+
+async def test_a_cancelled_task_closes_even_when_its_tool_ignores_the_cancel(make_extension) -> None:
+    extension = make_extension()
+    mcp = FastMCP("stubborn")
+    mcp.add_extension(extension)
+    release = asyncio.Event()
+
+    @mcp.tool(task=True)
+    async def stubborn() -> str:
+        while not release.is_set():
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                pass
+        return "late"
+
+    async with Client(mcp) as client:
+        task = await call_tool_task(client, "stubborn")
+        await status_becomes(task, "working")
+        await tasks_cancel(client, task.task_id)
+        await workflow_closed(extension, task.task_id)
+        assert extension.client is not None
+        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+        await _only_listed(extension, "McpTaskStatus = 'cancelled'", task.task_id)
+        running = f"TaskQueue = '{extension.temporal_settings.task_queue}' AND ExecutionStatus = 'Running'"
+        assert [execution.id async for execution in extension.client.list_workflows(running)] == []
+        release.set()

@@ -44,6 +44,19 @@ class ToolCall:
     client_extensions: list[str] = field(default_factory=list)
     synchronous: bool = False
     """A plain `tools/call` waiting for its answer: an ask ends the run and goes back to the caller."""
+    outcome_limit: int | None = None
+    """The most bytes a leg's outcome may encode to; a larger one ends the task with an error."""
+    outcome_stored: bool = False
+    """Whether outcomes over the threshold go to a payload store (for the error's advice)."""
+
+
+@dataclass
+class NextLeg:
+    """Which leg runs next and the answers it needs: only this round's, never the arguments."""
+
+    leg: int = 1
+    input_responses: dict[str, dict[str, Any]] | None = None
+    request_state: str | None = None
 
 
 @dataclass
@@ -66,8 +79,11 @@ class TaskInput:
     search_attributes: bool = True
     history_events_limit: int = 2_000
     """Continue as new past this many events, far below Temporal's 51,200 limit."""
-    resume: LegInput | None = None
-    """The next leg, when this run continues an earlier one."""
+    resume: NextLeg | None = None
+    """The next leg, when this run continues an earlier one (the call above is not repeated)."""
+    leg_input_budget: int | None = None
+    """Without a payload store: the most bytes a leg's input may convert to and still fit
+    Temporal's payload limit once encoded. None when large payloads go to a store."""
 
 
 @dataclass

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         InputAnswers,
         LegInput,
         LegOutcome,
+        NextLeg,
         TaskInput,
         TaskOutcome,
         TaskState,
@@ -46,7 +47,9 @@ TOOL_ATTRIBUTE = SearchAttributeKey.for_keyword(TOOL_SEARCH_ATTRIBUTE)
 SCOPE_ATTRIBUTE = SearchAttributeKey.for_keyword(SCOPE_SEARCH_ATTRIBUTE)
 
 
-@workflow.defn(name=WORKFLOW_NAME)
+# An exception in this workflow's code is a bug no retry of the workflow task fixes:
+# it fails the task (published as failed) instead of leaving it running forever.
+@workflow.defn(name=WORKFLOW_NAME, failure_exception_types=[Exception])
 class McpTaskWorkflow:
     def __init__(self) -> None:
         self._outstanding: dict[str, str] = {}
@@ -59,15 +62,21 @@ class McpTaskWorkflow:
         self._task = task
         try:
             return await self._run_legs(task)
-        except asyncio.CancelledError:
-            self._publish("cancelled")
+        except BaseException as err:
+            if _is_cancellation(err):
+                self._publish("cancelled")
+            elif isinstance(err, Exception):
+                self._publish("failed")
             raise
 
     async def _run_legs(self, task: TaskInput) -> TaskOutcome:
-        leg = task.resume or LegInput(task.call)
+        leg = task.resume or NextLeg()
         while True:
+            leg_input = LegInput(task.call, leg.leg, leg.input_responses, leg.request_state)
+            if oversize := _over_budget(task, leg_input):
+                return self._finish("failed", TaskOutcome(error=_internal_error(oversize)))
             try:
-                outcome = await self._execute(task, leg)
+                outcome = await self._execute(task, leg_input)
             except ActivityError as err:
                 if isinstance(err.cause, CancelledError):
                     raise
@@ -78,8 +87,11 @@ class McpTaskWorkflow:
             self._park(task, leg.leg, outcome)
             answered = await self._wait_for_answers(task)
             if not answered:
-                return TaskOutcome(expired=True)
-            leg = LegInput(task.call, leg.leg + 1, self._answers, outcome.request_state)
+                # Nobody answered within the TTL: the task ended without a result and nobody
+                # cancelled it, so operators find it among the failed ones. The wire answers
+                # "not found" from now on, as the reference does for an expired task.
+                return self._finish("failed", TaskOutcome(expired=True))
+            leg = NextLeg(leg.leg + 1, self._answers, outcome.request_state)
             self._publish("working", {"inputRequests": None})
             if workflow.info().get_current_history_length() > task.history_events_limit:
                 task.resume = leg
@@ -146,6 +158,32 @@ class McpTaskWorkflow:
         workflow.upsert_memo({"status": state, **(memo or {})})
         if self._task is not None and self._task.search_attributes:
             workflow.upsert_search_attributes([STATUS_ATTRIBUTE.value_set(state)])
+
+
+def _is_cancellation(err: BaseException) -> bool:
+    """The task was cancelled: directly, or through the leg it was running."""
+    if isinstance(err, asyncio.CancelledError):
+        return True
+    return isinstance(err, ActivityError) and isinstance(err.cause, CancelledError)
+
+
+def _over_budget(task: TaskInput, leg: LegInput) -> str | None:
+    """Why the leg's input cannot enter history, checked before scheduling it.
+
+    Temporal refuses the whole workflow task when one command's payload is too large,
+    and refuses it again on every retry; a leg that cannot be scheduled ends the task.
+    """
+    if task.leg_input_budget is None:
+        return None
+    (payload,) = workflow.payload_converter().to_payloads([leg])
+    size = payload.ByteSize()
+    if size <= task.leg_input_budget:
+        return None
+    return (
+        f"The tool's arguments and answers together are {size:,} bytes, more than the "
+        f"{task.leg_input_budget:,} bytes a leg's input may hold in Temporal history; set "
+        "FASTMCP_TEMPORAL_PAYLOAD_STORE so large payloads are stored outside history."
+    )
 
 
 def _unfinished(err: ActivityError, task: TaskInput) -> str:

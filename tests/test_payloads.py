@@ -1,0 +1,331 @@
+"""Large payloads: stored outside history when a store is set, refused up front when they cannot be kept.
+
+Each test reads Temporal itself (raw history bytes, the store's files or objects,
+visibility) to prove what the feature claims: a big argument, answer or result never
+enters history, an encrypted one is ciphertext in the store, a payload that cannot be
+kept is refused before anything runs and no workflow is left running.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types
+import pytest
+from fastmcp import Client, Context, FastMCP
+from fastmcp_tasks.client import call_tool_task
+from mcp.shared.exceptions import MCPError
+from mcp_types import ElicitRequest, InputRequiredResult
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client as TemporalClient
+
+from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal._devserver import DevServer
+from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from task_wire import DEADLINE, status_becomes, tasks_get, tasks_update
+
+pytestmark = pytest.mark.anyio
+
+KEY = "a-test-key-that-is-long-enough-for-fernet"
+MB = 1024 * 1024
+
+
+def _marked(size: int) -> str:
+    """`size` characters no other test and no compression could produce by chance."""
+    token = secrets.token_hex(16)
+    return (token * (size // len(token) + 1))[:size]
+
+
+def _server(extension: TemporalTasksExtension, runs: list[str]) -> FastMCP:
+    mcp = FastMCP("payloads")
+    mcp.add_extension(extension)
+
+    @mcp.tool(task=True)
+    async def echo(blob: str, ctx: Context) -> str | InputRequiredResult:
+        """Asks for `more`, then returns the arguments and the answer together."""
+        runs.append("echo")
+        if ctx.input_responses is None:
+            return InputRequiredResult(
+                result_type="input_required", input_requests={"more": _question("more")}
+            )
+        return blob + ctx.input_responses["more"].content["value"]
+
+    @mcp.tool(task=True)
+    async def ask_twice(blob: str, ctx: Context) -> str | InputRequiredResult:
+        runs.append("ask_twice")
+        if ctx.input_responses is None:
+            questions = {name: _question(name) for name in ("first", "second")}
+            return InputRequiredResult(result_type="input_required", input_requests=questions)
+        return "answered"
+
+    @mcp.tool(task=True)
+    async def produce(size: int) -> str:
+        runs.append("produce")
+        return "r" * size
+
+    return mcp
+
+
+def _question(name: str) -> ElicitRequest:
+    schema = {"type": "object", "properties": {"value": {"type": "string"}}}
+    return ElicitRequest(
+        method="elicitation/create",
+        params={"mode": "form", "message": name, "requestedSchema": schema},
+    )
+
+
+def _answering(value: str) -> Any:
+    async def answer(message, response_type, params, context):  # noqa: ANN001, ANN202
+        return {"value": value}
+
+    return answer
+
+
+async def _history_bytes(address: str, task_id: str) -> bytes:
+    """Every event of the task's workflow as Temporal stores it, read without codec or store."""
+    bare = await TemporalClient.connect(address)
+    history = await bare.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id)).fetch_history()
+    return b"".join(event.SerializeToString() for event in history.events)
+
+
+async def _running_on(extension: TemporalTasksExtension) -> list[str]:
+    assert extension.client is not None
+    query = f"TaskQueue = '{extension.temporal_settings.task_queue}' AND ExecutionStatus = 'Running'"
+    return [execution.id async for execution in extension.client.list_workflows(query)]
+
+
+async def _none_running(extension: TemporalTasksExtension) -> None:
+    """Visibility lags; wait until no workflow of this test's queue is listed as running."""
+    with anyio.fail_after(DEADLINE):
+        while running := await _running_on(extension):
+            await anyio.sleep(0.2)
+    assert running == []
+
+
+async def _round_trip(extension: TemporalTasksExtension, size: int) -> tuple[str, str, str]:
+    """Run `echo` with `size` characters of arguments and of answer; return them and the task id."""
+    blob, answer, runs = _marked(size), _marked(size), []
+    async with Client(_server(extension, runs), elicitation_handler=_answering(answer)) as client:
+        task = await call_tool_task(client, "echo", {"blob": blob})
+        result = await task.result()
+    assert result.data == blob + answer
+    assert runs == ["echo", "echo"]
+    return blob, answer, task.task_id
+
+
+@pytest.mark.parametrize("key", [None, KEY], ids=["clear", "encrypted"])
+async def test_big_arguments_answers_and_results_go_to_the_folder_store(
+    make_extension, temporal_server: DevServer, tmp_path: Path, key: str | None
+) -> None:
+    folder = tmp_path / "payloads"
+    extension = make_extension(payload_store=f"file://{folder}", encryption_key=key)
+
+    blob, answer, task_id = await _round_trip(extension, 3 * MB)
+
+    history = await _history_bytes(temporal_server.address, task_id)
+    assert len(history) < 256 * 1024
+    assert blob[:64].encode() not in history and answer[:64].encode() not in history
+    stored = list(folder.iterdir())
+    assert stored and stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert {stat.S_IMODE(path.stat().st_mode) for path in stored} == {0o600}
+    in_store = b"".join(path.read_bytes() for path in stored)
+    assert (blob[:64].encode() in in_store) is (key is None)
+
+
+async def test_the_embedded_dev_server_stores_big_payloads_in_its_state_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, task_queue: str
+) -> None:
+    monkeypatch.delenv("FASTMCP_TEMPORAL_ADDRESS", raising=False)
+    extension = TemporalTasksExtension(state_dir=tmp_path / "state", task_queue=task_queue, ui=False)
+    await _round_trip(extension, 3 * MB)
+    assert list((tmp_path / "state" / "payloads").iterdir())
+
+
+async def test_oversize_arguments_are_refused_like_a_bad_call_and_start_nothing(make_extension) -> None:
+    extension = make_extension()
+    runs: list[str] = []
+    async with Client(_server(extension, runs)) as client:
+        refused = await client.session.call_tool("echo", {"blob": "a" * (3 * MB)}, allow_claimed=True)
+        assert isinstance(refused, mcp_types.CallToolResult) and refused.is_error
+        (text,) = [block.text for block in refused.content]
+        assert "3,14" in text and "2,080,768 bytes" in text and "PAYLOAD_STORE" in text
+        assert "retry" not in text
+        await _none_running(extension)
+        assert [
+            e
+            async for e in extension.client.list_workflows(  # type: ignore[union-attr]
+                f"TaskQueue = '{extension.temporal_settings.task_queue}'"
+            )
+        ] == []
+    assert runs == []
+
+
+async def test_an_oversize_answer_is_refused_and_nothing_is_signalled(
+    make_extension, temporal_server: DevServer
+) -> None:
+    extension = make_extension()
+    runs: list[str] = []
+    async with Client(_server(extension, runs)) as client:
+        task = await call_tool_task(client, "echo", {"blob": "a" * (1100 * 1024)})
+        parked = await status_becomes(task, "input_required")
+        (key,) = parked.input_requests
+        with pytest.raises(MCPError) as refused:
+            await tasks_update(
+                client, task.task_id, {key: {"action": "accept", "content": {"value": "b" * MB}}}
+            )
+        assert refused.value.error.code == mcp_types.INVALID_PARAMS
+        assert "2,080,768 bytes" in refused.value.error.message
+        assert (await tasks_get(client, task.task_id)).status == "input_required"
+        history = await _history_bytes(temporal_server.address, task.task_id)
+        await task.cancel()
+        await _none_running(extension)
+    assert b"submit_input" not in history
+    assert runs == ["echo"]
+
+
+async def test_a_result_that_cannot_be_kept_ends_the_task_once_with_its_size(make_extension) -> None:
+    extension = make_extension(maximum_attempts=3)
+    runs: list[str] = []
+    async with Client(_server(extension, runs)) as client:
+        task = await call_tool_task(client, "produce", {"size": int(1.2 * MB)})
+        done = await status_becomes(task, "completed")
+        assert done.result is not None and done.result["isError"] is True
+        (block,) = done.result["content"]
+        assert "The tool's result: 2,5" in block["text"] and "2,080,768 bytes" in block["text"]
+        await _none_running(extension)
+    assert runs == ["produce"]
+
+
+async def test_answers_that_add_up_past_the_limit_fail_the_task_instead_of_wedging_it(
+    make_extension,
+) -> None:
+    """Each answer fits with the arguments; together they cannot enter history, so the task fails."""
+    extension = make_extension()
+    runs: list[str] = []
+    async with Client(_server(extension, runs)) as client:
+        task = await call_tool_task(client, "ask_twice", {"blob": "a" * (700 * 1024)})
+        parked = await status_becomes(
+            task, "input_required", until=lambda r: len(r.input_requests or {}) == 2
+        )
+        for key in parked.input_requests or {}:
+            await tasks_update(
+                client, task.task_id, {key: {"action": "accept", "content": {"value": "b" * 700 * 1024}}}
+            )
+        failed = await status_becomes(task, "failed")
+        assert "FASTMCP_TEMPORAL_PAYLOAD_STORE" in (failed.status_message or "")
+        await _none_running(extension)
+    assert runs == ["ask_twice"]
+
+
+# --- S3, through the SDK's driver, against a local moto server ---------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def s3_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A standalone moto S3 server on a free loopback port, with the AWS env pointing at it."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError("moto server did not start") from None
+                time.sleep(0.1)
+        for name, value in {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }.items():
+            monkeypatch.setenv(name, value)
+        yield endpoint
+    finally:
+        process.terminate()
+        process.wait(timeout=DEADLINE)
+
+
+async def test_big_payloads_go_to_s3_encrypted(
+    make_extension, temporal_server: DevServer, s3_endpoint: str
+) -> None:
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint)
+    s3.create_bucket(Bucket="tasks")
+    # A leg fetches its input from the store before it starts heartbeating; moto is slow.
+    extension = make_extension(
+        payload_store="s3://tasks/mcp/payloads", encryption_key=KEY, heartbeat_timeout=timedelta(seconds=30)
+    )
+
+    blob, answer, task_id = await _round_trip(extension, int(1.5 * MB))
+
+    history = await _history_bytes(temporal_server.address, task_id)
+    assert len(history) < 256 * 1024 and blob[:64].encode() not in history
+    keys = [item["Key"] for item in s3.list_objects_v2(Bucket="tasks")["Contents"]]
+    assert keys and all(key.startswith("mcp/payloads/") for key in keys)
+    stored = b"".join(s3.get_object(Bucket="tasks", Key=key)["Body"].read() for key in keys)
+    assert len(stored) > 6 * MB  # arguments, answer, result (twice: text and structured), encrypted
+    assert blob[:64].encode() not in stored and answer[:64].encode() not in stored
+
+
+def test_an_unknown_payload_store_names_the_setting() -> None:
+    from fastmcp_temporal._payloads import PayloadStoreError, payload_storage
+
+    with pytest.raises(PayloadStoreError, match="FASTMCP_TEMPORAL_PAYLOAD_STORE"):
+        payload_storage("relative/folder", None, MB)
+
+
+async def test_continue_as_new_carries_the_arguments_once(make_extension, temporal_server: DevServer) -> None:
+    extension = make_extension(history_events_limit=20)
+    mcp = FastMCP("rounds")
+    mcp.add_extension(extension)
+    marker = _marked(4096)
+
+    @mcp.tool(task=True)
+    async def rounds(blob: str, ctx: Context) -> str | InputRequiredResult:
+        done = int(ctx.request_state or 0) + (ctx.input_responses is not None)
+        if done < 6:
+            question = {f"q{done}": _question(f"q{done}")}
+            return InputRequiredResult(
+                result_type="input_required", input_requests=question, request_state=str(done)
+            )
+        return "done"
+
+    async with Client(mcp, elicitation_handler=_answering("x")) as client:
+        task = await call_tool_task(client, "rounds", {"blob": marker})
+        assert (await task.result()).data == "done"
+    bare = await TemporalClient.connect(temporal_server.address)
+    handle = bare.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+    description = await handle.describe()
+    assert description.run_id != description.raw_description.workflow_execution_info.first_run_id
+    started = [
+        e
+        for e in (await handle.fetch_history()).events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED
+    ]
+    (payload,) = started[0].workflow_execution_started_event_attributes.input.payloads
+    assert payload.data.count(marker.encode()) == 1
