@@ -53,6 +53,7 @@ from fastmcp_temporal._backend import Backend, temporal_errors
 from fastmcp_temporal._connection import require_codec, searchable, temporal_client
 from fastmcp_temporal._creation import start_task
 from fastmcp_temporal._handlers import TaskMethods, task_not_found
+from fastmcp_temporal._heartbeat import HeartbeatCadence
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.activities.tool_leg import ToolLegActivities
 from fastmcp_temporal.workflows.task import McpTaskWorkflow
@@ -69,6 +70,8 @@ _TASK_METHOD_VERSIONS = frozenset(MODERN_PROTOCOL_VERSIONS)
 
 # Cancellation reaches a running tool on its next heartbeat the worker sends;
 # the SDK's default throttle (0.8 x heartbeat timeout) would delay it by seconds.
+# The leg's own ticker (`_heartbeat.py`) is its only heartbeat source and sets the
+# cadence Temporal records; this throttle only bounds bursts.
 _HEARTBEAT_THROTTLE = timedelta(milliseconds=200)
 # A dead worker's sticky queue holds the workflow's next task this long.
 _STICKY_TIMEOUT = timedelta(seconds=1)
@@ -280,13 +283,17 @@ def build_worker(client: Client, server: FastMCP, settings: TemporalTasksSetting
         task_queue=settings.task_queue,
         workflows=[McpTaskWorkflow],
         workflow_runner=_SANDBOX,
-        activities=[ToolLegActivities(server).run_tool_leg],
+        activities=[ToolLegActivities(server, heartbeat_cadence(settings)).run_tool_leg],
         max_concurrent_activities=settings.max_concurrent_activities,
         max_heartbeat_throttle_interval=_HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=_HEARTBEAT_THROTTLE,
         sticky_queue_schedule_to_start_timeout=_STICKY_TIMEOUT,
         graceful_shutdown_timeout=settings.shutdown_grace,
     )
+
+
+def heartbeat_cadence(settings: TemporalTasksSettings) -> HeartbeatCadence:
+    return HeartbeatCadence(interval=settings.heartbeat_interval, fast_period=settings.heartbeat_fast_period)
 
 
 def _missing_capability(subject: str) -> MCPError:

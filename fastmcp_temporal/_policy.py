@@ -23,6 +23,7 @@ class ExecutionPolicy:
     heartbeat_timeout: timedelta | None = None
     maximum_attempts: int | None = None
     initial_retry_interval: timedelta | None = None
+    heartbeat_interval: timedelta | None = None
 
 
 def execution_policy(
@@ -31,9 +32,15 @@ def execution_policy(
     heartbeat_timeout: timedelta | None = None,
     maximum_attempts: int | None = None,
     initial_retry_interval: timedelta | None = None,
+    heartbeat_interval: timedelta | None = None,
 ) -> Callable[[F], F]:
-    """Set how this tool's legs are scheduled; place it below `@mcp.tool(task=True)`."""
-    policy = ExecutionPolicy(start_to_close_timeout, heartbeat_timeout, maximum_attempts, initial_retry_interval)
+    """Set how this tool's legs are scheduled; place it below `@mcp.tool(task=True)`.
+
+    `heartbeat_interval` is read by the worker running the leg, the others when the task starts.
+    """
+    policy = ExecutionPolicy(
+        start_to_close_timeout, heartbeat_timeout, maximum_attempts, initial_retry_interval, heartbeat_interval
+    )
 
     def apply(fn: F) -> F:
         setattr(fn, _ATTRIBUTE, policy)
