@@ -152,7 +152,7 @@ class ToolLegActivities:
         """
         async with Ticker(run.tool, run.progress, run.cadence).running() as ticker:
             try:
-                outcome, abandoned = await _outcome_of(run)
+                outcome, abandoned = await _outcome_of(run, ticker)
             except asyncio.CancelledError:
                 _cancelled_bodies.add(run.body)
                 run.body.cancel()
@@ -162,15 +162,20 @@ class ToolLegActivities:
         return outcome, abandoned or ticker.missed_heartbeat_timeout
 
 
-async def _outcome_of(run: _LegRun) -> tuple[LegOutcome, bool]:
-    """The body's outcome, and whether Temporal abandoned this attempt while waiting for it."""
+async def _outcome_of(run: _LegRun, ticker: Ticker) -> tuple[LegOutcome, bool]:
+    """The body's outcome, and whether Temporal abandoned this attempt while waiting for it.
+
+    Temporal tells an attempt it no longer knows ("not found") both when its heartbeat
+    timed out and when the task closed; only the ticker can tell the two apart.
+    """
     abandoned = False
     while True:
         try:
             return await asyncio.shield(run.body), abandoned
         except asyncio.CancelledError:
             details = activity.cancellation_details()
-            if run.body.done() or details is None or not (details.not_found or details.timed_out):
+            gone = details is not None and (details.not_found or details.timed_out)
+            if run.body.done() or not (gone and ticker.timed_out):
                 raise
             abandoned = True
 

@@ -18,7 +18,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
 from temporalio import activity
@@ -64,12 +64,22 @@ class Ticker:
         self._loop = asyncio.get_running_loop()
         self._started = self._last_beat = self._due = self._loop.time()
         self._warned = False
+        self._waited_for_dispatch = (datetime.now(timezone.utc) - info.started_time).total_seconds()
         self.longest_silence = 0.0
 
     @property
     def missed_heartbeat_timeout(self) -> bool:
-        """Whether Temporal has given up on this attempt because nothing was heard from it."""
+        """Whether this attempt went silent, here, for longer than the heartbeat timeout."""
         return self.longest_silence > self._timeout
+
+    @property
+    def timed_out(self) -> bool:
+        """Whether Temporal may have given up on this attempt for silence.
+
+        Also true when the attempt reached the tool only after its timeout had passed: its
+        worker's loop was blocked while Temporal had already started it.
+        """
+        return self.missed_heartbeat_timeout or self._waited_for_dispatch > self._timeout
 
     def observe(self) -> None:
         """Account for the silence up to now; warn once when the tool blocked the loop."""
