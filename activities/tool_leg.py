@@ -78,6 +78,7 @@ class _LegRun:
     body: asyncio.Future[LegOutcome]
     progress: LegProgress
     cadence: HeartbeatCadence
+    delivered_late: bool = False
 
 
 _LegKey = tuple[str, str, str]
@@ -113,7 +114,8 @@ class ToolLegActivities:
         else:
             logger.info("Attempt %d of a %r leg takes the outcome of its earlier attempt", info.attempt, run.tool)
         outcome, late = await self._attend(run, key)
-        if late:
+        if late and not run.delivered_late:
+            run.delivered_late = True
             _deliver_late(leg.leg, outcome)
             asyncio.get_running_loop().call_later(_LATE_OUTCOME_KEPT.total_seconds(), _forget, key, run)
         elif started_here:
