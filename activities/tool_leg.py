@@ -161,7 +161,7 @@ class ToolLegActivities:
                 await asyncio.wait([run.body])
                 _forget(key, run)
                 raise
-        return outcome, abandoned or ticker.missed_heartbeat_timeout
+        return outcome, abandoned or ticker.timed_out
 
 
 async def _outcome_of(run: _LegRun, ticker: Ticker) -> tuple[LegOutcome, bool]:

@@ -76,8 +76,9 @@ class Ticker:
     def timed_out(self) -> bool:
         """Whether Temporal may have given up on this attempt for silence.
 
-        Also true when the attempt reached the tool only after its timeout had passed: its
-        worker's loop was blocked while Temporal had already started it.
+        Also true when the attempt reached the tool only after its timeout had passed (the
+        worker's loop was blocked or starved while Temporal had already started it), going
+        by Temporal's clock against ours.
         """
         return self.missed_heartbeat_timeout or self._waited_for_dispatch > self._timeout
 
