@@ -177,7 +177,7 @@ async def _outcome_of(run: _LegRun, ticker: Ticker) -> tuple[LegOutcome, bool]:
         except asyncio.CancelledError:
             details = activity.cancellation_details()
             gone = details is not None and (details.not_found or details.timed_out)
-            if run.body.done() or not (gone and ticker.timed_out):
+            if run.body.done() or activity.is_worker_shutdown() or not (gone and ticker.timed_out):
                 raise
             abandoned = True
 
