@@ -67,8 +67,8 @@ class TemporalTasksSettings(BaseSettings):
     # and a cancel reaches a running tool only on its next heartbeat.
     heartbeat_interval: timedelta = Field(
         default=HeartbeatCadence.interval,
-        description="How often a leg heartbeats once past heartbeat_fast_period (at most 0.9 x "
-        "heartbeat_timeout): a cancel takes up to this long to reach a long-running tool.",
+        description="How often a leg heartbeats once past heartbeat_fast_period (kept 10% and at least "
+        "0.5 s below heartbeat_timeout): a cancel takes up to this long to reach a long-running tool.",
     )
     heartbeat_fast_period: timedelta = Field(
         default=HeartbeatCadence.fast_period,
