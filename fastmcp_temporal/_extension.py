@@ -293,6 +293,7 @@ def build_worker(client: Client, server: FastMCP, settings: TemporalTasksSetting
 
 
 def heartbeat_cadence(settings: TemporalTasksSettings) -> HeartbeatCadence:
+    """How often the worker's legs heartbeat, from its settings."""
     return HeartbeatCadence(interval=settings.heartbeat_interval, fast_period=settings.heartbeat_fast_period)
 
 
