@@ -5,17 +5,24 @@ same `lifespan_context`, dependencies and `Context` API as in the reference engi
 Before the body runs it restores the submitting caller (token, headers, session)
 from the task's snapshot; it heartbeats on its own so a cancelled task reaches the
 body as `CancelledError` and a dead worker's leg is retried elsewhere. It returns
-only JSON: a converted result, a protocol error, or the requests of an ask. The leg
-of a synchronous call (`sync_calls="workflow"`) answers as FastMCP's inline call
+only JSON: a converted result, a protocol error, or the requests of an ask; whatever
+the body raises, `BaseException`s included, is such a result and never a retry. The
+leg of a synchronous call (`sync_calls="workflow"`) answers as FastMCP's inline call
 does: errors become the same `isError` text, and an ask is the call's result.
+
+A body that blocks the event loop past the heartbeat timeout makes Temporal give up
+on its attempt and start another, which would run the body again. So the body runs
+in its own asyncio task, registered by leg: a later attempt on this worker joins it
+instead of running it, and the abandoned attempt hands its outcome to the workflow
+by the `leg_outcome` signal, which the workflow takes once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import weakref
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -30,10 +37,14 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from temporalio import activity
 from temporalio.common import RawValue
+from temporalio.converter import DataConverter
+from temporalio.service import RPCError
 
 from fastmcp_temporal import _fastmcp_private
+from fastmcp_temporal._heartbeat import HeartbeatCadence, Ticker
 from fastmcp_temporal._leg_context import RunningLeg, leg_scope
 from fastmcp_temporal._payloads import keepable
+from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._progress import LegProgress, progress_scope
 from fastmcp_temporal._wire import (
     call_tool_result_json,
@@ -42,14 +53,20 @@ from fastmcp_temporal._wire import (
     input_required_json,
     serialize_requests,
 )
-from fastmcp_temporal.workflows.models import RUN_TOOL_LEG, LegInput, LegOutcome
+from fastmcp_temporal.workflows.models import (
+    LEG_OUTCOME_SIGNAL,
+    RUN_TOOL_LEG,
+    LateLegOutcome,
+    LegInput,
+    LegOutcome,
+    ToolCall,
+)
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
+    from temporalio.client import WorkflowHandle
 
 logger = logging.getLogger(__name__)
-
-_MAX_HEARTBEAT_INTERVAL = timedelta(milliseconds=200)
 
 _STATE_ONLY_ERROR = (
     "A background task returned a state-only InputRequiredResult (request_state "
@@ -62,20 +79,69 @@ class SnapshotRestoreError(RuntimeError):
     """The caller's identity could not be restored and the task must not run without it."""
 
 
+@dataclass
+class _LegRun:
+    """One execution of a leg's body in this process, which a retry of the same leg joins."""
+
+    tool: str
+    body: asyncio.Future[LegOutcome | RawValue]
+    progress: LegProgress
+    cadence: HeartbeatCadence
+    delivered_late: bool = False
+
+
+_LegKey = tuple[str, str, str]
+_runs: dict[_LegKey, _LegRun] = {}
+_deliveries: set[asyncio.Task[None]] = set()
+_cancelled_bodies: weakref.WeakSet[asyncio.Future[LegOutcome | RawValue]] = weakref.WeakSet()
+# A late outcome waits this long for a retry of its leg to collect it on this worker.
+_LATE_OUTCOME_KEPT = timedelta(minutes=10)
+
+
 class ToolLegActivities:
     """Activities bound to the root server whose tools they run."""
 
-    def __init__(self, server: FastMCP) -> None:
+    def __init__(self, server: FastMCP, cadence: HeartbeatCadence | None = None) -> None:
         self._server = server
+        self._cadence = cadence or HeartbeatCadence()
 
     @activity.defn(name=RUN_TOOL_LEG)
     async def run_tool_leg(self, leg: LegInput) -> LegOutcome | RawValue:
+        """Run the leg's body once per process, however many attempts Temporal starts for it.
+
+        An attempt first joins a body of its leg already running or finished here (Temporal
+        retried it because the body blocked the event loop past the heartbeat timeout), and
+        runs the body itself only when there is none.
+        """
+        info = activity.info()
+        key = (info.workflow_id, info.workflow_run_id, info.activity_id)
+        run = _runs.get(key)
+        started_here = run is None
+        if run is None:
+            run = await self._start(leg)
+            _runs[key] = run
+        else:
+            logger.info("Attempt %d of a %r leg takes the outcome of its earlier attempt", info.attempt, run.tool)
+        outcome, late = await self._attend(run, key)
+        if late and not run.delivered_late:
+            run.delivered_late = True
+            _deliver_late(leg.leg, outcome)
+            asyncio.get_running_loop().call_later(_LATE_OUTCOME_KEPT.total_seconds(), _forget, key, run)
+        elif started_here:
+            _forget(key, run)
+        return outcome
+
+    async def _start(self, leg: LegInput) -> _LegRun:
+        """Start the body in its own asyncio task, so it outlives an attempt Temporal gave up on."""
         call = leg.call
+        progress = LegProgress.resumed(_previous_attempt())
         try:
             snapshot = _restore_snapshot(call.snapshot)
             component = await registered_component_for_key(self._server, call.component_key)
         except (MCPError, SnapshotRestoreError) as exc:
-            return LegOutcome(error=_protocol_error(exc))
+            failed = asyncio.get_running_loop().create_future()
+            failed.set_result(LegOutcome(error=_protocol_error(exc)))
+            return _LegRun(call.component_key, failed, progress, self._cadence)
         owner = await _fastmcp_private.resolve_owning_server(snapshot) or self._server
         running = RunningLeg(
             task_id=call.task_id,
@@ -85,10 +151,85 @@ class ToolLegActivities:
             input_responses=decode_answers(leg.input_responses),
             request_state=leg.request_state,
         )
-        with leg_scope(running), progress_scope(call.task_id, _previous_attempt()) as progress:
-            async with _heartbeating(progress):
-                outcome = await _run_component(component, owner, call.arguments, call.synchronous)
-                return await keepable(outcome, call, activity.client().data_converter)
+        with leg_scope(running), progress_scope(call.task_id, progress):
+            body = asyncio.create_task(_kept_outcome(component, owner, call))
+        return _LegRun(component.name, body, progress, _tool_cadence(component, self._cadence))
+
+    async def _attend(self, run: _LegRun, key: _LegKey) -> tuple[LegOutcome | RawValue, bool]:
+        """Heartbeat until the body's outcome; whether Temporal gave up on this attempt meanwhile.
+
+        A real cancel (the task's, or the worker's shutdown) cancels the body; an attempt
+        Temporal abandoned keeps waiting, so the body's work is not lost.
+        """
+        async with Ticker(run.tool, run.progress, run.cadence).running() as ticker:
+            try:
+                outcome, abandoned = await _outcome_of(run, ticker)
+            except asyncio.CancelledError:
+                _cancelled_bodies.add(run.body)
+                run.body.cancel()
+                await asyncio.wait([run.body])
+                _forget(key, run)
+                raise
+        return outcome, abandoned or ticker.timed_out
+
+
+async def _outcome_of(run: _LegRun, ticker: Ticker) -> tuple[LegOutcome | RawValue, bool]:
+    """The body's outcome, and whether Temporal abandoned this attempt while waiting for it.
+
+    Temporal tells an attempt it no longer knows ("not found") both when its heartbeat
+    timed out and when the task closed; only the ticker can tell the two apart.
+    """
+    abandoned = False
+    while True:
+        try:
+            return await asyncio.shield(run.body), abandoned
+        except asyncio.CancelledError:
+            details = activity.cancellation_details()
+            gone = details is not None and (details.not_found or details.timed_out)
+            if run.body.done() or activity.is_worker_shutdown() or not (gone and ticker.timed_out):
+                raise
+            abandoned = True
+
+
+def _deliver_late(leg: int, outcome: LegOutcome | RawValue) -> None:
+    """Signal the outcome to the workflow, whose attempt of this leg Temporal gave up on.
+
+    The signal is sent apart from the attempt, which Temporal may cancel any moment.
+    """
+    info = activity.info()
+    client = activity.client()
+    handle = client.get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+    delivery = asyncio.create_task(_signal(handle, client.data_converter, leg, outcome))
+    _deliveries.add(delivery)
+    delivery.add_done_callback(_deliveries.discard)
+
+
+async def _signal(
+    handle: WorkflowHandle[Any, Any], converter: DataConverter, leg: int, outcome: LegOutcome | RawValue
+) -> None:
+    if isinstance(outcome, RawValue):  # already stored outside history: the signal stores it by reference
+        (outcome,) = await converter.decode([outcome.payload], [LegOutcome])
+    try:
+        await handle.signal(LEG_OUTCOME_SIGNAL, LateLegOutcome(leg, outcome))
+    except RPCError as exc:
+        logger.info("The task moved on before its late leg outcome arrived (%s)", exc.message)
+
+
+def _forget(key: _LegKey, run: _LegRun) -> None:
+    if _runs.get(key) is run:
+        del _runs[key]
+
+
+def _tool_cadence(component: Tool, default: HeartbeatCadence) -> HeartbeatCadence:
+    """The worker's cadence, with the tool's own `execution_policy(heartbeat_interval=...)`."""
+    interval = policy_of(component).heartbeat_interval
+    return replace(default, interval=interval) if interval is not None else default
+
+
+async def _kept_outcome(component: Tool, owner: FastMCP, call: ToolCall) -> LegOutcome | RawValue:
+    """The body's outcome as it will be kept: size-checked and stored while the leg still heartbeats."""
+    outcome = await _run_component(component, owner, call.arguments, call.synchronous)
+    return await keepable(outcome, call, activity.client().data_converter)
 
 
 async def _run_component(
@@ -98,6 +239,11 @@ async def _run_component(
         value = await component.run(arguments)
     except FastMCPError as exc:
         return LegOutcome(result=error_result_json(str(exc)))
+    except RuntimeError as exc:
+        failed = _fastmcp_private.unresolved_dependency(exc)
+        if failed is None:
+            return _raised(component, owner, exc)
+        return LegOutcome(error=_unresolved_dependency_error(failed))
     except MCPError as exc:
         if _is_own_timeout(component, exc):
             return LegOutcome(result=error_result_json(_masked_message(component, owner, exc)))
@@ -105,10 +251,12 @@ async def _run_component(
         if synchronous and exc.error.code != MISSING_REQUIRED_CLIENT_CAPABILITY:
             return LegOutcome(result=error_result_json(_inline_message(component, owner, exc)))
         return LegOutcome(error=_protocol_error(exc))
-    except Exception as exc:
-        logger.exception("Task tool %r raised", component.name)
-        message = _inline_message(component, owner, exc) if synchronous else _masked_message(component, owner, exc)
-        return LegOutcome(result=error_result_json(message))
+    except asyncio.CancelledError as exc:
+        if _cancelled_by_us():
+            raise
+        return _raised(component, owner, exc, synchronous)
+    except BaseException as exc:  # a tool's SystemExit or KeyboardInterrupt must not end the worker
+        return _raised(component, owner, exc, synchronous)
     ask = _input_required(value)
     if ask is None:
         return LegOutcome(result=call_tool_result_json(component, value))
@@ -120,6 +268,24 @@ async def _run_component(
         input_requests=serialize_requests(ask.input_requests),
         request_state=ask.request_state,
     )
+
+
+def _raised(component: Tool, owner: FastMCP, exc: BaseException, synchronous: bool) -> LegOutcome:
+    """What a synchronous call answers for an exception: the masked `isError` result."""
+    logger.error("Task tool %r raised", component.name, exc_info=exc)
+    message = _inline_message(component, owner, exc) if synchronous else _masked_message(component, owner, exc)
+    return LegOutcome(result=error_result_json(message))
+
+
+def _cancelled_by_us() -> bool:
+    """Whether the leg cancelled the body (the task's cancel or the worker's shutdown)."""
+    return asyncio.current_task() in _cancelled_bodies
+
+
+def _unresolved_dependency_error(parameter: str) -> dict[str, Any]:
+    """The reference's protocol error when a `Depends(...)` fails: Docket's exception group."""
+    message = f"Failed to resolve dependencies for parameter(s): {parameter} (1 sub-exception)"
+    return {"code": mcp_types.INTERNAL_ERROR, "message": message}
 
 
 def _restore_snapshot(encoded: str) -> TaskContextSnapshot:
@@ -145,28 +311,6 @@ def _restore_snapshot(encoded: str) -> TaskContextSnapshot:
     return snapshot
 
 
-@asynccontextmanager
-async def _heartbeating(progress: LegProgress) -> AsyncIterator[None]:
-    """Heartbeat the leg's progress until the body returns.
-
-    Cancellation reaches an activity only through a heartbeat, so this beats far
-    more often than the timeout needs; the worker throttles what it sends.
-    """
-    timeout = activity.info().heartbeat_timeout or timedelta(seconds=30)
-    interval = min(timeout / 4, _MAX_HEARTBEAT_INTERVAL).total_seconds()
-
-    async def beat() -> None:
-        while True:
-            activity.heartbeat(progress.details())
-            await asyncio.sleep(interval)
-
-    ticker = asyncio.create_task(beat())
-    try:
-        yield
-    finally:
-        ticker.cancel()
-
-
 def _previous_attempt() -> dict[str, Any] | None:
     """What a crashed earlier attempt of this leg last heartbeated."""
     details = activity.info().heartbeat_details
@@ -187,13 +331,13 @@ def _is_own_timeout(tool: Tool, exc: MCPError) -> bool:
     return timeout is not None and exc.error.message == f"Tool '{tool.name}' execution timed out after {timeout}s"
 
 
-def _masked_message(tool: Tool, owner: FastMCP, exc: Exception) -> str:
+def _masked_message(tool: Tool, owner: FastMCP, exc: BaseException) -> str:
     if _fastmcp_private.mask_error_details(owner):
         return f"Error calling tool {tool.name!r}"
     return f"Error calling tool {tool.name!r}: {exc}"
 
 
-def _inline_message(tool: Tool, owner: FastMCP, exc: Exception) -> str:
+def _inline_message(tool: Tool, owner: FastMCP, exc: BaseException) -> str:
     """FastMCP's text for an error out of an inline call: upstream 429s and timeouts say so, even masked."""
     if get_http_status_code(exc) == 429:
         return "Rate limited by upstream API, please retry later"

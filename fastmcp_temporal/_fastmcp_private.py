@@ -7,6 +7,7 @@ breaks this module alone (`pyproject.toml` pins the compatible range).
 
 from __future__ import annotations
 
+import re
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -70,3 +71,12 @@ def worker_server_resolver() -> Any:
     from fastmcp.server import dependencies
 
     return dependencies._worker_server_resolver
+
+
+_UNRESOLVED_DEPENDENCY = re.compile(r"Failed to resolve dependency '(?P<parameter>[^']+)' for ")
+
+
+def unresolved_dependency(exc: RuntimeError) -> str | None:
+    """The parameter whose `Depends(...)` failed: FastMCP says so only in this error's message."""
+    match = _UNRESOLVED_DEPENDENCY.match(str(exc))
+    return match["parameter"] if match and exc.__cause__ is not None else None

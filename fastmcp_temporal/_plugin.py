@@ -29,6 +29,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from fastmcp_temporal import _fastmcp_private
 from fastmcp_temporal._connection import require_codec, tasks_data_converter
+from fastmcp_temporal._heartbeat import HeartbeatCadence
+from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.activities.tool_leg import ToolLegActivities
 from fastmcp_temporal.workflows.task import McpTaskWorkflow
 
@@ -41,6 +43,8 @@ PLUGIN_NAME = "fastmcp_temporal.McpTasksPlugin"
 
 # Cancellation reaches a running tool on its next heartbeat the worker sends;
 # the SDK's default throttle (0.8 x heartbeat timeout) would delay it by seconds.
+# The leg's own ticker (`_heartbeat.py`) is its only heartbeat source and sets the
+# cadence Temporal records; this throttle only bounds bursts.
 HEARTBEAT_THROTTLE = timedelta(milliseconds=200)
 # A dead worker's sticky queue holds the workflow's next task this long.
 STICKY_TIMEOUT = timedelta(seconds=1)
@@ -66,7 +70,9 @@ class McpTasksPlugin(SimplePlugin):
             PLUGIN_NAME,
             data_converter=self._data_converter,
             workflows=[McpTaskWorkflow],
-            activities=[ToolLegActivities(server).run_tool_leg],
+            activities=[
+                ToolLegActivities(server, heartbeat_cadence(self._extension.temporal_settings)).run_tool_leg
+            ],
             workflow_runner=_with_sandbox_passthroughs,
         )
         self._enter_server_lifespan = enter_server_lifespan
@@ -104,6 +110,11 @@ class McpTasksPlugin(SimplePlugin):
             _fastmcp_private.lifespan_manager(self._server),
         ):
             await next(worker)
+
+
+def heartbeat_cadence(settings: TemporalTasksSettings) -> HeartbeatCadence:
+    """How often the worker's legs heartbeat, from its settings."""
+    return HeartbeatCadence(interval=settings.heartbeat_interval, fast_period=settings.heartbeat_fast_period)
 
 
 def tasks_extension(server: FastMCP) -> TemporalTasksExtension:

@@ -24,6 +24,7 @@ class ExecutionPolicy:
     heartbeat_timeout: timedelta | None = None
     maximum_attempts: int | None = None
     initial_retry_interval: timedelta | None = None
+    heartbeat_interval: timedelta | None = None
     sync_calls: Literal["inline", "workflow"] | None = None
 
 
@@ -33,9 +34,13 @@ def execution_policy(
     heartbeat_timeout: timedelta | None = None,
     maximum_attempts: int | None = None,
     initial_retry_interval: timedelta | None = None,
+    heartbeat_interval: timedelta | None = None,
     sync_calls: Literal["inline", "workflow"] | None = None,
 ) -> Callable[[F], F]:
-    """Set how this tool's legs are scheduled; place it below `@mcp.tool(task=True)`."""
+    """Set how this tool's legs are scheduled; place it below `@mcp.tool(task=True)`.
+
+    `heartbeat_interval` is read by the worker running the leg, the others when the task starts.
+    """
     if sync_calls not in (None, "inline", "workflow"):
         raise ValueError(f"execution_policy(sync_calls={sync_calls!r}): use 'inline' or 'workflow'.")
     policy = ExecutionPolicy(
@@ -43,7 +48,8 @@ def execution_policy(
         heartbeat_timeout,
         maximum_attempts,
         initial_retry_interval,
-        sync_calls=sync_calls,
+        heartbeat_interval,
+        sync_calls,
     )
 
     def apply(fn: F) -> F:

@@ -37,6 +37,12 @@ class LegProgress:
     async def set_message(self, message: str | None) -> None:
         self.message = message
 
+    @classmethod
+    def resumed(cls, previous: dict[str, Any] | None) -> LegProgress:
+        """Start from what a failed attempt last heartbeated: its message and checkpoint."""
+        previous = previous or {}
+        return cls(message=previous.get("statusMessage"), checkpoint=previous.get("checkpoint"))
+
     def details(self) -> dict[str, Any]:
         return {
             "statusMessage": self.message,
@@ -56,12 +62,9 @@ current_progress: ContextVar[LegProgress | None] = ContextVar("fastmcp_temporal_
 
 
 @contextmanager
-def progress_scope(task_id: str, previous: dict[str, Any] | None) -> Iterator[LegProgress]:
-    """Collect this leg's progress, starting from a failed attempt's last report."""
-    stand_in = _ExecutionStandIn(key=task_id)
-    if previous:
-        stand_in.progress.message = previous.get("statusMessage")
-        stand_in.progress.checkpoint = previous.get("checkpoint")
+def progress_scope(task_id: str, progress: LegProgress) -> Iterator[LegProgress]:
+    """Collect this leg's progress in `progress`."""
+    stand_in = _ExecutionStandIn(key=task_id, progress=progress)
     docket_token = current_execution.set(stand_in)  # type: ignore[arg-type]
     token = current_progress.set(stand_in.progress)
     try:

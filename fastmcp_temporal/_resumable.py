@@ -1,9 +1,11 @@
 """Resumable tools: record a checkpoint while running, read it back after a crash.
 
 A tool leg is retried from the start when its worker dies. A long tool can call
-`checkpoint(value)` as it makes progress; the value rides on the leg's heartbeats,
-and when a retried attempt starts, `last_checkpoint()` returns the last one Temporal
-received, so the tool continues instead of starting over. Values must be JSON.
+`checkpoint(value)` as it makes progress; the value rides on the leg's next heartbeat
+(so checkpointing often costs nothing extra), and when a retried attempt starts,
+`last_checkpoint()` returns the last one Temporal received, so the tool continues
+instead of starting over. A value the worker's payload converter cannot store is
+refused at the call with a `TypeError`, never later in the heartbeat.
 """
 
 from __future__ import annotations
@@ -20,8 +22,14 @@ def checkpoint(value: Any) -> None:
     progress = current_progress.get()
     if progress is None:
         raise RuntimeError("checkpoint() works only inside a task tool running on a Temporal worker.")
+    try:
+        activity.payload_converter().to_payloads([value])
+    except Exception as exc:
+        raise TypeError(
+            f"checkpoint() needs a value Temporal can store as JSON (dicts, lists, strings, numbers, "
+            f"dataclasses, pydantic models); got {type(value).__name__}: {exc}"
+        ) from exc
     progress.checkpoint = value
-    activity.heartbeat(progress.details())
 
 
 def last_checkpoint(default: Any = None) -> Any:

@@ -18,6 +18,8 @@ from pydantic import Field, SecretStr, field_validator
 MIN_ENCRYPTION_KEY_LENGTH = 32
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from fastmcp_temporal._heartbeat import HeartbeatCadence
+
 
 class TemporalTasksSettings(BaseSettings):
     """Where tasks run and how each leg is scheduled."""
@@ -97,6 +99,17 @@ class TemporalTasksSettings(BaseSettings):
     )
     ui: bool = Field(default=True, description="Serve the Temporal UI from the embedded dev server.")
     connect_timeout: timedelta = timedelta(seconds=10)
+    # How a running tool leg heartbeats: each heartbeat is a billed Action on Temporal Cloud,
+    # and a cancel reaches a running tool only on its next heartbeat.
+    heartbeat_interval: timedelta = Field(
+        default=HeartbeatCadence.interval,
+        description="How often a leg heartbeats once past heartbeat_fast_period (kept 10% and at least "
+        "0.5 s below heartbeat_timeout): a cancel takes up to this long to reach a long-running tool.",
+    )
+    heartbeat_fast_period: timedelta = Field(
+        default=HeartbeatCadence.fast_period,
+        description="For this long after it starts, a leg heartbeats every 200 ms, so a cancel reaches it at once.",
+    )
 
     # How to reach a secured Temporal (Temporal Cloud or your own). Each one left unset
     # comes from Temporal's own environment variables or temporal.toml profile.
@@ -127,6 +140,7 @@ class TemporalTasksSettings(BaseSettings):
 
     @field_validator(
         "task_ttl", "heartbeat_timeout", "start_to_close_timeout", "shutdown_grace", "connect_timeout",
+        "heartbeat_interval", "heartbeat_fast_period",
         mode="before",
     )
     @classmethod

@@ -80,7 +80,39 @@ def build_server(**extension_options: Any) -> FastMCP:
             raise
         return key
 
+    @server.tool(task=True)
+    async def stall(key: str, seconds: float) -> dict[str, Any]:
+        """Block the event loop for `seconds` on the first run of `key` (a blocking driver call);
+        any later run waits without blocking, so it can be cancelled."""
+        first = _first_run(key)
+        record("start", key, first=first)
+        if first:
+            time.sleep(seconds)
+        else:
+            try:
+                await asyncio.sleep(DEADLINE_FOR_RETRIES)
+            except asyncio.CancelledError:
+                record("cancelled", key)
+                raise
+        record("finish", key)
+        return {"pid": os.getpid(), "first": first}
+
     return server
+
+
+DEADLINE_FOR_RETRIES = 30
+
+
+def _first_run(key: str) -> bool:
+    """True for exactly one run of `key` across processes (a marker file beside the log)."""
+    log_dir = os.environ.get("FAULT_LOG_DIR")
+    if not log_dir:
+        return True
+    try:
+        (Path(log_dir) / f"{key}.first").touch(exist_ok=False)
+    except FileExistsError:
+        return False
+    return True
 
 
 mcp = build_server()

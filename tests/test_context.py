@@ -24,8 +24,8 @@ a loopback port) with FastMCP's `StaticTokenVerifier`:
   root middleware wrapping submission, and proxied tools staying synchronous.
 
 Deliberate differences from the reference, asserted as such: `ctx.log` and friends log
-instead of raising, and a dependency that fails to resolve completes the task with the
-synchronous call's `isError` instead of ending it `failed`.
+instead of raising. A dependency that fails to resolve ends the task `failed`, exactly as
+the reference does.
 """
 
 from __future__ import annotations
@@ -694,23 +694,24 @@ async def test_dependencies_resolve_in_the_leg_and_are_cleaned_up_after_it(make_
     assert events == ["open", "body", "close"]
 
 
-async def test_a_failing_dependency_ends_the_task_as_the_synchronous_call_does(make_extension) -> None:
-    # Deliberate deviation (DESIGN §8.6a): the reference ends this task `failed` with
-    # -32603 "Failed to resolve dependencies ..."; here the leg runs `component.run`, so
-    # the task completes with the same masked isError a synchronous call returns.
+async def test_a_failing_dependency_fails_the_task_as_the_reference_does(make_extension) -> None:
+    # Upstream `test_dependency_errors_propagate_to_task_failure`: Docket's exception group
+    # becomes the task's protocol error, where a synchronous call returns a masked isError.
+    bodies: list[str] = []
+
     def broken() -> str:
         raise RuntimeError("no database")
 
     async def needs_db(db: str = Depends(broken)) -> str:
+        bodies.append(db)
         return db
 
-    server = server_with(make_extension(), needs_db)
-    server.tool(needs_db, name="needs_db_sync")
-    async with Client(server) as client:
+    async with Client(server_with(make_extension(), needs_db)) as client:
         done = await finished(await call_tool_task(client, "needs_db", raise_on_error=False))
-        sync = await client.call_tool_mcp("needs_db_sync", {})
-    assert (done.status, done.result["isError"], sync.is_error) == ("completed", True, True)
-    assert text_of(done) == sync.content[0].text.replace("needs_db_sync", "needs_db")
+    message = "Failed to resolve dependencies for parameter(s): db (1 sub-exception)"
+    assert (done.status, done.status_message) == ("failed", message)
+    assert done.error == {"code": mcp_types.INTERNAL_ERROR, "message": message}
+    assert bodies == []
 
 
 async def test_root_middleware_wraps_submission_not_the_mounted_leg(make_extension) -> None:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 WORKFLOW_NAME = "McpTaskWorkflow"
 RUN_TOOL_LEG = "run_tool_leg"
 SUBMIT_INPUT_SIGNAL = "submit_input"
+LEG_OUTCOME_SIGNAL = "leg_outcome"
 
 # Keyword search attributes tasks are indexed by (the dev server launcher registers them).
 TOOL_SEARCH_ATTRIBUTE = "McpTool"
@@ -115,3 +116,16 @@ class InputAnswers:
     """A ``tasks/update`` signal: validated answers keyed by the surfaced key."""
 
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class LateLegOutcome:
+    """A ``leg_outcome`` signal: the outcome of a leg whose attempt Temporal gave up on.
+
+    Sent by a leg that blocked its event loop past the heartbeat timeout and finished
+    anyway, so the workflow takes its outcome instead of waiting for a retry to run
+    the body again.
+    """
+
+    leg: int
+    outcome: LegOutcome

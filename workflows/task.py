@@ -27,6 +27,7 @@ from temporalio.exceptions import (
 
 with workflow.unsafe.imports_passed_through():
     from fastmcp_temporal.workflows.models import (
+        LEG_OUTCOME_SIGNAL,
         RUN_TOOL_LEG,
         SCOPE_SEARCH_ATTRIBUTE,
         STATUS_SEARCH_ATTRIBUTE,
@@ -34,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         TOOL_SEARCH_ATTRIBUTE,
         WORKFLOW_NAME,
         InputAnswers,
+        LateLegOutcome,
         LegInput,
         LegOutcome,
         NextLeg,
@@ -56,6 +58,8 @@ class McpTaskWorkflow:
         self._requests: dict[str, dict[str, Any]] = {}
         self._answers: dict[str, dict[str, Any]] = {}
         self._task: TaskInput | None = None
+        self._running_leg: tuple[int, workflow.ActivityHandle[LegOutcome]] | None = None
+        self._late_outcome: LegOutcome | None = None
 
     @workflow.run
     async def run(self, task: TaskInput) -> TaskOutcome:
@@ -103,7 +107,7 @@ class McpTaskWorkflow:
 
     async def _execute(self, task: TaskInput, leg: LegInput) -> LegOutcome:
         policy = task.policy
-        return await workflow.execute_activity(
+        activity = workflow.start_activity(
             RUN_TOOL_LEG,
             leg,
             result_type=LegOutcome,
@@ -115,6 +119,25 @@ class McpTaskWorkflow:
             ),
             cancellation_type=workflow.ActivityCancellationType.TRY_CANCEL,
         )
+        self._running_leg, self._late_outcome = (leg.leg, activity), None
+        try:
+            return await activity
+        except ActivityError:
+            if self._late_outcome is None:
+                raise
+            return self._late_outcome
+        finally:
+            self._running_leg = None
+
+    @workflow.signal(name=LEG_OUTCOME_SIGNAL)
+    def leg_outcome(self, late: LateLegOutcome) -> None:
+        """Take a late outcome once for the running leg and cancel its retry, which would run it again."""
+        if self._running_leg is None or self._late_outcome is not None:
+            return
+        number, activity = self._running_leg
+        if late.leg == number:
+            self._late_outcome = late.outcome
+            activity.cancel()
 
     def _park(self, task: TaskInput, leg: int, outcome: LegOutcome) -> None:
         """Mint a surfaced key per request and publish them for ``tasks/get``."""

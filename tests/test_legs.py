@@ -1,0 +1,180 @@
+"""What happens inside a leg: it runs once and ends once, whatever the tool does.
+
+Each test drives a real FastMCP server, whose embedded worker runs the legs on a real
+Temporal dev server, through a real `fastmcp.Client`, and counts the executions of the
+tool body itself:
+
+- a tool that blocks its event loop past the heartbeat timeout (Temporal gives up on
+  the attempt and retries it) runs once, and its own result is the task's result;
+- a tool raising `SystemExit`, `KeyboardInterrupt`, another `BaseException` or a
+  `CancelledError` of its own completes the task once with the masked `isError`, and
+  the worker keeps running tasks;
+- `checkpoint()` with a value Temporal cannot store raises `TypeError` at the call;
+- the default heartbeat cadence keeps a one-hour leg under 1,000 heartbeats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from fastmcp import Client, FastMCP
+from fastmcp_tasks.client import call_tool_task
+from temporalio.api.enums.v1 import EventType
+
+from fastmcp_temporal import TemporalTasksExtension, checkpoint, execution_policy
+from fastmcp_temporal._heartbeat import HeartbeatCadence
+from fastmcp_temporal._plugin import heartbeat_cadence
+from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal.activities.tool_leg import _tool_cadence
+from fastmcp_temporal.workflows.models import LEG_OUTCOME_SIGNAL
+
+pytestmark = pytest.mark.anyio
+
+DEADLINE = 60
+
+
+class NotAnException(BaseException):
+    pass
+
+
+def server_with(extension: TemporalTasksExtension, **kwargs: Any) -> FastMCP:
+    server = FastMCP("legs", **kwargs)
+    server.add_extension(extension)
+    return server
+
+
+async def test_a_leg_that_blocks_its_loop_past_the_heartbeat_timeout_runs_once(
+    make_extension, caplog: pytest.LogCaptureFixture
+) -> None:
+    extension = make_extension(maximum_attempts=5)
+    server = server_with(extension)
+    runs: list[float] = []
+
+    @server.tool(task=True)
+    async def blocking_driver(seconds: float) -> str:
+        runs.append(time.monotonic())
+        time.sleep(seconds)  # a synchronous library call on the event loop
+        await asyncio.sleep(0.2)
+        return f"run {len(runs)} done"
+
+    caplog.set_level(logging.WARNING, logger="fastmcp_temporal")
+    async with Client(server) as client:
+        task = await call_tool_task(client, "blocking_driver", {"seconds": 5})
+        result = await task.wait(timeout=DEADLINE)
+        assert extension.client is not None
+        history = await extension.client.get_workflow_handle(
+            workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id)
+        ).fetch_history()
+
+    assert (result.status, result.result["structuredContent"]) == ("completed", {"result": "run 1 done"})
+    assert len(runs) == 1
+    signals = [
+        e.workflow_execution_signaled_event_attributes.signal_name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+    ]
+    attempts = [
+        e.activity_task_started_event_attributes.attempt
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+    ]
+    assert signals in ([], [LEG_OUTCOME_SIGNAL])
+    assert signals or max(attempts, default=1) >= 2, "Temporal never gave up on the blocked attempt"
+    (warning,) = [r.getMessage() for r in caplog.records if "blocked the event loop" in r.getMessage()]
+    assert "'blocking_driver'" in warning and "anyio.to_thread.run_sync" in warning
+
+
+@pytest.mark.parametrize(
+    "raised",
+    [SystemExit(3), KeyboardInterrupt("interrupted"), NotAnException("escaped"), asyncio.CancelledError()],
+    ids=["SystemExit", "KeyboardInterrupt", "BaseException", "own-CancelledError"],
+)
+@pytest.mark.parametrize("masked", [False, True], ids=["details", "masked"])
+async def test_a_base_exception_completes_the_task_once_with_the_masked_error(
+    make_extension, raised: BaseException, masked: bool
+) -> None:
+    server = server_with(make_extension(maximum_attempts=3), mask_error_details=masked)
+    runs: list[str] = []
+
+    @server.tool(task=True)
+    async def escape() -> str:
+        runs.append("escape")
+        raise raised
+
+    @server.tool(task=True)
+    async def after() -> str:
+        return "the worker still runs tasks"
+
+    async with Client(server) as client:
+        done = await (await call_tool_task(client, "escape", raise_on_error=False)).wait(timeout=DEADLINE)
+        later = await (await call_tool_task(client, "after")).wait(timeout=DEADLINE)
+
+    expected = "Error calling tool 'escape'" + ("" if masked else f": {raised}")
+    assert (done.status, done.result["isError"]) == ("completed", True)
+    assert done.result["content"] == [{"type": "text", "text": expected}]
+    assert runs == ["escape"]
+    assert later.result["structuredContent"] == {"result": "the worker still runs tasks"}
+
+
+async def test_checkpoint_refuses_a_value_temporal_cannot_store_at_the_call(make_extension) -> None:
+    server = server_with(make_extension(maximum_attempts=3))
+    runs: list[str] = []
+
+    @server.tool(task=True)
+    async def resumable() -> str:
+        runs.append("resumable")
+        checkpoint({"done": 1})
+        try:
+            checkpoint({"handle": object()})
+        except TypeError as exc:
+            return f"refused: {exc}"
+        return "stored"
+
+    async with Client(server) as client:
+        done = await (await call_tool_task(client, "resumable")).wait(timeout=DEADLINE)
+
+    text = done.result["structuredContent"]["result"]
+    assert text.startswith("refused: checkpoint() needs a value Temporal can store as JSON"), text
+    assert "got dict" in text
+    assert (done.status, runs) == ("completed", ["resumable"])
+
+
+def test_a_one_hour_leg_sends_at_most_1000_heartbeats_by_default() -> None:
+    cadence = heartbeat_cadence(TemporalTasksSettings())
+    timeout = TemporalTasksSettings().heartbeat_timeout.total_seconds()
+    elapsed, beats = 0.0, 0
+    while elapsed < 3600:
+        beats += 1
+        elapsed += cadence.seconds_until_next(elapsed, timeout)
+    assert beats <= 1000
+    assert cadence.seconds_until_next(0, timeout) <= 0.2
+    assert cadence.seconds_until_next(29.9, timeout) <= 0.2
+
+
+def test_the_sparse_cadence_stays_below_the_heartbeat_timeout() -> None:
+    cadence = HeartbeatCadence(interval=timedelta(minutes=5), fast_period=timedelta(0))
+    assert cadence.seconds_until_next(60, timeout=5) == 4.5
+    assert cadence.seconds_until_next(60, timeout=2) == 1.5
+    assert cadence.seconds_until_next(60, timeout=0.4) == 0.1
+
+
+def test_heartbeat_settings_come_from_the_environment_and_the_tool(monkeypatch) -> None:
+    monkeypatch.setenv("FASTMCP_TEMPORAL_HEARTBEAT_INTERVAL", "20")
+    monkeypatch.setenv("FASTMCP_TEMPORAL_HEARTBEAT_FAST_PERIOD", "PT1M")
+    worker_cadence = heartbeat_cadence(TemporalTasksSettings())
+    assert worker_cadence == HeartbeatCadence(timedelta(seconds=20), timedelta(minutes=1))
+
+    server = FastMCP("cadence")
+
+    @server.tool(task=True)
+    @execution_policy(heartbeat_interval=timedelta(seconds=2))
+    async def chatty() -> None: ...
+
+    tool = asyncio.run(server.get_tool("chatty"))
+    assert _tool_cadence(tool, worker_cadence) == HeartbeatCadence(timedelta(seconds=2), timedelta(minutes=1))
