@@ -28,6 +28,7 @@ from temporalio.common import (
 from fastmcp_temporal._backend import Backend
 from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._scope import current_scope_tag, new_task_id, workflow_id
+from fastmcp_temporal._ui_metadata import task_user_metadata
 from fastmcp_temporal.workflows.models import LegPolicy, TaskInput, ToolCall
 from fastmcp_temporal.workflows.task import (
     SCOPE_ATTRIBUTE,
@@ -90,6 +91,18 @@ async def start_task(
         id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
         id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
         request_eager_start=backend.embedded_worker,
+        **task_user_metadata(
+            tool=tool.name,
+            version=tool.version,
+            task_id=task_id,
+            created_at=created_at,
+            ttl_ms=backend.ttl_ms,
+            scope_tag=scope_tag,
+            poll_interval_ms=poll_interval_ms,
+            policy=task.policy,
+            arguments=raw_arguments,
+            encrypted=backend.client.data_converter.payload_codec is not None,
+        ),
     )
     return CreateTaskResult(
         task_id=task_id,

@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         TaskOutcome,
         TaskState,
     )
+    from fastmcp_temporal.workflows.ui import leg_summary, live_details
 
 STATUS_ATTRIBUTE = SearchAttributeKey.for_keyword("McpTaskStatus")
 TOOL_ATTRIBUTE = SearchAttributeKey.for_keyword("McpTool")
@@ -50,6 +51,8 @@ class McpTaskWorkflow:
         self._requests: dict[str, dict[str, Any]] = {}
         self._answers: dict[str, dict[str, Any]] = {}
         self._task: TaskInput | None = None
+        self._leg = 0
+        self._failure: str | None = None
 
     @workflow.run
     async def run(self, task: TaskInput) -> TaskOutcome:
@@ -67,6 +70,7 @@ class McpTaskWorkflow:
                 outcome = await self._execute(task, leg)
             except ActivityError as err:
                 if isinstance(err.cause, CancelledError):
+                    self._publish("cancelled")
                     raise
                 return self._finish("failed", TaskOutcome(error=_internal_error(_unfinished(err, task))))
             if outcome.input_requests is None:
@@ -88,10 +92,13 @@ class McpTaskWorkflow:
 
     async def _execute(self, task: TaskInput, leg: LegInput) -> LegOutcome:
         policy = task.policy
+        self._leg = leg.leg
+        self._show("working")
         return await workflow.execute_activity(
             RUN_TOOL_LEG,
             leg,
             result_type=LegOutcome,
+            summary=leg_summary(_tool_name(), leg.leg, leg.input_responses or ()),
             start_to_close_timeout=timedelta(seconds=policy.start_to_close_seconds),
             heartbeat_timeout=timedelta(seconds=policy.heartbeat_seconds),
             retry_policy=RetryPolicy(
@@ -133,8 +140,10 @@ class McpTaskWorkflow:
             self._requests.pop(key, None)
         if self._outstanding:
             workflow.upsert_memo({"inputRequests": self._requests})
+            self._show("input_required")
 
     def _finish(self, state: TaskState, outcome: TaskOutcome) -> TaskOutcome:
+        self._failure = (outcome.error or {}).get("message")
         self._publish(state)
         return outcome
 
@@ -143,6 +152,17 @@ class McpTaskWorkflow:
         workflow.upsert_memo({"status": state, **(memo or {})})
         if self._task is not None and self._task.search_attributes:
             workflow.upsert_search_attributes([STATUS_ATTRIBUTE.value_set(state)])
+        self._show(state)
+
+    def _show(self, state: TaskState) -> None:
+        """Operators' live view (the UI's current details): free, served by a query."""
+        requests = self._requests if state == "input_required" else None
+        workflow.set_current_details(live_details(state, self._leg, requests, self._failure))
+
+
+def _tool_name() -> str:
+    """The tool as the caller named it, from the memo the task was created with."""
+    return str(workflow.memo_value("tool", "tool"))
 
 
 def _unfinished(err: ActivityError, task: TaskInput) -> str:
