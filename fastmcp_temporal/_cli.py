@@ -21,6 +21,7 @@ from fastmcp.utilities.tasks import TASKS_EXTENSION_ID
 from fastmcp_temporal import _fastmcp_private
 from fastmcp_temporal._codec import EncryptionCodec, codec_app
 from fastmcp_temporal._extension import TemporalTasksExtension
+from fastmcp_temporal._operator import add_tasks_command
 from fastmcp_temporal._settings import TemporalTasksSettings
 
 logger = logging.getLogger("fastmcp_temporal")
@@ -54,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
         help="Origin of the Temporal UI allowed to call it, e.g. http://127.0.0.1:8233 (repeatable)",
     )
     codec.set_defaults(run=_run_codec_server)
+    add_tasks_command(commands)
     return parser
 
 

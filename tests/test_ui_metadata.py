@@ -102,7 +102,13 @@ async def test_ui_shows_tool_task_and_live_state_for_every_status(
         summary, details = await _static(handle)
         assert summary == f"greet v2 · task {parked.task_id}"
         assert details is not None
-        for fact in (f"`{parked.task_id}`", "version 2", "TTL: 900 s", f"`{ANONYMOUS_SCOPE_TAG}`", "Poll interval"):
+        for fact in (
+            f"`{parked.task_id}`",
+            "version 2",
+            "TTL: 900 s",
+            f"`{ANONYMOUS_SCOPE_TAG}`",
+            "Poll interval",
+        ):
             assert fact in details
         if key is None:
             assert '`{"who":"ada"}`' in details
@@ -112,7 +118,9 @@ async def test_ui_shows_tool_task_and_live_state_for_every_status(
         assert f"({'elicitation/create'}): {QUESTION}" in current
 
         (surfaced,) = waiting.input_requests
-        await tasks_update(client, parked.task_id, {surfaced: {"action": "accept", "content": {"value": "bob"}}})
+        await tasks_update(
+            client, parked.task_id, {surfaced: {"action": "accept", "content": {"value": "bob"}}}
+        )
         await status_becomes(parked, "completed")
         assert await _details_become(handle, "**completed**") == "**completed** · after leg 2"
         assert await _leg_summaries(handle) == ["greet · leg 1", "greet · leg 2 · after answers: name"]
@@ -147,7 +155,12 @@ async def _assert_ciphertext_only(address: str, handle: WorkflowHandle[Any, Any]
     )
     history = await keyless.get_workflow_handle(handle.id).fetch_history()
     leg_summaries = [e.user_metadata.summary for e in history.events if e.HasField("user_metadata")]
-    payloads: list[Payload] = [metadata.summary, metadata.details, *query.query_result.payloads, *leg_summaries]
+    payloads: list[Payload] = [
+        metadata.summary,
+        metadata.details,
+        *query.query_result.payloads,
+        *leg_summaries,
+    ]
     assert len(payloads) >= 4
     for payload in payloads:
         assert payload.metadata["encoding"] == ENCODING
