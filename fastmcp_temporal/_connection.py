@@ -26,6 +26,7 @@ from fastmcp_temporal._devserver import (
     ensure_search_attributes,
     reuse_or_start_dev_server,
 )
+from fastmcp_temporal._metrics import client_runtime
 from fastmcp_temporal._settings import TemporalTasksSettings
 
 logger = logging.getLogger("fastmcp_temporal")
@@ -65,7 +66,10 @@ async def connect(address: str, namespace: str, settings: TemporalTasksSettings)
         key = settings.encryption_key
         converter = encrypted_data_converter(key.get_secret_value()) if key else DataConverter.default
         client = await asyncio.wait_for(
-            Client.connect(address, namespace=namespace, data_converter=converter), timeout
+            Client.connect(
+                address, namespace=namespace, data_converter=converter, runtime=client_runtime(settings)
+            ),
+            timeout,
         )
         described = await client.workflow_service.describe_namespace(
             DescribeNamespaceRequest(namespace=namespace), timeout=settings.connect_timeout

@@ -53,6 +53,7 @@ from fastmcp_temporal._backend import Backend, temporal_errors
 from fastmcp_temporal._connection import require_codec, searchable, temporal_client
 from fastmcp_temporal._creation import start_task
 from fastmcp_temporal._handlers import TaskMethods, task_not_found
+from fastmcp_temporal._metrics import worker_interceptors
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.activities.tool_leg import ToolLegActivities
 from fastmcp_temporal.workflows.task import McpTaskWorkflow
@@ -286,6 +287,7 @@ def build_worker(client: Client, server: FastMCP, settings: TemporalTasksSetting
         default_heartbeat_throttle_interval=_HEARTBEAT_THROTTLE,
         sticky_queue_schedule_to_start_timeout=_STICKY_TIMEOUT,
         graceful_shutdown_timeout=settings.shutdown_grace,
+        interceptors=worker_interceptors(),
     )
 
 

@@ -62,16 +62,20 @@ class TemporalTasksSettings(BaseSettings):
     ui: bool = Field(default=True, description="Serve the Temporal UI from the embedded dev server.")
     connect_timeout: timedelta = timedelta(seconds=10)
 
-    @field_validator("address")
+    # Operations (metrics, traces): off unless set.
+    metrics_address: str | None = Field(
+        default=None,
+        description="host:port to serve Prometheus metrics on (the SDK's and MCP task metrics).",
+    )
+
+    @field_validator("address", "metrics_address")
     @classmethod
     def _address_has_port(cls, value: str | None) -> str | None:
         if value is None or value == "":
             return None
         host, sep, port = value.rpartition(":")
         if not sep or not host or not port.isdigit():
-            raise ValueError(
-                f"Temporal address {value!r} must be host:port, for example 127.0.0.1:7233"
-            )
+            raise ValueError(f"{value!r} must be host:port, for example 127.0.0.1:7233")
         return value
 
     @field_validator(
