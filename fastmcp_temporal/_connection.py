@@ -28,6 +28,7 @@ from fastmcp_temporal._devserver import (
 )
 from fastmcp_temporal._metrics import client_runtime
 from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal._tracing import client_interceptors
 
 logger = logging.getLogger("fastmcp_temporal")
 
@@ -62,12 +63,17 @@ async def temporal_client(settings: TemporalTasksSettings) -> AsyncIterator[Clie
 
 async def connect(address: str, namespace: str, settings: TemporalTasksSettings) -> Client:
     timeout = settings.connect_timeout.total_seconds()
+    runtime, interceptors = client_runtime(settings), client_interceptors(settings)
     try:
         key = settings.encryption_key
         converter = encrypted_data_converter(key.get_secret_value()) if key else DataConverter.default
         client = await asyncio.wait_for(
             Client.connect(
-                address, namespace=namespace, data_converter=converter, runtime=client_runtime(settings)
+                address,
+                namespace=namespace,
+                data_converter=converter,
+                runtime=runtime,
+                interceptors=interceptors,
             ),
             timeout,
         )

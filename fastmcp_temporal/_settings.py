@@ -67,6 +67,10 @@ class TemporalTasksSettings(BaseSettings):
         default=None,
         description="host:port to serve Prometheus metrics on (the SDK's and MCP task metrics).",
     )
+    tracing: bool = Field(
+        default=False,
+        description="Trace tasks with OpenTelemetry through Temporal (needs the [otel] extra).",
+    )
 
     @field_validator("address", "metrics_address")
     @classmethod
