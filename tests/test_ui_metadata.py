@@ -2,12 +2,14 @@
 
 Every task workflow carries a static summary and details naming the tool, task id and
 settings; every leg activity a summary; the workflow's current details (served by the
-`__temporal_workflow_metadata` query the UI calls) show the live MCP state. With an
+`__temporal_workflow_metadata` query the UI calls) show the live MCP state, including a
+failed leg's reason. With an
 encryption key all of it is ciphertext on the wire and readable only through the codec.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -22,6 +24,7 @@ from temporalio.api.workflowservice.v1 import QueryWorkflowRequest
 from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowHandle
 
+from fastmcp_temporal import execution_policy
 from fastmcp_temporal._codec import ENCODING
 from fastmcp_temporal._devserver import DevServer
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
@@ -55,6 +58,12 @@ def _server(extension: Any) -> FastMCP:
     async def crunch(dataset: str) -> str:
         await anyio.sleep(3600)
         return dataset
+
+    @mcp.tool(task=True)
+    @execution_policy(start_to_close_timeout=timedelta(seconds=1), maximum_attempts=1)
+    async def stall() -> str:
+        await anyio.sleep(30)
+        return "late"
 
     return mcp
 
@@ -134,6 +143,12 @@ async def test_ui_shows_tool_task_and_live_state_for_every_status(
         await running.cancel()
         await status_becomes(running, "cancelled")
         assert (await _details_become(handle, "**cancelled**")).startswith("**cancelled**")
+        failing = await call_tool_task(client, "stall")
+        await status_becomes(failing, "failed")
+        handle_failed = temporal.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, failing.task_id))
+        failed = await _details_become(handle_failed, "**failed**")
+        assert failed.startswith("**failed** · after leg 1\n")
+        assert "Last leg failure: The tool did not finish within its start_to_close_timeout of 1s" in failed
         if key is not None:
             await _assert_ciphertext_only(temporal_server.address, handle, "crunch")
 
