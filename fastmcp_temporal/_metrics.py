@@ -19,12 +19,13 @@ The workflow's meter is replay-safe: replaying a history records nothing twice.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from functools import lru_cache
 from typing import Any
 
 from temporalio import activity, workflow
-from temporalio.exceptions import ActivityError, CancelledError, is_cancelled_exception
+from temporalio.exceptions import ActivityError, CancelledError, FailureError, is_cancelled_exception
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import (
     ActivityInboundInterceptor,
@@ -100,7 +101,7 @@ class _TaskMetrics(WorkflowInboundInterceptor):
             _task_counter("mcp_tasks_created", "MCP tasks a worker started running").add(1)
         try:
             outcome = await self.next.execute_workflow(input)
-        except BaseException as exc:
+        except (FailureError, asyncio.CancelledError) as exc:  # not eviction or continue-as-new
             cancelled = is_cancelled_exception(exc) or (
                 isinstance(exc, ActivityError) and isinstance(exc.cause, CancelledError)
             )

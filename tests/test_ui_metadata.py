@@ -124,7 +124,7 @@ async def test_ui_shows_tool_task_and_live_state_for_every_status(
         else:
             assert "ada" not in details and "values not previewed" in details
         current = await _details_become(handle, "**input_required**")
-        assert f"({'elicitation/create'}): {QUESTION}" in current
+        assert f"- `name` (elicitation/create): {QUESTION}" in current
 
         (surfaced,) = waiting.input_requests
         await tasks_update(

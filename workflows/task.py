@@ -156,7 +156,9 @@ class McpTaskWorkflow:
 
     def _show(self, state: TaskState) -> None:
         """Operators' live view (the UI's current details): free, served by a query."""
-        requests = self._requests if state == "input_required" else None
+        requests = None
+        if state == "input_required":
+            requests = {self._outstanding.get(key, key): request for key, request in self._requests.items()}
         workflow.set_current_details(live_details(state, self._leg, requests, self._failure))
 
 

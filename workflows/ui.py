@@ -28,10 +28,13 @@ def live_details(
     requests: Mapping[str, Mapping[str, Any]] | None = None,
     failure: str | None = None,
 ) -> str:
-    """The task's live state as Markdown: status, what it waits for, its last leg failure."""
+    """The task's live state as Markdown: status, what it waits for, its last leg failure.
+
+    `requests` are keyed by the tool's own keys (what the leg summaries name).
+    """
     lines = [f"**{state}** · {_leg_phrase(state, leg)}"]
     if requests:
-        lines += ["", "Waiting for:"]
+        lines += ["", "Waiting for:", ""]
         lines += [f"- `{key}` {_request_line(request)}" for key, request in requests.items()]
     if failure:
         lines += ["", f"Last leg failure: {_shortened(failure)}"]
