@@ -24,12 +24,14 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
+from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription, WorkflowHandle
 from temporalio.client import WorkflowExecutionStatus as Status
 from temporalio.service import RPCError, RPCStatusCode
 
+from fastmcp_temporal._connection import TemporalConnectionError, connect
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, WORKFLOW_NAME
@@ -104,7 +106,10 @@ def _list(args: argparse.Namespace) -> None:
     async def run(client: Client, _: str) -> None:
         rows = [_row(e) async for e in client.list_workflows(_list_query(args), limit=args.limit)]
         rows.sort(key=lambda row: row["createdAt"], reverse=True)
-        _print_rows(rows) if not args.json else _print_json(rows)
+        if args.json:
+            _print_json(rows)
+        else:
+            _print_rows(rows)
 
     _execute(args, run)
 
@@ -113,7 +118,10 @@ def _show(args: argparse.Namespace) -> None:
     async def run(client: Client, ui_url: str) -> None:
         task = await _find(client, args.task_id, args.scope, args.scan_limit)
         shown = await _inspect(client, task, ui_url)
-        _print_json(shown) if args.json else _print_task(shown)
+        if args.json:
+            _print_json(shown)
+        else:
+            _print_task(shown)
 
     _execute(args, run)
 
@@ -146,19 +154,22 @@ def _terminate(args: argparse.Namespace) -> None:
 
 
 def _execute(args: argparse.Namespace, command: Any) -> None:
-    """Connect, run the command, and turn an `OperatorError` into a message and exit code 1."""
+    """Connect, run the command, and turn a failure into a message and exit code 1."""
+    code = 0
     try:
         asyncio.run(_connected(args, command))
-    except OperatorError as exc:
+    except (OperatorError, RPCError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        sys.exit(1)
+        code = 1
+    # The SDK's Rust threads can abort the interpreter while it finalizes right
+    # after a short-lived client (temporalio/sdk-python#300); skip finalization.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 async def _connected(args: argparse.Namespace, command: Any) -> None:
-    from fastmcp_temporal._connection import TemporalConnectionError, connect
-
-    overrides = {"address": args.address, "namespace": args.namespace, "encryption_key": args.encryption_key}
-    settings = TemporalTasksSettings(**{k: v for k, v in overrides.items() if v is not None})
+    settings = _operator_settings(args)
     if settings.address is None:
         raise OperatorError(
             "No Temporal address: pass --address host:port or set FASTMCP_TEMPORAL_ADDRESS "
@@ -170,6 +181,16 @@ async def _connected(args: argparse.Namespace, command: Any) -> None:
         raise OperatorError(str(exc)) from None
     ui_url = (args.ui_url or os.environ.get("FASTMCP_TEMPORAL_UI_URL") or DEFAULT_UI_URL).rstrip("/")
     await command(client, ui_url)
+
+
+def _operator_settings(args: argparse.Namespace) -> TemporalTasksSettings:
+    """The connection from the options over `FASTMCP_TEMPORAL_*`; never the server's metrics or tracing."""
+    given = {"address": args.address, "namespace": args.namespace, "encryption_key": args.encryption_key}
+    try:
+        settings = TemporalTasksSettings(**{k: v for k, v in given.items() if v is not None})
+    except ValidationError as exc:
+        raise OperatorError(str(exc)) from None
+    return settings.model_copy(update={"metrics_address": None, "tracing": False})
 
 
 # --- finding tasks -----------------------------------------------------------
@@ -187,26 +208,24 @@ class _FoundTask:
 
 
 async def _find(client: Client, task_id: str, scope: str | None, scan_limit: int) -> _FoundTask:
-    if task_id.startswith("mcp-task/"):
-        candidates = [task_id]
-    else:
-        candidates = [workflow_id(scope or ANONYMOUS_SCOPE_TAG, task_id)]
-    for candidate in candidates:
-        found = await _describe(client, candidate)
-        if found is not None:
-            return _FoundTask(candidate.rsplit("/", 1)[-1], *found)
-    if scope is None and not task_id.startswith("mcp-task/"):
+    """The task's workflow: by id when the scope is known (or anonymous), else by a visibility scan."""
+    direct = (
+        task_id if task_id.startswith("mcp-task/") else workflow_id(scope or ANONYMOUS_SCOPE_TAG, task_id)
+    )
+    found = await _describe(client, direct)
+    if found is None and scope is None and direct != task_id:
         query = f"WorkflowType = '{WORKFLOW_NAME}' AND ExecutionStatus != 'ContinuedAsNew'"
         async for execution in client.list_workflows(query, limit=scan_limit):
             if execution.id.endswith(f"/{task_id}"):
                 found = await _describe(client, execution.id)
-                if found is not None:
-                    return _FoundTask(task_id, *found)
-    where = f"in scope {scope!r}" if scope else f"among the newest {scan_limit} tasks of any scope"
-    raise OperatorError(
-        f"No task {task_id!r} {where} in namespace {client.namespace!r}. Check the id, the namespace "
-        "(--namespace), or the task may have expired; pass --scope or --scan-limit to search further."
-    )
+                break
+    if found is None:
+        where = f"in scope {scope!r}" if scope else f"among the newest {scan_limit} tasks of any scope"
+        raise OperatorError(
+            f"No task {task_id!r} {where} in namespace {client.namespace!r}. Check the id and --namespace "
+            "(the task may also have expired); pass --scope or a larger --scan-limit to search further."
+        )
+    return _FoundTask(direct.rsplit("/", 1)[-1], *found)
 
 
 async def _describe(
