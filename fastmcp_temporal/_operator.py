@@ -300,7 +300,10 @@ async def _inspect(client: Client, task: _FoundTask, ui_url: str) -> dict[str, A
     readable = True
     for event in history.events:
         kind = event.event_type
-        if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+        if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+            started = await _decoded(client, event.workflow_execution_started_event_attributes.input.payloads)
+            legs = _legs_before_this_run(started)
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             legs += 1
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             outcome = await _decoded(client, event.activity_task_completed_event_attributes.result.payloads)
@@ -338,6 +341,12 @@ async def _inspect(client: Client, task: _FoundTask, ui_url: str) -> dict[str, A
 
 
 _UNREADABLE = object()
+
+
+def _legs_before_this_run(task_input: Any) -> int:
+    """Legs earlier runs of a continued-as-new task ran (its input names the next leg)."""
+    resume = task_input.get("resume") if isinstance(task_input, dict) else None
+    return int(resume.get("leg", 1)) - 1 if isinstance(resume, dict) else 0
 
 
 async def _decoded(client: Client, payloads: Sequence[Payload]) -> Any:

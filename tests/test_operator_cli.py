@@ -23,8 +23,8 @@ from fastmcp_tasks.client import call_tool_task
 from mcp_types import ElicitRequest, InputRequiredResult
 
 from fastmcp_temporal._devserver import DevServer
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG
-from task_wire import DEADLINE, status_becomes
+from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from task_wire import DEADLINE, status_becomes, tasks_update
 from test_context import http_client, serving_http, verifier
 
 pytestmark = pytest.mark.anyio
@@ -197,3 +197,46 @@ async def test_show_decodes_an_encrypted_task_only_with_the_key(
     assert code == 0, err
     unlocked = json.loads(out)
     assert (unlocked["readable"], unlocked["result"]["structuredContent"]) == (True, {"result": 144})
+
+
+async def test_show_counts_the_legs_of_every_run_of_a_continued_task(
+    make_extension, temporal_server: DevServer
+) -> None:
+    rounds = 4
+    mcp = FastMCP("ops-rounds")
+    extension = make_extension(history_events_limit=20)
+    mcp.add_extension(extension)
+
+    @mcp.tool(task=True)
+    async def survey(ctx: Context) -> str | InputRequiredResult:
+        done = int(ctx.request_state or 0) + (ctx.input_responses is not None)
+        if done == rounds:
+            return f"answered {done}"
+        request = ElicitRequest(
+            method="elicitation/create",
+            params={
+                "mode": "form",
+                "message": f"q{done}",
+                "requestedSchema": {"type": "object", "properties": {}},
+            },
+        )
+        return InputRequiredResult(
+            result_type="input_required", input_requests={f"q{done}": request}, request_state=str(done)
+        )
+
+    async with Client(mcp) as client:
+        task = await call_tool_task(client, "survey")
+        for _ in range(rounds):
+            (key,) = (await status_becomes(task, "input_required")).input_requests
+            await tasks_update(client, task.task_id, {key: {"action": "accept", "content": {}}})
+            with anyio.fail_after(DEADLINE):
+                while key in ((await task.status()).input_requests or {}):
+                    await anyio.sleep(0.05)
+        await status_becomes(task, "completed")
+        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        execution = (await handle.describe()).raw_description.workflow_execution_info
+    assert execution.first_run_id != execution.execution.run_id  # it did continue as new
+
+    code, out, err = await cli(temporal_server, "show", "--json", "--", task.task_id)
+    assert code == 0, err
+    assert json.loads(out)["legs"] == rounds + 1
