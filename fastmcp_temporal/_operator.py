@@ -204,7 +204,7 @@ class _FoundTask:
 
     def status(self) -> str:
         extended = self.description.raw_description.workflow_extended_info
-        return mcp_status(self.description, cancel_requested=extended.cancel_requested)
+        return _mcp_status(self.description, cancel_requested=extended.cancel_requested)
 
 
 async def _find(client: Client, task_id: str, scope: str | None, scan_limit: int) -> _FoundTask:
@@ -240,7 +240,7 @@ async def _describe(
         raise
 
 
-def mcp_status(execution: WorkflowExecution, *, cancel_requested: bool = False) -> str:
+def _mcp_status(execution: WorkflowExecution, *, cancel_requested: bool = False) -> str:
     """The MCP status of a task's workflow, without reading its result."""
     published = execution.typed_search_attributes.get(STATUS_ATTRIBUTE)
     if execution.status == Status.RUNNING:
@@ -250,7 +250,9 @@ def mcp_status(execution: WorkflowExecution, *, cancel_requested: bool = False) 
     if execution.status in _FAILED:
         return "failed"
     if execution.status == Status.COMPLETED:
-        return published if published in ("completed", "failed") else "expired"
+        if published in ("completed", "failed", None):  # None: search attributes not registered
+            return published or "completed"
+        return "expired"  # its TTL ran out while it waited for input
     return (execution.status.name if execution.status else "unknown").lower()
 
 
@@ -277,7 +279,7 @@ def _row(execution: WorkflowExecution) -> dict[str, Any]:
     return {
         "taskId": execution.id.rsplit("/", 1)[-1],
         "tool": attributes.get(TOOL_ATTRIBUTE),
-        "status": mcp_status(execution),
+        "status": _mcp_status(execution),
         "scope": attributes.get(SCOPE_ATTRIBUTE) or execution.id.split("/")[1],
         "createdAt": execution.start_time.isoformat(),
         "closedAt": execution.close_time.isoformat() if execution.close_time else None,
@@ -327,6 +329,10 @@ async def _inspect(client: Client, task: _FoundTask, ui_url: str) -> dict[str, A
         elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
             failure = event.workflow_execution_failed_event_attributes.failure
             closing = {"error": {"code": -32603, "message": failure.message}}
+    if isinstance(closing, dict):  # the outcome itself, when readable, beats the search attribute
+        shown["status"] = (
+            "expired" if closing.get("expired") else "failed" if closing.get("error") else "completed"
+        )
     shown.update(
         legs=legs,
         inputRequests=requests,
