@@ -25,6 +25,7 @@ from fastmcp_temporal._cli_options import add_connection_options, setting_overri
 from fastmcp_temporal._codec_server import add_codec_server_command
 from fastmcp_temporal._devserver_cli import add_dev_server_command
 from fastmcp_temporal._extension import TemporalTasksExtension
+from fastmcp_temporal._operator import add_tasks_command
 from fastmcp_temporal._plugin import tasks_extension
 
 if TYPE_CHECKING:
@@ -69,6 +70,7 @@ _COMMANDS: list[Callable[[Commands], None]] = [
     _add_worker,
     add_codec_server_command,
     add_dev_server_command,
+    add_tasks_command,
 ]
 
 

@@ -35,8 +35,10 @@ from fastmcp_temporal._devserver import (
     ensure_search_attributes,
     reuse_or_start_dev_server,
 )
+from fastmcp_temporal._metrics import client_runtime
 from fastmcp_temporal._payloads import payload_storage
 from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal._tracing import client_interceptors
 
 logger = logging.getLogger("fastmcp_temporal")
 
@@ -144,9 +146,18 @@ async def connect(
     address, namespace = options.pop("target_host"), options.pop("namespace")
     timeout = settings.connect_timeout.total_seconds()
     converter = tasks_data_converter(settings, payload_folder=payload_folder)
+    runtime, interceptors = client_runtime(settings), client_interceptors(settings)
     try:
         client = await asyncio.wait_for(
-            Client.connect(address, namespace=namespace, data_converter=converter, **options), timeout
+            Client.connect(
+                address,
+                namespace=namespace,
+                data_converter=converter,
+                runtime=runtime,
+                interceptors=interceptors,
+                **options,
+            ),
+            timeout,
         )
         described = await client.workflow_service.describe_namespace(
             DescribeNamespaceRequest(namespace=namespace), timeout=settings.connect_timeout

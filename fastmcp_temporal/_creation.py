@@ -34,6 +34,7 @@ from fastmcp_temporal._backend import Backend
 from fastmcp_temporal._payloads import converter_budget, encoded_size
 from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._scope import WorkflowKind, current_scope_tag, new_task_id, workflow_id
+from fastmcp_temporal._ui_metadata import task_user_metadata
 from fastmcp_temporal._wire import encode_answers
 from fastmcp_temporal.workflows.models import LegPolicy, NextLeg, TaskInput, TaskOutcome, ToolCall
 from fastmcp_temporal.workflows.task import (
@@ -129,6 +130,18 @@ async def start_tool_workflow(
         id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
         id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
         request_eager_start=backend.embedded_worker,
+        **task_user_metadata(
+            tool=tool.name,
+            version=tool.version,
+            task_id=task_id,
+            created_at=created_at,
+            ttl_ms=backend.ttl_ms,
+            scope_tag=scope_tag,
+            poll_interval_ms=poll_interval_ms,
+            policy=task.policy,
+            arguments=raw_arguments,
+            encrypted=backend.client.data_converter.payload_codec is not None,
+        ),
     )
     return StartedWorkflow(handle, task_id, created_at, poll_interval_ms)
 

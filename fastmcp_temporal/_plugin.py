@@ -30,6 +30,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from fastmcp_temporal import _fastmcp_private
 from fastmcp_temporal._connection import require_codec, tasks_data_converter
 from fastmcp_temporal._heartbeat import HeartbeatCadence
+from fastmcp_temporal._metrics import worker_interceptors
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.activities.tool_leg import ToolLegActivities
 from fastmcp_temporal.workflows.task import McpTaskWorkflow
@@ -74,6 +75,7 @@ class McpTasksPlugin(SimplePlugin):
                 ToolLegActivities(server, heartbeat_cadence(self._extension.temporal_settings)).run_tool_leg
             ],
             workflow_runner=_with_sandbox_passthroughs,
+            interceptors=worker_interceptors(),
         )
         self._enter_server_lifespan = enter_server_lifespan
 

@@ -126,16 +126,24 @@ class TemporalTasksSettings(BaseSettings):
     tls_client_key: Path | None = Field(default=None, description="PEM key of the client certificate.")
     tls_server_name: str | None = Field(default=None, description="Server name to verify (SNI override).")
 
-    @field_validator("address")
+    # Operations (metrics, traces): off unless set.
+    metrics_address: str | None = Field(
+        default=None,
+        description="host:port to serve Prometheus metrics on (the SDK's and MCP task metrics).",
+    )
+    tracing: bool = Field(
+        default=False,
+        description="Trace tasks with OpenTelemetry through Temporal (needs the [otel] extra).",
+    )
+
+    @field_validator("address", "metrics_address")
     @classmethod
     def _address_has_port(cls, value: str | None) -> str | None:
         if value is None or value == "":
             return None
         host, sep, port = value.rpartition(":")
         if not sep or not host or not port.isdigit():
-            raise ValueError(
-                f"Temporal address {value!r} must be host:port, for example 127.0.0.1:7233"
-            )
+            raise ValueError(f"{value!r} must be host:port, for example 127.0.0.1:7233")
         return value
 
     @field_validator(

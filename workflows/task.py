@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         TaskOutcome,
         TaskState,
     )
+    from fastmcp_temporal.workflows.ui import leg_summary, live_details
 
 STATUS_ATTRIBUTE = SearchAttributeKey.for_keyword(STATUS_SEARCH_ATTRIBUTE)
 TOOL_ATTRIBUTE = SearchAttributeKey.for_keyword(TOOL_SEARCH_ATTRIBUTE)
@@ -60,6 +61,8 @@ class McpTaskWorkflow:
         self._task: TaskInput | None = None
         self._running_leg: tuple[int, workflow.ActivityHandle[LegOutcome]] | None = None
         self._late_outcome: LegOutcome | None = None
+        self._leg = 0
+        self._failure: str | None = None
 
     @workflow.run
     async def run(self, task: TaskInput) -> TaskOutcome:
@@ -107,10 +110,13 @@ class McpTaskWorkflow:
 
     async def _execute(self, task: TaskInput, leg: LegInput) -> LegOutcome:
         policy = task.policy
+        self._leg = leg.leg
+        self._show("working")
         activity = workflow.start_activity(
             RUN_TOOL_LEG,
             leg,
             result_type=LegOutcome,
+            summary=leg_summary(_tool_name(), leg.leg, leg.input_responses or ()),
             start_to_close_timeout=timedelta(seconds=policy.start_to_close_seconds),
             heartbeat_timeout=timedelta(seconds=policy.heartbeat_seconds),
             retry_policy=RetryPolicy(
@@ -171,8 +177,10 @@ class McpTaskWorkflow:
             self._requests.pop(key, None)
         if self._outstanding:
             workflow.upsert_memo({"inputRequests": self._requests})
+            self._show("input_required")
 
     def _finish(self, state: TaskState, outcome: TaskOutcome) -> TaskOutcome:
+        self._failure = (outcome.error or {}).get("message")
         self._publish(state)
         return outcome
 
@@ -181,6 +189,19 @@ class McpTaskWorkflow:
         workflow.upsert_memo({"status": state, **(memo or {})})
         if self._task is not None and self._task.search_attributes:
             workflow.upsert_search_attributes([STATUS_ATTRIBUTE.value_set(state)])
+        self._show(state)
+
+    def _show(self, state: TaskState) -> None:
+        """Operators' live view (the UI's current details): free, served by a query."""
+        requests = None
+        if state == "input_required":
+            requests = {self._outstanding.get(key, key): request for key, request in self._requests.items()}
+        workflow.set_current_details(live_details(state, self._leg, requests, self._failure))
+
+
+def _tool_name() -> str:
+    """The tool as the caller named it, from the memo the task was created with."""
+    return str(workflow.memo_value("tool", "tool"))
 
 
 def _is_cancellation(err: BaseException) -> bool:

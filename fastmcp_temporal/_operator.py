@@ -1,0 +1,403 @@
+"""`fastmcp-temporal tasks`: list, inspect, cancel and terminate MCP tasks from a terminal.
+
+An operator holds the Temporal namespace, not a caller's token, so every command
+works across scopes: a task id is found by its workflow id (`mcp-task/<scope
+hash>/<task id>`), directly when the scope is given or anonymous, else by a bounded
+visibility scan over `McpTaskWorkflow` executions (visibility cannot match an id
+suffix). `cancel` has the semantics of `tasks/cancel`; `terminate` ends a task now,
+without running its cleanup. `--json` output is stable (see the README).
+
+The connection options are local to this module for now; they read the same
+`FASTMCP_TEMPORAL_*` environment as the extension.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import quote
+
+from pydantic import ValidationError
+from temporalio.api.common.v1 import Payload
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription, WorkflowHandle
+from temporalio.client import WorkflowExecutionStatus as Status
+from temporalio.service import RPCError, RPCStatusCode
+
+from fastmcp_temporal._cli_options import add_connection_options, setting_overrides
+from fastmcp_temporal._connection import TemporalConnectionError, connect, resolve_profile
+from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, WORKFLOW_NAME
+from fastmcp_temporal.workflows.task import SCOPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOOL_ATTRIBUTE
+
+MCP_STATUSES = ("working", "input_required", "completed", "failed", "cancelled")
+DEFAULT_UI_URL = "http://localhost:8233"
+_DEFAULT_SCAN_LIMIT = 10_000
+_STATUS_QUERY = {
+    "working": "McpTaskStatus = 'working' AND ExecutionStatus = 'Running'",
+    "input_required": "McpTaskStatus = 'input_required' AND ExecutionStatus = 'Running'",
+    "completed": "McpTaskStatus = 'completed' AND ExecutionStatus = 'Completed'",
+    "failed": "(McpTaskStatus = 'failed' OR ExecutionStatus IN ('Failed', 'Terminated', 'TimedOut'))",
+    "cancelled": "(McpTaskStatus = 'cancelled' OR ExecutionStatus = 'Canceled')",
+}
+_FAILED = (Status.FAILED, Status.TERMINATED, Status.TIMED_OUT)
+
+
+class OperatorError(Exception):
+    """A command cannot do what was asked; the message says why and what to do."""
+
+
+def add_tasks_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `tasks list|show|cancel|terminate` under the `fastmcp-temporal` CLI."""
+    tasks = commands.add_parser("tasks", help="List, inspect, cancel or terminate MCP tasks (operators).")
+    verbs = tasks.add_subparsers(required=True, metavar="VERB")
+
+    listing = verbs.add_parser("list", help="Tasks, newest first.")
+    listing.add_argument("--tool", help="Only tasks of this tool")
+    listing.add_argument("--status", choices=MCP_STATUSES, help="Only tasks in this MCP status")
+    listing.add_argument("--scope", help="Only tasks of this caller scope hash (McpScope)")
+    listing.add_argument("--limit", type=int, default=50, help="At most this many tasks (default 50)")
+    listing.add_argument("--json", action="store_true", help="A JSON array instead of a table")
+    listing.set_defaults(run=_list)
+
+    show = verbs.add_parser("show", help="One task: status, legs, input rounds, result or error.")
+    show.add_argument("--json", action="store_true", help="A JSON object instead of a table")
+    cancel = verbs.add_parser("cancel", help="Cancel a task, as tasks/cancel does.")
+    terminate = verbs.add_parser("terminate", help="End a task now, without cleanup.")
+    terminate.add_argument("--reason", required=True, help="Recorded in the workflow's history")
+    for verb, run in ((show, _show), (cancel, _cancel), (terminate, _terminate)):
+        verb.add_argument("task_id", help="The MCP taskId (or the full workflow id)")
+        verb.add_argument("--scope", help="The task's scope hash, to skip the search across scopes")
+        verb.add_argument(
+            "--scan-limit",
+            type=int,
+            default=_DEFAULT_SCAN_LIMIT,
+            help=f"Newest tasks searched for the id when the scope is unknown (default {_DEFAULT_SCAN_LIMIT})",
+        )
+        verb.set_defaults(run=run)
+
+    for verb in (listing, show, cancel, terminate):
+        verb.add_argument(
+            "--ui-url", help=f"Temporal UI base URL for links (FASTMCP_TEMPORAL_UI_URL, default {DEFAULT_UI_URL})"
+        )
+        add_connection_options(verb)
+
+
+# --- commands ----------------------------------------------------------------
+
+
+def _list(args: argparse.Namespace) -> None:
+    async def run(client: Client, _: str) -> None:
+        rows = [_row(e) async for e in client.list_workflows(_list_query(args), limit=args.limit)]
+        rows.sort(key=lambda row: row["createdAt"], reverse=True)
+        if args.json:
+            _print_json(rows)
+        else:
+            _print_rows(rows)
+
+    _execute(args, run)
+
+
+def _show(args: argparse.Namespace) -> None:
+    async def run(client: Client, ui_url: str) -> None:
+        task = await _find(client, args.task_id, args.scope, args.scan_limit)
+        shown = await _inspect(client, task, ui_url)
+        if args.json:
+            _print_json(shown)
+        else:
+            _print_task(shown)
+
+    _execute(args, run)
+
+
+def _cancel(args: argparse.Namespace) -> None:
+    async def run(client: Client, _: str) -> None:
+        task = await _find(client, args.task_id, args.scope, args.scan_limit)
+        if task.description.status != Status.RUNNING:
+            print(f"Task {task.task_id} already ended ({task.status()}); nothing to cancel.")
+            return
+        if not task.description.raw_description.workflow_extended_info.cancel_requested:
+            await task.handle.cancel()
+        print(f"Cancellation requested for task {task.task_id}; it reports 'cancelled' from now on.")
+
+    _execute(args, run)
+
+
+def _terminate(args: argparse.Namespace) -> None:
+    async def run(client: Client, _: str) -> None:
+        task = await _find(client, args.task_id, args.scope, args.scan_limit)
+        if task.description.status != Status.RUNNING:
+            raise OperatorError(f"Task {task.task_id} already ended ({task.status()}); nothing to terminate.")
+        await task.handle.terminate(reason=args.reason)
+        print(f"Terminated task {task.task_id}; it reports 'failed' from now on.")
+
+    _execute(args, run)
+
+
+# --- connection --------------------------------------------------------------
+
+
+def _execute(args: argparse.Namespace, command: Any) -> None:
+    """Connect, run the command, and turn a failure into a message and exit code 1."""
+    code = 0
+    try:
+        asyncio.run(_connected(args, command))
+    except (OperatorError, RPCError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        code = 1
+    # The SDK's Rust threads can abort the interpreter while it finalizes right
+    # after a short-lived client (temporalio/sdk-python#300); skip finalization.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+async def _connected(args: argparse.Namespace, command: Any) -> None:
+    settings = _operator_settings(args)
+    try:
+        profile = resolve_profile(settings)
+        if not profile.address:
+            raise OperatorError(
+                "No Temporal address: pass --address host:port or set FASTMCP_TEMPORAL_ADDRESS or "
+                "TEMPORAL_ADDRESS (an embedded dev server logs its address when it starts)."
+            )
+        client = await connect(profile, settings)
+    except TemporalConnectionError as exc:
+        raise OperatorError(str(exc)) from None
+    ui_url = (args.ui_url or os.environ.get("FASTMCP_TEMPORAL_UI_URL") or DEFAULT_UI_URL).rstrip("/")
+    await command(client, ui_url)
+
+
+def _operator_settings(args: argparse.Namespace) -> TemporalTasksSettings:
+    """The connection from the options over `FASTMCP_TEMPORAL_*`; never the server's metrics or tracing."""
+    try:
+        settings = TemporalTasksSettings(**setting_overrides(args))
+    except ValidationError as exc:
+        raise OperatorError(str(exc)) from None
+    return settings.model_copy(update={"metrics_address": None, "tracing": False})
+
+
+# --- finding tasks -----------------------------------------------------------
+
+
+@dataclass
+class _FoundTask:
+    task_id: str
+    handle: WorkflowHandle[Any, Any]
+    description: WorkflowExecutionDescription
+
+    def status(self) -> str:
+        extended = self.description.raw_description.workflow_extended_info
+        return _mcp_status(self.description, cancel_requested=extended.cancel_requested)
+
+
+async def _find(client: Client, task_id: str, scope: str | None, scan_limit: int) -> _FoundTask:
+    """The task's workflow: by id when the scope is known (or anonymous), else by a visibility scan."""
+    direct = (
+        task_id if task_id.startswith("mcp-task/") else workflow_id(scope or ANONYMOUS_SCOPE_TAG, task_id)
+    )
+    found = await _describe(client, direct)
+    if found is None and scope is None and direct != task_id:
+        query = f"WorkflowType = '{WORKFLOW_NAME}' AND ExecutionStatus != 'ContinuedAsNew'"
+        async for execution in client.list_workflows(query, limit=scan_limit):
+            if execution.id.endswith(f"/{task_id}"):
+                found = await _describe(client, execution.id)
+                break
+    if found is None:
+        where = f"in scope {scope!r}" if scope else f"among the newest {scan_limit} tasks of any scope"
+        raise OperatorError(
+            f"No task {task_id!r} {where} in namespace {client.namespace!r}. Check the id and --namespace "
+            "(the task may also have expired); pass --scope or a larger --scan-limit to search further."
+        )
+    return _FoundTask(direct.rsplit("/", 1)[-1], *found)
+
+
+async def _describe(
+    client: Client, id: str
+) -> tuple[WorkflowHandle[Any, Any], WorkflowExecutionDescription] | None:
+    handle = client.get_workflow_handle(id)
+    try:
+        return handle, await handle.describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+
+
+def _mcp_status(execution: WorkflowExecution, *, cancel_requested: bool = False) -> str:
+    """The MCP status of a task's workflow, without reading its result."""
+    published = execution.typed_search_attributes.get(STATUS_ATTRIBUTE)
+    if execution.status == Status.RUNNING:
+        return "cancelled" if cancel_requested else (published or "working")
+    if execution.status == Status.CANCELED:
+        return "cancelled"
+    if execution.status in _FAILED:
+        return "failed"
+    if execution.status == Status.COMPLETED:
+        if published in ("completed", "failed", None):  # None: search attributes not registered
+            return published or "completed"
+        return "expired"  # its TTL ran out while it waited for input
+    return (execution.status.name if execution.status else "unknown").lower()
+
+
+def _list_query(args: argparse.Namespace) -> str:
+    clauses = [f"WorkflowType = '{WORKFLOW_NAME}'", "ExecutionStatus != 'ContinuedAsNew'"]
+    if args.tool:
+        clauses.append(f"McpTool = {_quoted(args.tool)}")
+    if args.scope:
+        clauses.append(f"McpScope = {_quoted(args.scope)}")
+    if args.status:
+        clauses.append(_STATUS_QUERY[args.status])
+    return " AND ".join(clauses)
+
+
+def _quoted(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+# --- what is shown -----------------------------------------------------------
+
+
+def _row(execution: WorkflowExecution) -> dict[str, Any]:
+    attributes = execution.typed_search_attributes
+    return {
+        "taskId": execution.id.rsplit("/", 1)[-1],
+        "tool": attributes.get(TOOL_ATTRIBUTE),
+        "status": _mcp_status(execution),
+        "scope": attributes.get(SCOPE_ATTRIBUTE) or execution.id.split("/")[1],
+        "createdAt": execution.start_time.isoformat(),
+        "closedAt": execution.close_time.isoformat() if execution.close_time else None,
+        "durationSeconds": _duration(execution),
+        "workflowId": execution.id,
+        "runId": execution.run_id,
+    }
+
+
+def _duration(execution: WorkflowExecution) -> float:
+    end = execution.close_time or datetime.now(timezone.utc)
+    return round((end - execution.start_time).total_seconds(), 3)
+
+
+async def _inspect(client: Client, task: _FoundTask, ui_url: str) -> dict[str, Any]:
+    shown = _row(task.description)
+    shown["status"] = task.status()
+    history = await task.handle.fetch_history()
+    legs, requests, answers, closing = 0, [], [], None
+    readable = True
+    for event in history.events:
+        kind = event.event_type
+        if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+            started = await _decoded(client, event.workflow_execution_started_event_attributes.input.payloads)
+            legs = _legs_before_this_run(started)
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            legs += 1
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            outcome = await _decoded(client, event.activity_task_completed_event_attributes.result.payloads)
+            readable &= outcome is not _UNREADABLE
+            for key, request in _field(outcome, "input_requests").items():
+                requests.append({"leg": legs, "key": key, "request": request})
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+            signal = event.workflow_execution_signaled_event_attributes
+            if signal.signal_name == SUBMIT_INPUT_SIGNAL:
+                answered = await _decoded(client, signal.input.payloads)
+                readable &= answered is not _UNREADABLE
+                answers += [{"key": k, "answer": v} for k, v in _field(answered, "answers").items()]
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+            closing = await _decoded(
+                client, event.workflow_execution_completed_event_attributes.result.payloads
+            )
+            readable &= closing is not _UNREADABLE
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
+            reason = event.workflow_execution_terminated_event_attributes.reason
+            closing = {"error": {"code": -32603, "message": f"Terminated by an operator: {reason}"}}
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+            failure = event.workflow_execution_failed_event_attributes.failure
+            closing = {"error": {"code": -32603, "message": failure.message}}
+    if isinstance(closing, dict):  # the outcome itself, when readable, beats the search attribute
+        shown["status"] = (
+            "expired" if closing.get("expired") else "failed" if closing.get("error") else "completed"
+        )
+    shown.update(
+        legs=legs,
+        inputRequests=requests,
+        answers=answers,
+        result=_field(closing, "result") or None,
+        error=_field(closing, "error") or None,
+        readable=readable,
+        uiUrl=f"{ui_url}/namespaces/{quote(client.namespace)}/workflows/"
+        f"{quote(task.description.id, safe='')}/{task.description.run_id}/history",
+    )
+    return shown
+
+
+_UNREADABLE = object()
+
+
+def _legs_before_this_run(task_input: Any) -> int:
+    """Legs earlier runs of a continued-as-new task ran (its input names the next leg)."""
+    resume = task_input.get("resume") if isinstance(task_input, dict) else None
+    return int(resume.get("leg", 1)) - 1 if isinstance(resume, dict) else 0
+
+
+async def _decoded(client: Client, payloads: Sequence[Payload]) -> Any:
+    """The first payload as plain JSON, or `_UNREADABLE` when encrypted with a key we lack."""
+    try:
+        (value,) = await client.data_converter.decode(payloads)
+    except Exception:
+        return _UNREADABLE
+    return value
+
+
+def _field(value: Any, name: str) -> Any:
+    return (value.get(name) or {}) if isinstance(value, dict) else {}
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=str))
+
+
+def _print_rows(rows: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("TASK ID", "TOOL", "STATUS", "CREATED", "DURATION", "SCOPE")
+    for row in rows:
+        table.add_row(
+            row["taskId"],
+            row["tool"] or "",
+            row["status"],
+            row["createdAt"][:19].replace("T", " "),
+            f"{row['durationSeconds']:.1f}s",
+            row["scope"],
+        )
+    Console(width=200).print(table)
+
+
+def _print_task(shown: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("FIELD", "VALUE", show_header=False)
+    for name in ("taskId", "tool", "status", "scope", "createdAt", "closedAt", "durationSeconds", "legs"):
+        table.add_row(name, str(shown[name]))
+    for request in shown["inputRequests"]:
+        message = (request["request"].get("params") or {}).get("message", "")
+        table.add_row(f"leg {request['leg']} asked", f"{request['key']}: {message}")
+    for answer in shown["answers"]:
+        table.add_row("answered", f"{answer['key']}: {json.dumps(answer['answer'], default=str)}")
+    if shown["result"] is not None:
+        table.add_row("result", json.dumps(shown["result"], default=str))
+    if shown["error"] is not None:
+        table.add_row("error", json.dumps(shown["error"], default=str))
+    if not shown["readable"]:
+        table.add_row("payloads", "encrypted: pass --encryption-key (or FASTMCP_TEMPORAL_ENCRYPTION_KEY)")
+    table.add_row("UI", shown["uiUrl"])
+    Console(width=200).print(table)

@@ -1,0 +1,242 @@
+"""`fastmcp-temporal tasks` run as a subprocess against the session's dev server.
+
+An operator lists tasks by tool, status and scope; shows a task of any scope by its id
+alone (legs, input requests, result, UI link); cancels one with `tasks/cancel`'s
+semantics and terminates another, which the MCP wire then reports; an unknown id is a
+clear error with exit code 1; and an encrypted task's result is readable only with
+the key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
+from fastmcp import Client, Context, FastMCP
+from fastmcp_tasks.client import call_tool_task
+from mcp_types import ElicitRequest, InputRequiredResult
+
+from fastmcp_temporal._devserver import DevServer
+from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from task_wire import DEADLINE, status_becomes, tasks_update
+from test_context import http_client, serving_http, verifier
+
+pytestmark = pytest.mark.anyio
+
+KEY = "a-test-key-that-is-long-enough-for-fernet"
+QUESTION = "Which region, operator?"
+
+
+async def cli(server: DevServer, *args: str) -> tuple[int, str, str]:
+    """Run `fastmcp-temporal tasks ARGS` in a fresh process (without blocking the worker's loop)."""
+    environment = {k: v for k, v in os.environ.items() if k != "FASTMCP_TEMPORAL_ENCRYPTION_KEY"}
+    environment["FASTMCP_TEMPORAL_ADDRESS"] = server.address
+    command = [sys.executable, "-m", "fastmcp_temporal._cli", "tasks", *args]
+    done = await anyio.run_process(command, env=environment, check=False)
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+async def listed(
+    server: DevServer, *args: str, until: Callable[[list[dict[str, Any]]], bool]
+) -> list[dict[str, Any]]:
+    """`tasks list --json ARGS` once visibility shows what `until` expects."""
+    with anyio.fail_after(DEADLINE * 2):
+        while True:
+            code, out, err = await cli(server, "list", "--json", *args)
+            assert code == 0, err
+            rows = json.loads(out)
+            if until(rows):
+                return rows
+            await anyio.sleep(0.2)
+
+
+def servers(extension_for: Callable[..., Any], suffix: str) -> tuple[FastMCP, FastMCP]:
+    """One server behind bearer auth (running the worker) and one anonymous, on one queue."""
+    made = []
+    for extension, auth in ((extension_for(), verifier()), (extension_for(worker=False), None)):
+        mcp = FastMCP("ops", auth=auth)
+        mcp.add_extension(extension)
+        mcp.tool(square, name=f"square_{suffix}", task=True)
+        mcp.tool(ask, name=f"ask_{suffix}", task=True)
+        mcp.tool(hold, name=f"hold_{suffix}", task=True)
+        made.append(mcp)
+    return made[0], made[1]
+
+
+async def square(n: int) -> int:
+    return n * n
+
+
+async def ask(ctx: Context) -> str | InputRequiredResult:
+    request = ElicitRequest(
+        method="elicitation/create",
+        params={"mode": "form", "message": QUESTION, "requestedSchema": {"type": "object", "properties": {}}},
+    )
+    return InputRequiredResult(result_type="input_required", input_requests={"region": request})
+
+
+async def hold() -> str:
+    await anyio.sleep(3600)
+    return "never"
+
+
+async def test_operators_list_show_cancel_and_terminate_tasks_of_any_scope(
+    make_extension, temporal_server: DevServer
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    square_tool, ask_tool, hold_tool = f"square_{suffix}", f"ask_{suffix}", f"hold_{suffix}"
+    authed, anonymous = servers(make_extension, suffix)
+    async with serving_http(authed) as url, http_client(url, "token-a") as alice, Client(anonymous) as anon:
+        scoped = await call_tool_task(alice, square_tool, {"n": 7})
+        await status_becomes(scoped, "completed")
+        mine = await call_tool_task(anon, square_tool, {"n": 3})
+        await status_becomes(mine, "completed")
+        parked = await call_tool_task(anon, ask_tool)
+        await status_becomes(parked, "input_required")
+        to_cancel = await call_tool_task(anon, hold_tool)
+        to_terminate = await call_tool_task(anon, hold_tool)
+
+        # list: by tool, then narrowed by scope, status and limit
+        rows = await listed(temporal_server, "--tool", square_tool, until=lambda rows: len(rows) == 2)
+        assert {row["taskId"] for row in rows} == {scoped.task_id, mine.task_id}
+        assert {row["status"] for row in rows} == {"completed"}
+        alice_scope = next(row["scope"] for row in rows if row["taskId"] == scoped.task_id)
+        assert alice_scope != ANONYMOUS_SCOPE_TAG and "client-a" not in alice_scope
+        by_scope = await listed(
+            temporal_server, "--tool", square_tool, "--scope", alice_scope, until=lambda rows: len(rows) == 1
+        )
+        assert [row["taskId"] for row in by_scope] == [scoped.task_id]
+        waiting = await listed(
+            temporal_server, "--status", "input_required", "--tool", ask_tool, until=lambda rows: bool(rows)
+        )
+        assert [(row["taskId"], row["tool"]) for row in waiting] == [(parked.task_id, ask_tool)]
+        limited = await listed(
+            temporal_server, "--tool", square_tool, "--limit", "1", until=lambda rows: True
+        )
+        assert len(limited) == 1
+
+        code, table, _ = await cli(temporal_server, "list", "--tool", square_tool)
+        assert code == 0 and scoped.task_id in table and mine.task_id in table and "completed" in table
+
+        # show: a task of another scope, found by its id alone
+        code, out, err = await cli(temporal_server, "show", "--json", "--", scoped.task_id)
+        assert code == 0, err
+        shown = json.loads(out)
+        assert (shown["status"], shown["tool"], shown["scope"], shown["legs"]) == (
+            "completed",
+            square_tool,
+            alice_scope,
+            1,
+        )
+        assert shown["result"]["structuredContent"] == {"result": 49}
+        assert shown["uiUrl"].endswith(f"{scoped.task_id}/{shown['runId']}/history")
+        code, out, _ = await cli(temporal_server, "show", "--json", "--", parked.task_id)
+        shown = json.loads(out)
+        assert shown["status"] == "input_required"
+        assert [(r["key"], r["request"]["params"]["message"]) for r in shown["inputRequests"]] == [
+            ("region", QUESTION)
+        ]
+        code, table, _ = await cli(temporal_server, "show", "--", parked.task_id)
+        assert code == 0 and QUESTION in table
+
+        # cancel and terminate: the MCP wire reports what the operator did
+        code, out, err = await cli(temporal_server, "cancel", "--", to_cancel.task_id)
+        assert code == 0, err
+        await status_becomes(to_cancel, "cancelled")
+        code, out, err = await cli(
+            temporal_server, "terminate", "--reason", "stuck on a lock", "--", to_terminate.task_id
+        )
+        assert code == 0, err
+        failed = await status_becomes(to_terminate, "failed")
+        assert "stuck on a lock" in str(failed.status_message)
+        await listed(
+            temporal_server,
+            "--tool",
+            hold_tool,
+            "--status",
+            "cancelled",
+            until=lambda rows: [row["taskId"] for row in rows] == [to_cancel.task_id],
+        )
+        await listed(
+            temporal_server,
+            "--tool",
+            hold_tool,
+            "--status",
+            "failed",
+            until=lambda rows: [row["taskId"] for row in rows] == [to_terminate.task_id],
+        )
+        code, out, _ = await cli(temporal_server, "show", "--json", "--", to_terminate.task_id)
+        assert "stuck on a lock" in json.loads(out)["error"]["message"]
+
+    code, out, err = await cli(temporal_server, "show", "no-such-task")
+    assert code == 1 and out == ""
+    assert "No task 'no-such-task'" in err and "--scope" in err
+
+
+async def test_show_decodes_an_encrypted_task_only_with_the_key(
+    make_extension, temporal_server: DevServer
+) -> None:
+    mcp = FastMCP("ops-encrypted")
+    mcp.add_extension(make_extension(encryption_key=KEY))
+    mcp.tool(square, task=True)
+    async with Client(mcp) as client:
+        task = await call_tool_task(client, "square", {"n": 12})
+        await status_becomes(task, "completed")
+
+    code, out, err = await cli(temporal_server, "show", "--json", "--", task.task_id)
+    assert code == 0, err
+    locked = json.loads(out)
+    assert (locked["readable"], locked["result"]) == (False, None)
+    code, out, err = await cli(temporal_server, "show", "--json", "--encryption-key", KEY, "--", task.task_id)
+    assert code == 0, err
+    unlocked = json.loads(out)
+    assert (unlocked["readable"], unlocked["result"]["structuredContent"]) == (True, {"result": 144})
+
+
+async def test_show_counts_the_legs_of_every_run_of_a_continued_task(
+    make_extension, temporal_server: DevServer
+) -> None:
+    rounds = 4
+    mcp = FastMCP("ops-rounds")
+    extension = make_extension(history_events_limit=20)
+    mcp.add_extension(extension)
+
+    @mcp.tool(task=True)
+    async def survey(ctx: Context) -> str | InputRequiredResult:
+        done = int(ctx.request_state or 0) + (ctx.input_responses is not None)
+        if done == rounds:
+            return f"answered {done}"
+        request = ElicitRequest(
+            method="elicitation/create",
+            params={
+                "mode": "form",
+                "message": f"q{done}",
+                "requestedSchema": {"type": "object", "properties": {}},
+            },
+        )
+        return InputRequiredResult(
+            result_type="input_required", input_requests={f"q{done}": request}, request_state=str(done)
+        )
+
+    async with Client(mcp) as client:
+        task = await call_tool_task(client, "survey")
+        for _ in range(rounds):
+            (key,) = (await status_becomes(task, "input_required")).input_requests
+            await tasks_update(client, task.task_id, {key: {"action": "accept", "content": {}}})
+            with anyio.fail_after(DEADLINE):
+                while key in ((await task.status()).input_requests or {}):
+                    await anyio.sleep(0.05)
+        await status_becomes(task, "completed")
+        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        execution = (await handle.describe()).raw_description.workflow_execution_info
+    assert execution.first_run_id != execution.execution.run_id  # it did continue as new
+
+    code, out, err = await cli(temporal_server, "show", "--json", "--", task.task_id)
+    assert code == 0, err
+    assert json.loads(out)["legs"] == rounds + 1
