@@ -21,10 +21,13 @@ from fastmcp_tasks.client_models import (
     UpdateTaskRequestParams,
 )
 from mcp_types import Result
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.workflows.models import LegPolicy, TaskInput, ToolCall
+from fastmcp_temporal.workflows.task import STATUS_ATTRIBUTE, McpTaskWorkflow
 
 DEADLINE = 30
 
@@ -75,3 +78,21 @@ async def workflow_closed(extension: TemporalTasksExtension, task_id: str) -> No
     with anyio.fail_after(DEADLINE):
         while (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
             await anyio.sleep(0.05)
+
+
+async def start_broken_task(extension: TemporalTasksExtension, task_id: str) -> WorkflowHandle[Any, Any]:
+    """Start a task workflow whose own code raises (a leg timeout no timedelta holds).
+
+    Only for proving what happens when workflow code fails: no tool call creates one.
+    """
+    assert extension.client is not None, "the extension's server must be running"
+    call = ToolCall(task_id=task_id, component_key="tool:square@", arguments={"n": 2}, snapshot="")
+    broken = TaskInput(call=call, ttl_ms=60_000, policy=LegPolicy(float("inf"), 1))
+    return await extension.client.start_workflow(
+        McpTaskWorkflow.run,
+        broken,
+        id=workflow_id(ANONYMOUS_SCOPE_TAG, task_id),
+        task_queue=extension.temporal_settings.task_queue,
+        memo={"status": "working", "scope": ANONYMOUS_SCOPE_TAG, "tool": "square", "ttlMs": 60_000},
+        search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS_ATTRIBUTE, "working")]),
+    )

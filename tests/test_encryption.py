@@ -24,13 +24,14 @@ from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import History
 from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionResponse
 from temporalio.client import Client as TemporalClient
+from temporalio.client import WorkflowFailureError
 from temporalio.converter import DataConverter
 
 from fastmcp_temporal import EncryptionCodec, TemporalTasksExtension, encrypted_data_converter
 from fastmcp_temporal._codec import ENCODING
 from fastmcp_temporal._devserver import DevServer
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from task_wire import status_becomes
+from task_wire import start_broken_task, status_becomes, tasks_get
 
 pytestmark = pytest.mark.anyio
 
@@ -170,10 +171,6 @@ async def test_progress_heartbeats_are_encrypted_at_rest(make_extension, tempora
     assert_sealed(stored, SECRET)
 
 
-class Declined(BaseException):
-    """Escapes the tool's error handling, so the leg's activity itself fails."""
-
-
 def _failing_server(extension: TemporalTasksExtension) -> FastMCP:
     mcp = FastMCP("failing")
     mcp.add_extension(extension)
@@ -183,8 +180,8 @@ def _failing_server(extension: TemporalTasksExtension) -> FastMCP:
         raise ValueError(DECLINED)
 
     @mcp.tool(task=True)
-    async def charge_hard() -> str:
-        raise Declined(DECLINED)
+    async def square(n: int) -> int:
+        return n * n
 
     return mcp
 
@@ -195,15 +192,18 @@ async def test_failure_messages_and_stack_traces_are_encrypted_at_rest(
     extension = make_extension(encryption_key=KEY, maximum_attempts=1)
     async with Client(_failing_server(extension)) as client:
         errored = await call_tool_task(client, "charge", {})
-        escaped = await call_tool_task(client, "charge_hard", {})
         error_result = await tasks_get_until_done(errored)
-        escaped_result = await tasks_get_until_done(escaped)
+        # Tool errors are results; a Temporal failure is stored when workflow code itself fails.
+        broken = await start_broken_task(extension, "broken")
+        with pytest.raises(WorkflowFailureError), anyio.fail_after(60):
+            await broken.result()
+        broken_result = await tasks_get(client, "broken")
     assert DECLINED in str(error_result)  # the client with the key reads the message back
-    assert DECLINED in str(escaped_result)
-    stored = await _stored_task(temporal_server.address, escaped.task_id)
-    assert any(f.HasField("encoded_attributes") for f in stored.failures())  # a leg failure was stored
-    assert_sealed(stored, DECLINED, "raise Declined(DECLINED)", "test_encryption.py")
+    assert broken_result.status == "failed" and "infinity" in str(broken_result.status_message)
     assert_sealed(await _stored_task(temporal_server.address, errored.task_id), DECLINED)
+    stored = await _stored_task(temporal_server.address, "broken")
+    assert any(f.HasField("encoded_attributes") for f in stored.failures())  # the workflow's failure
+    assert_sealed(stored, "infinity", "workflows/task.py")  # message and stack trace; the type stays
 
 
 async def tasks_get_until_done(task: ToolTask) -> dict:

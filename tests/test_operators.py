@@ -12,13 +12,10 @@ from fastmcp_tasks.client import call_tool_task
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, ElicitRequest, InputRequiredResult
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from fastmcp_temporal.workflows.models import LegPolicy, TaskInput, ToolCall
-from fastmcp_temporal.workflows.task import STATUS_ATTRIBUTE, McpTaskWorkflow
-from task_wire import DEADLINE, status_becomes, tasks_cancel, tasks_get, workflow_closed
+from task_wire import DEADLINE, start_broken_task, status_becomes, tasks_cancel, tasks_get, workflow_closed
 
 pytestmark = pytest.mark.anyio
 
@@ -164,17 +161,7 @@ async def test_a_workflow_that_cannot_proceed_fails_instead_of_retrying_forever(
         return n * n
 
     async with Client(mcp):
-        assert extension.client is not None
-        call = ToolCall(task_id="broken", component_key="tool:square@", arguments={"n": 2}, snapshot="")
-        broken = TaskInput(call=call, ttl_ms=60_000, policy=LegPolicy(float("inf"), 1))
-        handle = await extension.client.start_workflow(
-            McpTaskWorkflow.run,
-            broken,
-            id=workflow_id(ANONYMOUS_SCOPE_TAG, "broken"),
-            task_queue=extension.temporal_settings.task_queue,
-            memo={"status": "working"},
-            search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS_ATTRIBUTE, "working")]),
-        )
+        handle = await start_broken_task(extension, "broken")
         with pytest.raises(WorkflowFailureError), anyio.fail_after(DEADLINE):
             await handle.result()
         assert (await handle.describe()).status == WorkflowExecutionStatus.FAILED
