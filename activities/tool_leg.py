@@ -242,7 +242,7 @@ async def _run_component(
     except RuntimeError as exc:
         failed = _fastmcp_private.unresolved_dependency(exc)
         if failed is None:
-            return _raised(component, owner, exc)
+            return _raised(component, owner, exc, synchronous)
         return LegOutcome(error=_unresolved_dependency_error(failed))
     except MCPError as exc:
         if _is_own_timeout(component, exc):
