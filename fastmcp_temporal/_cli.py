@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from fastmcp.utilities.cli import load_and_merge_config
 
@@ -36,10 +37,27 @@ if TYPE_CHECKING:
 logger = logging.getLogger("fastmcp_temporal")
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> NoReturn:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    args.run(args)
+    try:
+        args.run(args)
+        code = 0
+    except SystemExit as stop:
+        code = _exit_code(stop)
+    # The SDK's Rust threads can abort the interpreter while it finalizes after a
+    # Temporal client was used (temporalio/sdk-python#300); skip finalization.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _exit_code(stop: SystemExit) -> int:
+    """What the interpreter would exit with for `stop`, printing its message as it would."""
+    if stop.code is None or isinstance(stop.code, int):
+        return stop.code or 0
+    print(stop.code, file=sys.stderr)
+    return 1
 
 
 def _parser() -> argparse.ArgumentParser:

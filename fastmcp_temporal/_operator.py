@@ -147,17 +147,10 @@ def _terminate(args: argparse.Namespace) -> None:
 
 def _execute(args: argparse.Namespace, command: Any) -> None:
     """Connect, run the command, and turn a failure into a message and exit code 1."""
-    code = 0
     try:
         asyncio.run(_connected(args, command))
     except (OperatorError, RPCError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        code = 1
-    # The SDK's Rust threads can abort the interpreter while it finalizes right
-    # after a short-lived client (temporalio/sdk-python#300); skip finalization.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+        sys.exit(f"error: {exc}")
 
 
 async def _connected(args: argparse.Namespace, command: Any) -> None:
