@@ -329,3 +329,24 @@ async def test_continue_as_new_carries_the_arguments_once(make_extension, tempor
     ]
     (payload,) = started[0].workflow_execution_started_event_attributes.input.payloads
     assert payload.data.count(marker.encode()) == 1
+
+
+async def test_big_input_requests_are_stored_too(make_extension, tmp_path: Path) -> None:
+    extension = make_extension(payload_store=str(tmp_path / "payloads"))
+    mcp = FastMCP("asks")
+    mcp.add_extension(extension)
+    message = _marked(3 * MB)
+
+    @mcp.tool(task=True)
+    async def ask_big(ctx: Context) -> str | InputRequiredResult:
+        if ctx.input_responses is None:
+            return InputRequiredResult(result_type="input_required", input_requests={"q": _question(message)})
+        return "answered"
+
+    async with Client(mcp, elicitation_handler=_answering("x")) as client:
+        task = await call_tool_task(client, "ask_big")
+        parked = await status_becomes(task, "input_required")
+        (request,) = (parked.input_requests or {}).values()
+        assert request["params"]["message"] == message
+        assert (await task.result()).data == "answered"
+        await _none_running(extension)
