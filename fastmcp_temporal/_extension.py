@@ -282,6 +282,7 @@ def build_worker(client: Client, server: FastMCP, settings: TemporalTasksSetting
         workflow_runner=_SANDBOX,
         activities=[ToolLegActivities(server).run_tool_leg],
         max_concurrent_activities=settings.max_concurrent_activities,
+        max_cached_workflows=settings.max_cached_workflows,
         max_heartbeat_throttle_interval=_HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=_HEARTBEAT_THROTTLE,
         sticky_queue_schedule_to_start_timeout=_STICKY_TIMEOUT,
