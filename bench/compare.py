@@ -44,12 +44,13 @@ from typing import Any
 from mcp_types import ElicitRequest, InputRequiredResult
 
 RESULTS = Path(__file__).parent / "results"
-ENGINES = ("tasks-memory", "tasks-redis", "bare", "temporal")
+ENGINES = ("tasks-memory", "tasks-redis", "bare", "temporal", "temporal-baseline")
 LABELS = {
     "tasks-memory": "fastmcp-tasks (memory)",
     "tasks-redis": "fastmcp-tasks (Redis)",
     "bare": "bare Temporal",
     "temporal": "fastmcp-temporal",
+    "temporal-baseline": "fastmcp-temporal (baseline)",
 }
 # History events Temporal Cloud bills as Actions (https://docs.temporal.io/cloud/actions):
 # a workflow start, each activity attempt, timers, signals, search-attribute and memo
@@ -95,7 +96,9 @@ class _Metrics:
 
 
 def _delta(after: dict[str, int], before: dict[str, int], per: int) -> dict[str, float]:
-    return {k: round((v - before.get(k, 0)) / per, 2) for k, v in sorted(after.items()) if v != before.get(k, 0)}
+    return {
+        k: round((v - before.get(k, 0)) / per, 2) for k, v in sorted(after.items()) if v != before.get(k, 0)
+    }
 
 
 async def _history_counts(client: Any, workflow_id: str) -> dict[str, Any]:
@@ -131,7 +134,7 @@ class McpEngine:
         from fastmcp import Client, FastMCP
 
         mcp = FastMCP("bench")
-        if self.kind == "temporal":
+        if self.kind.startswith("temporal"):
             from temporalio.client import Client as TemporalClient
 
             from fastmcp_temporal import TemporalTasksExtension
@@ -167,7 +170,11 @@ class McpEngine:
             self.parked_bodies += 1
             request = ElicitRequest(
                 method="elicitation/create",
-                params={"mode": "form", "message": "ok?", "requestedSchema": {"type": "object", "properties": {}}},
+                params={
+                    "mode": "form",
+                    "message": "ok?",
+                    "requestedSchema": {"type": "object", "properties": {}},
+                },
             )
             return InputRequiredResult(result_type="input_required", input_requests={"q": request})
 
@@ -201,7 +208,9 @@ class McpEngine:
         out["submit"].append(_ms(t0))
         await task.result()
         if self.temporal is not None:
-            out["workflow_duration"].append(await _duration_ms(self.temporal, self._workflow_id(task.task_id)))
+            out["workflow_duration"].append(
+                await _duration_ms(self.temporal, self._workflow_id(task.task_id))
+            )
         for _ in range(3):
             t0 = time.perf_counter()
             await task.status()
@@ -270,7 +279,12 @@ class McpEngine:
             statuses = await asyncio.gather(*(_bounded(limit, t.status()) for t in pending))
             pending = [t for t, s in zip(pending, statuses) if s.status != "input_required"]
         after = await _settled_rss()
-        return {"parked": n, "rss_before_mb": before, "rss_after_mb": after, "mb_per_1000": (after - before) * 1000 / n}
+        return {
+            "parked": n,
+            "rss_before_mb": before,
+            "rss_after_mb": after,
+            "mb_per_1000": (after - before) * 1000 / n,
+        }
 
 
 class BareEngine:
@@ -376,7 +390,9 @@ class BareEngine:
         before = await _settled_rss()
         ran = self.acts.ran
         limit = asyncio.Semaphore(50)
-        handles = await asyncio.gather(*(_bounded(limit, self._start_async("BareParked", i)) for i in range(n)))
+        handles = await asyncio.gather(
+            *(_bounded(limit, self._start_async("BareParked", i)) for i in range(n))
+        )
         pending = list(handles)
         while pending:
             await asyncio.sleep(0.5)
@@ -384,7 +400,12 @@ class BareEngine:
             pending = [h for h, d in zip(pending, descriptions) if not _parked(d)]
         after = await _settled_rss()
         assert self.acts.ran - ran >= n
-        return {"parked": n, "rss_before_mb": before, "rss_after_mb": after, "mb_per_1000": (after - before) * 1000 / n}
+        return {
+            "parked": n,
+            "rss_before_mb": before,
+            "rss_after_mb": after,
+            "mb_per_1000": (after - before) * 1000 / n,
+        }
 
 
 async def _settled_rss() -> float:
@@ -440,13 +461,17 @@ class Child:
         self.kind, self.process = kind, process
 
     @classmethod
-    async def start(cls, kind: str, address: str, redis_url: str | None, log: Path) -> Child:
+    async def start(
+        cls, kind: str, address: str, redis_url: str | None, log: Path, baseline: Path | None = None
+    ) -> Child:
         args = [sys.executable, __file__, "--child", kind, "--address", address]
         if redis_url:
             args += ["--redis-url", redis_url]
         # Installed packages carry bytecode; without it the workflow sandbox recompiles
         # the workflow module from source for every new workflow.
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        if baseline is not None:
+            env["PYTHONPATH"] = str(baseline)
         process = await asyncio.create_subprocess_exec(
             *args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log.open("ab"), env=env
         )
@@ -487,7 +512,19 @@ def start_redis(state: Path) -> tuple[subprocess.Popen[bytes] | None, str | None
 
     port = free_port()
     process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(state)],
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(state),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -506,7 +543,10 @@ def start_redis(state: Path) -> tuple[subprocess.Popen[bytes] | None, str | None
 
 def _summary(samples: list[float]) -> dict[str, float]:
     if len(samples) < 2:
-        return {"p50": samples[0] if samples else float("nan"), "p95": samples[0] if samples else float("nan")}
+        return {
+            "p50": samples[0] if samples else float("nan"),
+            "p95": samples[0] if samples else float("nan"),
+        }
     return {
         "p50": round(statistics.median(samples), 2),
         "p95": round(statistics.quantiles(samples, n=20, method="inclusive")[18], 2),
@@ -528,10 +568,16 @@ async def parent_main(args: argparse.Namespace) -> dict[str, Any]:
             notes.append("tasks-redis skipped: no redis-server on PATH (apt-get install redis-server)")
         children: dict[str, Child] = {}
         try:
-            for kind in ENGINES:
-                if kind == "tasks-redis" and redis_url is None:
+            for kind in args.engines:
+                if (
+                    kind == "tasks-redis"
+                    and redis_url is None
+                    or kind == "temporal-baseline"
+                    and not args.baseline
+                ):
                     continue
-                children[kind] = await Child.start(kind, server.address, redis_url, log)
+                baseline = args.baseline if kind == "temporal-baseline" else None
+                children[kind] = await Child.start(kind, server.address, redis_url, log, baseline)
             return await _measure(args, children, notes)
         finally:
             for child in children.values():
@@ -554,20 +600,25 @@ async def _measure(args: argparse.Namespace, children: dict[str, Child], notes: 
                 for metric, values in (await children[kind].call("round")).items():
                     samples[kind][metric].extend(values)
             print(f"\rpass {pass_ + 1}/{args.passes} round {round_ + 1}/{args.rounds}", end="", flush=True)
-        for kind in order[pass_ % len(order):] + order[: pass_ % len(order)]:
+        for kind in order[pass_ % len(order) :] + order[: pass_ % len(order)]:
             if args.profile and kind == "temporal" and pass_ == args.passes - 1:
                 profile = await _profiled(children[kind], args.burst)
                 bursts[kind].append(profile.pop("burst"))
             else:
                 bursts[kind].append(await children[kind].call("burst", n=args.burst))
     print()
-    history = {k: await children[k].call("history") for k in order if k in ("bare", "temporal")}
+    history = {k: await children[k].call("history") for k in order if k.startswith(("bare", "temporal"))}
     parked = {}
-    for kind in order:
+    for kind in order if args.parked else ():
         print(f"parking {args.parked} tasks on {kind}", flush=True)
         parked[kind] = await children[kind].call("park", n=args.parked)
     report: dict[str, Any] = {
-        "settings": {"rounds": args.rounds, "passes": args.passes, "burst": args.burst, "parked": args.parked},
+        "settings": {
+            "rounds": args.rounds,
+            "passes": args.passes,
+            "burst": args.burst,
+            "parked": args.parked,
+        },
         "notes": notes,
         "engines": {},
     }
@@ -580,8 +631,11 @@ async def _measure(args: argparse.Namespace, children: dict[str, Child], notes: 
             entry["heartbeats_per_task"] = heartbeats
         if kind in history:
             entry["history"] = history[kind]
-            entry["billable_actions_per_task"] = history[kind]["billable_events"] + entry.get("heartbeats_per_task", 0)
-        entry["parked"] = parked[kind]
+            entry["billable_actions_per_task"] = history[kind]["billable_events"] + entry.get(
+                "heartbeats_per_task", 0
+            )
+        if kind in parked:
+            entry["parked"] = parked[kind]
         report["engines"][kind] = entry
     report["ratios"] = _ratios(report["engines"])
     if profile:
@@ -595,8 +649,18 @@ async def _profiled(child: Child, n: int) -> dict[str, Any]:
     raw = RESULTS / "profile-temporal.txt"
     pid = child.ready["pid"]
     recorder = await asyncio.create_subprocess_exec(
-        spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "-o", str(raw),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        spy,
+        "record",
+        "--pid",
+        str(pid),
+        "--format",
+        "raw",
+        "--rate",
+        "200",
+        "-o",
+        str(raw),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     await asyncio.sleep(1.0)
     burst = await child.call("burst", n=n)
@@ -629,7 +693,7 @@ def _frame(frame: str) -> str:
 def _ratios(engines: dict[str, Any]) -> dict[str, Any]:
     metrics = ("end_to_end", "submit", "get_running", "get_finished", "cancel")
     ratios: dict[str, Any] = {}
-    for base in ("bare", "tasks-memory"):
+    for base in ("bare", "tasks-memory", "temporal-baseline"):
         if base not in engines or "temporal" not in engines:
             continue
         ours, ref = engines["temporal"], engines[base]
@@ -637,7 +701,9 @@ def _ratios(engines: dict[str, Any]) -> dict[str, Any]:
         entry["throughput"] = round(ours["throughput_tasks_per_s"] / ref["throughput_tasks_per_s"], 2)
         ratios[f"temporal/{base}"] = entry
     if "history" in engines.get("bare", {}) and "history" in engines.get("temporal", {}):
-        ratios["history_events_extra"] = engines["temporal"]["history"]["events"] - engines["bare"]["history"]["events"]
+        ratios["history_events_extra"] = (
+            engines["temporal"]["history"]["events"] - engines["bare"]["history"]["events"]
+        )
     return ratios
 
 
@@ -649,7 +715,13 @@ def chart(report: dict[str, Any], path: Path) -> None:
 
     engines = list(report["engines"])
     labels = [LABELS[e] for e in engines]
-    colors = {"tasks-memory": "#9ecae1", "tasks-redis": "#d62728", "bare": "#7f7f7f", "temporal": "#2ca02c"}
+    colors = {
+        "tasks-memory": "#9ecae1",
+        "tasks-redis": "#d62728",
+        "bare": "#7f7f7f",
+        "temporal": "#2ca02c",
+        "temporal-baseline": "#98df8a",
+    }
     panels = [
         ("end_to_end", "end to end, ms"),
         ("submit", "submit, ms"),
@@ -664,15 +736,20 @@ def chart(report: dict[str, Any], path: Path) -> None:
         for engine in engines:
             value = report["engines"][engine].get(metric)
             if metric == "parked":
-                heights.append(value["mb_per_1000"]), errors.append(0)
+                heights.append(value["mb_per_1000"] if value else 0), errors.append(0)
             elif isinstance(value, dict):
                 heights.append(value["p50"]), errors.append(value["p95"] - value["p50"])
             else:
                 heights.append(value or 0), errors.append(0)
         ax.bar(range(len(engines)), heights, yerr=errors, color=[colors[e] for e in engines], capsize=3)
         ax.set_xticks(range(len(engines)), labels, rotation=20, ha="right", fontsize=8)
-        ax.set_title(title + ("" if metric in ("throughput_tasks_per_s", "parked") else " (p50, bar to p95)"), fontsize=9)
-    fig.suptitle("fastmcp-temporal vs fastmcp-tasks vs bare Temporal, one run, one sqlite-WAL dev server", fontsize=11)
+        ax.set_title(
+            title + ("" if metric in ("throughput_tasks_per_s", "parked") else " (p50, bar to p95)"),
+            fontsize=9,
+        )
+    fig.suptitle(
+        "fastmcp-temporal vs fastmcp-tasks vs bare Temporal, one run, one sqlite-WAL dev server", fontsize=11
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -698,9 +775,20 @@ def print_table(report: dict[str, Any]) -> None:
     extra = [
         ("throughput (tasks/s)", lambda v: f"{v['throughput_tasks_per_s']:.0f}"),
         ("history events per trivial task", lambda v: str(v["history"]["events"]) if "history" in v else "—"),
-        ("billable Actions per trivial task", lambda v: f"{v['billable_actions_per_task']:g}" if "history" in v else "—"),
-        ("Temporal RPCs per task (burst)", lambda v: f"{sum(v['temporal_rpcs_per_task'].values()):.1f}" if "temporal_rpcs_per_task" in v else "—"),
-        (f"worker MB per 1,000 parked ({report['settings']['parked']} parked)", lambda v: f"{v['parked']['mb_per_1000']:.1f}"),
+        (
+            "billable Actions per trivial task",
+            lambda v: f"{v['billable_actions_per_task']:g}" if "history" in v else "—",
+        ),
+        (
+            "Temporal RPCs per task (burst)",
+            lambda v: (
+                f"{sum(v['temporal_rpcs_per_task'].values()):.1f}" if "temporal_rpcs_per_task" in v else "—"
+            ),
+        ),
+        (
+            f"worker MB per 1,000 parked ({report['settings']['parked']} parked)",
+            lambda v: f"{v['parked']['mb_per_1000']:.1f}" if "parked" in v else "—",
+        ),
     ]
     for label, fmt in extra:
         print(f"| {label} | " + " | ".join(fmt(report["engines"][e]) for e in engines) + " |")
@@ -715,8 +803,24 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--burst", type=int, default=200)
-    parser.add_argument("--parked", type=int, default=1000, help="tasks parked on input per engine (try 10000)")
-    parser.add_argument("--profile", action="store_true", help="py-spy the fastmcp-temporal engine in the last burst")
+    parser.add_argument(
+        "--parked", type=int, default=1000, help="tasks parked on input per engine (try 10000)"
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="py-spy the fastmcp-temporal engine in the last burst"
+    )
+    parser.add_argument(
+        "--engines",
+        nargs="+",
+        choices=ENGINES,
+        default=list(ENGINES),
+        help="run only these engines (default: all available)",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="also run the fastmcp_temporal package found in this folder (e.g. an older checkout), for A/B",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "compare.json")
     parser.add_argument("--child", choices=ENGINES, help=argparse.SUPPRESS)
     parser.add_argument("--address", help=argparse.SUPPRESS)
