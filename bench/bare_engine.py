@@ -74,6 +74,21 @@ class BareTrivial:
         return await workflow.execute_activity("bare_trivial", n, result_type=int, **_options())
 
 
+@workflow.defn(name="BareTrivialLocal")
+class BareTrivialLocal:
+    """The same trivial body as a local activity: the whole task in one workflow task."""
+
+    @workflow.run
+    async def run(self, n: int) -> int:
+        return await workflow.execute_local_activity(
+            "bare_trivial",
+            n,
+            result_type=int,
+            start_to_close_timeout=timedelta(hours=1),
+            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum_attempts=5),
+        )
+
+
 @workflow.defn(name="BareHold")
 class BareHold:
     @workflow.run

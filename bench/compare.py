@@ -294,7 +294,14 @@ class BareEngine:
         self.address = address
 
     async def __aenter__(self) -> BareEngine:
-        from bare_engine import WORKER_SETTINGS, BareActivities, BareHold, BareParked, BareTrivial
+        from bare_engine import (
+            WORKER_SETTINGS,
+            BareActivities,
+            BareHold,
+            BareParked,
+            BareTrivial,
+            BareTrivialLocal,
+        )
         from temporalio.client import Client
         from temporalio.worker import Worker
 
@@ -305,7 +312,7 @@ class BareEngine:
         self.worker = Worker(
             self.client,
             task_queue=self.queue,
-            workflows=[BareTrivial, BareHold, BareParked],
+            workflows=[BareTrivial, BareTrivialLocal, BareHold, BareParked],
             activities=[self.acts.trivial, self.acts.hold],
             **WORKER_SETTINGS,
         )
@@ -334,6 +341,9 @@ class BareEngine:
         t0 = time.perf_counter()
         await (await self._start_async("BareTrivial", 1)).result()
         out["end_to_end"].append(_ms(t0))
+        t0 = time.perf_counter()
+        await (await self._start_async("BareTrivialLocal", 1)).result()
+        out["end_to_end_local_activity"].append(_ms(t0))
 
         t0 = time.perf_counter()
         handle = await self._start_async("BareTrivial", 1)
@@ -384,7 +394,12 @@ class BareEngine:
     async def history(self) -> dict[str, Any]:
         handle = await self._start_async("BareTrivial", 2)
         await handle.result()
-        return await _history_counts(self.client, handle.id)
+        local = await self._start_async("BareTrivialLocal", 2)
+        await local.result()
+        return {
+            **await _history_counts(self.client, handle.id),
+            "local_activity": await _history_counts(self.client, local.id),
+        }
 
     async def park(self, n: int) -> dict[str, Any]:
         before = await _settled_rss()
@@ -763,6 +778,7 @@ def print_table(report: dict[str, Any]) -> None:
         ("tasks/get finished", "get_finished"),
         ("cancel -> CancelledError", "cancel"),
         ("workflow duration in Temporal", "workflow_duration"),
+        ("end to end, tool as a local activity", "end_to_end_local_activity"),
     ]
     print("| p50 / p95 ms | " + " | ".join(LABELS[e] for e in engines) + " |")
     print("| --- |" + " --- |" * len(engines))
