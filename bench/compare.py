@@ -272,7 +272,10 @@ class McpEngine:
             async with limit:
                 return await self._submit("park", {})
 
+        ran = self.parked_bodies
         tasks = await asyncio.gather(*(one() for _ in range(n)))
+        while self.parked_bodies - ran < n:
+            await asyncio.sleep(0.5)
         pending = list(tasks)
         while pending:
             await asyncio.sleep(0.5)
@@ -408,13 +411,14 @@ class BareEngine:
         handles = await asyncio.gather(
             *(_bounded(limit, self._start_async("BareParked", i)) for i in range(n))
         )
+        while self.acts.ran - ran < n:
+            await asyncio.sleep(0.5)
         pending = list(handles)
         while pending:
             await asyncio.sleep(0.5)
             descriptions = await asyncio.gather(*(_bounded(limit, h.describe()) for h in pending))
             pending = [h for h, d in zip(pending, descriptions) if not _parked(d)]
         after = await _settled_rss()
-        assert self.acts.ran - ran >= n
         return {
             "parked": n,
             "rss_before_mb": before,
