@@ -270,7 +270,13 @@ class McpEngine:
 
         async def one() -> Any:
             async with limit:
-                return await self._submit("park", {})
+                for attempt in range(5):  # an overloaded dev server refuses now and then
+                    try:
+                        return await self._submit("park", {})
+                    except Exception:
+                        if attempt == 4:
+                            raise
+                        await asyncio.sleep(1 + attempt)
 
         ran = self.parked_bodies
         tasks = await asyncio.gather(*(one() for _ in range(n)))
@@ -760,7 +766,8 @@ def chart(report: dict[str, Any], path: Path) -> None:
                 heights.append(value["p50"]), errors.append(value["p95"] - value["p50"])
             else:
                 heights.append(value or 0), errors.append(0)
-        ax.bar(range(len(engines)), heights, yerr=errors, color=[colors[e] for e in engines], capsize=3)
+        spread = [[0] * len(errors), errors] if any(errors) else None
+        ax.bar(range(len(engines)), heights, yerr=spread, color=[colors[e] for e in engines], capsize=3)
         ax.set_xticks(range(len(engines)), labels, rotation=20, ha="right", fontsize=8)
         ax.set_title(
             title + ("" if metric in ("throughput_tasks_per_s", "parked") else " (p50, bar to p95)"),
