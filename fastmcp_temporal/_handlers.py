@@ -29,6 +29,7 @@ from fastmcp_tasks.models import (
 )
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
+from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure
 from temporalio.client import (
     WorkflowExecutionDescription,
     WorkflowFailureError,
@@ -165,7 +166,7 @@ class TaskMethods:
         try:
             description, memo = await (self._shared_read(handle) if shared else _read(handle))
         except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
+            if exc.status == RPCStatusCode.NOT_FOUND and not _namespace_missing(exc):
                 raise task_not_found(task_id) from None
             raise
         if memo.get("scope") != scope_tag or _expired(description, memo):
@@ -291,6 +292,11 @@ class TaskMethods:
 
 def task_not_found(task_id: str) -> MCPError:
     return MCPError(code=mcp_types.INVALID_PARAMS, message=f"Task {task_id} not found")
+
+
+def _namespace_missing(exc: RPCError) -> bool:
+    """A busy server can briefly not find the namespace: a retryable fault, not a missing task."""
+    return any(detail.Is(NamespaceNotFoundFailure.DESCRIPTOR) for detail in exc.grpc_status.details)
 
 
 async def _read(handle: WorkflowHandle[Any, Any]) -> tuple[WorkflowExecutionDescription, dict[str, Any]]:
