@@ -285,8 +285,10 @@ class McpEngine:
         pending = list(tasks)
         while pending:
             await asyncio.sleep(0.5)
-            statuses = await asyncio.gather(*(_bounded(limit, t.status()) for t in pending))
-            pending = [t for t, s in zip(pending, statuses) if s.status != "input_required"]
+            statuses = await asyncio.gather(
+                *(_bounded(limit, t.status()) for t in pending), return_exceptions=True
+            )
+            pending = [t for t, s in zip(pending, statuses) if getattr(s, "status", None) != "input_required"]
         after = await _settled_rss()
         return {
             "parked": n,
@@ -422,8 +424,10 @@ class BareEngine:
         pending = list(handles)
         while pending:
             await asyncio.sleep(0.5)
-            descriptions = await asyncio.gather(*(_bounded(limit, h.describe()) for h in pending))
-            pending = [h for h, d in zip(pending, descriptions) if not _parked(d)]
+            descriptions = await asyncio.gather(
+                *(_bounded(limit, h.describe()) for h in pending), return_exceptions=True
+            )
+            pending = [h for h, d in zip(pending, descriptions) if isinstance(d, Exception) or not _parked(d)]
         after = await _settled_rss()
         return {
             "parked": n,
