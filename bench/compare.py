@@ -288,7 +288,8 @@ class McpEngine:
             statuses = await asyncio.gather(
                 *(_bounded(limit, t.status()) for t in pending), return_exceptions=True
             )
-            pending = [t for t, s in zip(pending, statuses) if getattr(s, "status", None) != "input_required"]
+            # a task that failed instead of parking (an overloaded worker) is settled too
+            pending = [t for t, s in zip(pending, statuses) if getattr(s, "status", "working") == "working"]
         after = await _settled_rss()
         return {
             "parked": n,
