@@ -66,7 +66,11 @@ async def _measure(address: str) -> dict[str, list[float]]:
             await asyncio.sleep(LEG_HOLD)
         return _ask(done + 1) if done < ROUNDS else "done"
 
-    figures: dict[str, list[float]] = {"update sent -> ack": [], "ack -> leg start": [], "ack -> get working": []}
+    figures: dict[str, list[float]] = {
+        "update sent -> ack": [],
+        "ack -> leg start": [],
+        "ack -> get working": [],
+    }
     async with Client(mcp) as client:
         task = await call_tool_task(client, "rounds")
         answered: set[str] = set()
@@ -81,7 +85,8 @@ async def _measure(address: str) -> dict[str, list[float]]:
             answered.add(key)
             update = UpdateTaskRequest(
                 params=UpdateTaskRequestParams(
-                    task_id=task.task_id, input_responses={key: {"action": "accept", "content": {"value": "y"}}}
+                    task_id=task.task_id,
+                    input_responses={key: {"action": "accept", "content": {"value": "y"}}},
                 )
             )
             sent = time.perf_counter()

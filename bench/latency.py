@@ -68,16 +68,24 @@ async def main(rounds: int) -> None:
             mcp, gate = build(server.address)
             async with Client(mcp) as client:
                 await client.call_tool("trivial", {"n": 0})  # warm up
-                print(f"plain call            {await timed(rounds, lambda: client.call_tool('plain', {'n': 1}))}")
-                print(f"task end to end       {await timed(rounds, lambda: client.call_tool('trivial', {'n': 1}))}")
-                print(f"submit                {await timed(rounds, lambda: call_tool_task(client, 'trivial', {'n': 1}))}")
+                print(
+                    f"plain call            {await timed(rounds, lambda: client.call_tool('plain', {'n': 1}))}"
+                )
+                print(
+                    f"task end to end       {await timed(rounds, lambda: client.call_tool('trivial', {'n': 1}))}"
+                )
+                print(
+                    f"submit                {await timed(rounds, lambda: call_tool_task(client, 'trivial', {'n': 1}))}"
+                )
                 running = await call_tool_task(client, "waits")
                 print(f"tasks/get (running)   {await timed(rounds, running.status)}")
                 gate.set()
                 count = 200
                 start = time.perf_counter()
                 await asyncio.gather(*(client.call_tool("trivial", {"n": i}) for i in range(count)))
-                print(f"throughput            {count / (time.perf_counter() - start):6.1f} tasks/s ({count} at once)")
+                print(
+                    f"throughput            {count / (time.perf_counter() - start):6.1f} tasks/s ({count} at once)"
+                )
         finally:
             server.stop()
 

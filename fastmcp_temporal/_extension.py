@@ -287,6 +287,7 @@ def build_worker(client: Client, server: FastMCP, settings: TemporalTasksSetting
     return Worker(
         client,
         task_queue=settings.task_queue,
+        max_cached_workflows=settings.max_cached_workflows,
         plugins=[McpTasksPlugin(server, enter_server_lifespan=False)],
     )
 

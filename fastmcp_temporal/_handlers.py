@@ -5,11 +5,16 @@ history once the workflow is closed, so they need no worker online. An update is
 signal that Temporal has persisted before we acknowledge it; the workflow applies
 it. Every lookup derives the workflow id from the caller's own scope, so a missing,
 expired or foreign task id all get the same -32602.
+
+Reads are cheap because the MCP client polls: concurrent reads of one task share one
+`describe()`, and a closed task (which never changes again) is answered from a
+bounded in-process cache until its TTL ends, without calling Temporal.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -24,6 +29,7 @@ from fastmcp_tasks.models import (
 )
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
+from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure
 from temporalio.client import (
     WorkflowExecutionDescription,
     WorkflowFailureError,
@@ -45,10 +51,16 @@ from fastmcp_temporal.workflows.models import (
 DEFAULT_POLL_INTERVAL_MS = 5000
 
 # How long an update waits for the workflow to show its answers applied, so the
-# client's immediate re-poll never sees an answered request again.
+# client's immediate re-poll never sees an answered request again. The re-reads back
+# off (20 ms growing to 500 ms): ~17 `describe()` calls when no worker applies them.
 _APPLY_WAIT = timedelta(seconds=5)
-_APPLY_POLL = 0.02
+_APPLY_FIRST_POLL = 0.02
+_APPLY_MAX_POLL = 0.5
+_APPLY_BACKOFF = 1.5
 _REMEMBERED_ANSWERS = 10_000
+# Closed tasks answered from memory: at most this many, each result at most this big.
+_CLOSED_CACHE_ENTRIES = 1_000
+_CLOSED_CACHE_MAX_RESULT_CHARS = 64 * 1024
 
 
 @dataclass
@@ -72,6 +84,18 @@ class _Task:
         return dict(self.memo.get("inputRequests") or {})
 
 
+@dataclass(frozen=True)
+class _Closed:
+    """What a closed task answers until its TTL ends; it never changes again."""
+
+    status: TaskStatus
+    fields: dict[str, Any]
+    created_at: str
+    ttl_ms: int
+    poll_interval_ms: int
+    expires_at: datetime
+
+
 class TaskMethods:
     """The three task methods for one running extension."""
 
@@ -80,13 +104,18 @@ class TaskMethods:
         # Keys this process has delivered whose retirement the workflow has not
         # shown yet (no worker online); hidden from reads so nobody asks twice.
         self._answered: OrderedDict[str, set[str]] = OrderedDict()
+        self._closed: OrderedDict[str, _Closed] = OrderedDict()
+        self._reads: dict[str, asyncio.Future[tuple[WorkflowExecutionDescription, dict[str, Any]]]] = {}
 
     async def get(self, task_id: str) -> GetTaskResult:
-        task = await self._find(task_id)
+        closed = self._cached_closed(task_id)
+        if closed is not None:
+            return self._closed_result(task_id, closed)
+        task = await self._find(task_id, shared=True)
         fields: dict[str, Any] = {}
         if not task.running:
-            status, fields = await self._closed_state(task)
-        elif task.cancel_requested:
+            return self._closed_result(task_id, await self._close(task))
+        if task.cancel_requested:
             status = "cancelled"
         elif outstanding := self._unanswered(task):
             status, fields = "input_required", {"input_requests": outstanding}
@@ -95,6 +124,8 @@ class TaskMethods:
         return self._result(task, status, **fields)
 
     async def update(self, task_id: str, responses: dict[str, Any]) -> UpdateTaskResult:
+        if self._cached_closed(task_id) is not None:
+            return UpdateTaskResult()  # closed: nothing is waiting for answers
         task = await self._find(task_id)
         outstanding = self._unanswered(task)
         answers = {
@@ -111,6 +142,7 @@ class TaskMethods:
                     raise
                 return UpdateTaskResult()  # closed meanwhile: nothing is waiting for answers
             self._remember_answered(task_id, answers)
+            self._reads.pop(task.handle.id, None)
             await self._wait_until_applied(task, set(answers))
         return UpdateTaskResult()
 
@@ -126,26 +158,86 @@ class TaskMethods:
             raise MCPError(code=mcp_types.INVALID_PARAMS, message=refusal)
 
     async def cancel(self, task_id: str) -> CancelTaskResult:
-        task = await self._find(task_id)
+        if self._cached_closed(task_id) is not None:
+            return CancelTaskResult()
+        task = await self._find(task_id, shared=True)
         if task.running and not task.cancel_requested:
             await task.handle.cancel()
+            self._reads.pop(task.handle.id, None)  # later reads must see the cancel
         return CancelTaskResult()
 
-    async def _find(self, task_id: str) -> _Task:
+    async def _find(self, task_id: str, *, shared: bool = False) -> _Task:
+        """Describe the task's workflow; `shared` joins a read of it already under way.
+
+        Writes (update, cancel) read fresh and drop the shared read, so no read that
+        starts after their acknowledgement returns an older state.
+        """
         scope_tag = current_scope_tag()
         handle = self._backend.client.get_workflow_handle(
             workflow_id(scope_tag, task_id), result_type=TaskOutcome
         )
         try:
-            description = await handle.describe()
+            description, memo = await (self._shared_read(handle) if shared else _read(handle))
         except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
+            if exc.status == RPCStatusCode.NOT_FOUND and not _namespace_missing(exc):
                 raise task_not_found(task_id) from None
             raise
-        memo = await description.memo()
         if memo.get("scope") != scope_tag or _expired(description, memo):
             raise task_not_found(task_id)
         return _Task(task_id, handle, description, memo)
+
+    async def _shared_read(
+        self, handle: WorkflowHandle[Any, Any]
+    ) -> tuple[WorkflowExecutionDescription, dict[str, Any]]:
+        read = self._reads.get(handle.id)
+        if read is None:
+            read = asyncio.ensure_future(_read(handle))
+            self._reads[handle.id] = read
+            read.add_done_callback(lambda done: self._drop_read(handle.id, done))
+        return await asyncio.shield(read)
+
+    def _drop_read(self, key: str, done: asyncio.Future[Any]) -> None:
+        if self._reads.get(key) is done:
+            del self._reads[key]
+        if not done.cancelled():
+            done.exception()  # every reader may have gone; the error is theirs, not the loop's
+
+    def _cached_closed(self, task_id: str) -> _Closed | None:
+        key = workflow_id(current_scope_tag(), task_id)
+        closed = self._closed.get(key)
+        if closed is not None and closed.expires_at < datetime.now(timezone.utc):
+            del self._closed[key]
+            return None
+        return closed
+
+    async def _close(self, task: _Task) -> _Closed:
+        """The closed task's final answer, remembered when small enough."""
+        status, fields = await self._closed_state(task)
+        memo = task.memo
+        closed = _Closed(
+            status=status,
+            fields=fields,
+            created_at=memo.get("createdAt") or task.description.start_time.isoformat(),
+            ttl_ms=int(memo.get("ttlMs") or self._backend.ttl_ms),
+            poll_interval_ms=int(memo.get("pollIntervalMs") or DEFAULT_POLL_INTERVAL_MS),
+            expires_at=_expires_at(task.description, memo),
+        )
+        if len(json.dumps(fields.get("result"), default=str)) <= _CLOSED_CACHE_MAX_RESULT_CHARS:
+            self._closed[task.handle.id] = closed
+            while len(self._closed) > _CLOSED_CACHE_ENTRIES:
+                self._closed.popitem(last=False)
+        return closed
+
+    def _closed_result(self, task_id: str, closed: _Closed) -> GetTaskResult:
+        return GetTaskResult(
+            task_id=task_id,
+            status=closed.status,
+            created_at=closed.created_at,
+            last_updated_at=datetime.now(timezone.utc).isoformat(),
+            ttl_ms=closed.ttl_ms,
+            poll_interval_ms=closed.poll_interval_ms,
+            **closed.fields,
+        )
 
     async def _closed_state(self, task: _Task) -> tuple[TaskStatus, dict[str, Any]]:
         status = task.description.status
@@ -180,13 +272,16 @@ class TaskMethods:
 
     async def _wait_until_applied(self, task: _Task, keys: set[str]) -> None:
         """Wait (bounded) until the workflow's memo no longer lists the answered keys."""
-        deadline = asyncio.get_running_loop().time() + _APPLY_WAIT.total_seconds()
-        while asyncio.get_running_loop().time() < deadline:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _APPLY_WAIT.total_seconds()
+        pause = _APPLY_FIRST_POLL
+        while loop.time() < deadline:
+            await asyncio.sleep(min(pause, max(deadline - loop.time(), 0)))
             current = await self._find(task.task_id)
             if not keys & set(current.outstanding()):
                 self._forget_answered(task.task_id, keys)
                 return
-            await asyncio.sleep(_APPLY_POLL)
+            pause = min(pause * _APPLY_BACKOFF, _APPLY_MAX_POLL)
 
     def _forget_answered(self, task_id: str, keys: set[str]) -> None:
         """The workflow shows these keys retired; stop hiding them (others may still wait)."""
@@ -212,11 +307,25 @@ def task_not_found(task_id: str) -> MCPError:
     return MCPError(code=mcp_types.INVALID_PARAMS, message=f"Task {task_id} not found")
 
 
+def _namespace_missing(exc: RPCError) -> bool:
+    """A busy server can briefly not find the namespace: a retryable fault, not a missing task."""
+    return any(detail.Is(NamespaceNotFoundFailure.DESCRIPTOR) for detail in exc.grpc_status.details)
+
+
+async def _read(handle: WorkflowHandle[Any, Any]) -> tuple[WorkflowExecutionDescription, dict[str, Any]]:
+    description = await handle.describe()
+    return description, await description.memo()
+
+
+def _expires_at(description: WorkflowExecutionDescription, memo: dict[str, Any]) -> datetime:
+    assert description.close_time is not None
+    return description.close_time + timedelta(milliseconds=int(memo.get("ttlMs") or 0))
+
+
 def _expired(description: WorkflowExecutionDescription, memo: dict[str, Any]) -> bool:
     if description.close_time is None:
         return False
-    ttl = timedelta(milliseconds=int(memo.get("ttlMs") or 0))
-    return description.close_time + ttl < datetime.now(timezone.utc)
+    return _expires_at(description, memo) < datetime.now(timezone.utc)
 
 
 def _validated_answer(key: str, request: dict[str, Any], raw: Any) -> dict[str, Any]:

@@ -56,6 +56,12 @@ class TemporalTasksSettings(BaseSettings):
         default=5, ge=0, description="Attempts per leg after crashes or timeouts; 0 is unlimited."
     )
     max_concurrent_activities: int = Field(default=50, ge=1)
+    max_cached_workflows: int = Field(
+        default=1_000,
+        ge=0,
+        description="Task workflows a worker keeps in memory; a parked task past this is evicted, "
+        "holds nothing, and is replayed from history when answered (0 disables the cache).",
+    )
     shutdown_grace: timedelta = Field(
         default=timedelta(seconds=5),
         description="How long running tool legs may finish when the worker stops; then they are retried elsewhere.",
