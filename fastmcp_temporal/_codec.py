@@ -87,8 +87,10 @@ def encrypted_data_converter(key: str | None, payload_store: str = "none") -> Da
     Failures carry their message and stack trace in an encoded attribute, so a tool's
     exception text is encrypted too; clients with the key read them back unchanged.
     """
+    from fastmcp_temporal._ordered_json import keeping_key_order
     from fastmcp_temporal._payloads import STORED_PAYLOAD_LIMIT, payload_storage
 
-    converter = with_encryption(DataConverter.default, key) if key else DataConverter.default
+    converter = keeping_key_order(DataConverter.default)
+    converter = with_encryption(converter, key) if key else converter
     storage = payload_storage(payload_store, None, STORED_PAYLOAD_LIMIT)
     return dataclasses.replace(converter, external_storage=storage)

@@ -36,6 +36,7 @@ from fastmcp_temporal._devserver import (
     reuse_or_start_dev_server,
 )
 from fastmcp_temporal._metrics import client_runtime
+from fastmcp_temporal._ordered_json import keeping_key_order
 from fastmcp_temporal._payloads import payload_storage
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal._tracing import client_interceptors
@@ -102,7 +103,7 @@ def tasks_data_converter(
     `payload_folder` is where `payload_store='auto'` keeps payloads (the embedded dev
     server's state folder); without one, 'auto' stores nothing outside history.
     """
-    converter = base or DataConverter.default
+    converter = keeping_key_order(base or DataConverter.default)
     key = settings.encryption_key
     if key is not None and converter.payload_codec is None:
         converter = with_encryption(converter, key.get_secret_value())

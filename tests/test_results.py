@@ -13,6 +13,7 @@ argument coercion and rejection at submission, the tool's own `timeout=`, and
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -72,7 +73,7 @@ async def returns_bool() -> bool:
 
 
 async def returns_dict() -> dict[str, Any]:
-    return {"a": 1, "nested": {"b": [1, 2]}}
+    return {"zeta": 1, "nested": {"b": [1, 2], "a": 0}}  # keys out of order, kept as built
 
 
 async def returns_list() -> list[int]:
@@ -170,7 +171,7 @@ RETURN_CASES = [
     pytest.param(returns_int, {}, {"structuredContent": {"result": 36}, "_meta": WRAPPED}, id="int"),
     pytest.param(returns_float, {}, {"structuredContent": {"result": 2.5}}, id="float"),
     pytest.param(returns_bool, {}, {"structuredContent": {"result": True}}, id="bool"),
-    pytest.param(returns_dict, {}, {"structuredContent": {"a": 1, "nested": {"b": [1, 2]}}}, id="dict"),
+    pytest.param(returns_dict, {}, {"structuredContent": {"zeta": 1, "nested": {"b": [1, 2], "a": 0}}}, id="dict"),
     pytest.param(returns_list, {}, {"structuredContent": {"result": [1, 2, 3]}}, id="list"),
     pytest.param(returns_model, {}, {"structuredContent": {"x": 1, "y": 2}}, id="pydantic"),
     pytest.param(returns_dataclass, {}, {"structuredContent": {"left": "l", "right": [4, 5]}}, id="dataclass"),
@@ -270,13 +271,18 @@ async def run_as_task(client: Client, args: dict[str, Any] | None = None) -> tup
     return result, await task.status()
 
 
+def same_bytes(tasked: dict[str, Any], sync: dict[str, Any]) -> bool:
+    """The same JSON text, key order included."""
+    return json.dumps(tasked) == json.dumps(sync)
+
+
 async def assert_same_result(clients: Clients, args: dict[str, Any] | None = None) -> dict[str, Any]:
     """Assert the tasked and the sync "x" give the client identical results; return the wire form."""
     args = args or {}
     tasked, final = await run_as_task(clients.tasked, args)
     assert final.status == "completed"
     expected = wire(await clients.sync.call_tool_mcp("x", args))
-    assert wire(mcp_types.CallToolResult.model_validate(final.result)) == expected
+    assert same_bytes(wire(mcp_types.CallToolResult.model_validate(final.result)), expected)
     assert parsed(tasked) == parsed(await clients.sync.call_tool("x", args, raise_on_error=False))
     return expected
 

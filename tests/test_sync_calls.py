@@ -15,7 +15,6 @@ a task's.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -134,12 +133,8 @@ async def ran_once_on_a_worker(extension: TemporalTasksExtension, execution: Wor
 
 
 def same_json(durable: mcp_types.CallToolResult, inline: mcp_types.CallToolResult) -> bool:
-    """The same JSON on the wire, every field and value.
-
-    Only the order of keys inside free-form objects (`_meta`, `structuredContent`) may
-    differ: Temporal's JSON converter stores them sorted, as it does for tasks.
-    """
-    return json.loads(durable.model_dump_json(by_alias=True)) == json.loads(inline.model_dump_json(by_alias=True))
+    """The same JSON on the wire, byte for byte (key order inside `structuredContent` included)."""
+    return durable.model_dump_json(by_alias=True) == inline.model_dump_json(by_alias=True)
 
 
 async def assert_same_answer(pair: Pair, args: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -1,0 +1,50 @@
+"""JSON payloads that keep each object's key order.
+
+Temporal's default JSON converter sorts object keys, so a tool's `structuredContent`
+and `_meta` would reach the caller in another order than a synchronous call sends
+them. Every client and worker of a task queue encodes with the order the tool built
+instead, so tasks and durable calls answer with the same bytes as an inline call.
+Decoding is unchanged: any Temporal JSON reader reads these payloads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from temporalio.api.common.v1 import Payload
+from temporalio.converter import (
+    AdvancedJSONEncoder,
+    CompositePayloadConverter,
+    DataConverter,
+    DefaultPayloadConverter,
+    JSONPlainPayloadConverter,
+)
+
+
+class OrderedJSONPayloadConverter(JSONPlainPayloadConverter):
+    """`json/plain` exactly as Temporal writes it, but with keys in insertion order."""
+
+    def to_payload(self, value: Any) -> Payload | None:
+        data = json.dumps(value, cls=AdvancedJSONEncoder, separators=(",", ":"))
+        return Payload(metadata={"encoding": self.encoding.encode()}, data=data.encode())
+
+
+class TasksPayloadConverter(CompositePayloadConverter):
+    """Temporal's default payload converters, with `OrderedJSONPayloadConverter` for JSON."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            *(
+                OrderedJSONPayloadConverter() if isinstance(converter, JSONPlainPayloadConverter) else converter
+                for converter in DefaultPayloadConverter.default_encoding_payload_converters
+            )
+        )
+
+
+def keeping_key_order(converter: DataConverter) -> DataConverter:
+    """`converter` writing JSON in key order, unless it brings a payload converter of its own."""
+    if converter.payload_converter_class is not DefaultPayloadConverter:
+        return converter
+    return dataclasses.replace(converter, payload_converter_class=TasksPayloadConverter)
