@@ -37,8 +37,7 @@ from temporalio.client import WorkflowExecution, WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension, TemporalTasksSettings, execution_policy
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG
-from test_context import identity, serving_http, verifier, whoami
-from test_results import (
+from result_cases import (
     INVALID_CALLS,
     RETURN_CASES,
     raises_protocol_error,
@@ -46,19 +45,12 @@ from test_results import (
     raises_value_error,
     raises_value_error_without_ctx,
     sleeps_past_timeout,
-    square,
     wire,
 )
+from servers import NoTasksClient, identity, server_with, serving_http, square, verifier, whoami
+from task_wire import DEADLINE
 
 pytestmark = pytest.mark.anyio
-
-DEADLINE = 30
-
-
-class NoTasksClient(Client):
-    """A modern client that does not fold in the tasks extension, so it never opts in."""
-
-    _auto_internal_extensions = False
 
 
 @dataclass
@@ -83,8 +75,7 @@ async def durable_and_inline(
         clients, extensions = [], []
         for sync_calls in ("workflow", "inline"):
             extension = make_extension(sync_calls=sync_calls)
-            server = FastMCP("sync-calls", **server_options)
-            server.add_extension(extension)
+            server = server_with(extension, **server_options)
             register(server)
             clients.append(await stack.enter_async_context(client(server, **(client_options or {}))))
             extensions.append(extension)
@@ -112,13 +103,6 @@ async def call_workflows(extension: TemporalTasksExtension, expected: int = 1) -
                 assert all(w.id.startswith(f"mcp-call/{ANONYMOUS_SCOPE_TAG}/") for w in found), found
                 return found
             await anyio.sleep(0.1)
-
-
-async def no_workflows(extension: TemporalTasksExtension) -> None:
-    client = extension.client
-    assert client is not None
-    query = f"TaskQueue = '{extension.temporal_settings.task_queue}'"
-    assert [w.id async for w in client.list_workflows(query)] == []
 
 
 async def ran_once_on_a_worker(extension: TemporalTasksExtension, execution: WorkflowExecution) -> None:
@@ -248,7 +232,10 @@ async def test_invalid_arguments_get_the_same_rejection_and_start_nothing(make_e
         inline = await pair.inline.call_tool_mcp("x", args)
         assert durable.is_error is True
         assert same_json(durable, inline)
-        await no_workflows(pair.extension)
+        # A workflow started by the rejected call would be listed no later than this one's.
+        assert (await pair.durable.call_tool("x", {"n": 2})).data == 4
+        (execution,) = await call_workflows(pair.extension)
+        await ran_once_on_a_worker(pair.extension, execution)
 
 
 async def test_a_legacy_era_client_is_served_by_a_workflow_too(make_extension) -> None:
@@ -264,8 +251,7 @@ async def test_a_legacy_era_client_is_served_by_a_workflow_too(make_extension) -
 
 async def test_a_tools_policy_overrides_the_extension_default(make_extension) -> None:
     extension = make_extension()  # sync_calls="inline"
-    server = FastMCP("policy")
-    server.add_extension(extension)
+    server = server_with(extension)
 
     @server.tool(task=True)
     @execution_policy(sync_calls="workflow")
@@ -278,25 +264,29 @@ async def test_a_tools_policy_overrides_the_extension_default(make_extension) ->
 
     async with NoTasksClient(server) as client:
         assert (await client.call_tool("inline", {"n": 1})).data == 3
-        await no_workflows(extension)
         assert (await client.call_tool("durable", {"n": 1})).data == 2
+        # a workflow for the inline call would be listed no later than the durable call's
         (execution,) = await call_workflows(extension)
         await ran_once_on_a_worker(extension, execution)
 
 
 async def test_a_tools_policy_can_keep_it_inline(make_extension) -> None:
     extension = make_extension(sync_calls="workflow")
-    server = FastMCP("policy")
-    server.add_extension(extension)
+    server = server_with(extension)
 
     @server.tool(task=True)
     @execution_policy(sync_calls="inline")
     async def quick(n: int) -> int:
         return n
 
+    server.tool(square, task=True)  # follows the extension: served by a workflow
+
     async with NoTasksClient(server) as client:
         assert (await client.call_tool("quick", {"n": 4})).data == 4
-        await no_workflows(extension)
+        assert (await client.call_tool("square", {"n": 4})).data == 16
+        # a workflow for the inline call would be listed no later than square's
+        (execution,) = await call_workflows(extension)
+        await ran_once_on_a_worker(extension, execution)
 
 
 def test_the_mode_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -326,8 +316,7 @@ async def test_an_opted_in_client_still_gets_a_task(make_extension) -> None:
 async def test_a_cancelled_request_cancels_the_workflow_and_the_tool(make_extension, transport) -> None:
     """In memory the client sends `notifications/cancelled`; over 2026 HTTP it closes the response stream."""
     extension = make_extension(sync_calls="workflow")
-    server = FastMCP("cancel")
-    server.add_extension(extension)
+    server = server_with(extension)
     started, stopped = asyncio.Event(), asyncio.Event()
 
     @server.tool(task=True)
@@ -362,8 +351,7 @@ async def test_a_cancelled_request_cancels_the_workflow_and_the_tool(make_extens
 
 async def test_an_operator_cancelling_the_workflow_ends_the_call_with_an_error(make_extension) -> None:
     extension = make_extension(sync_calls="workflow")
-    server = FastMCP("cancel")
-    server.add_extension(extension)
+    server = server_with(extension)
     started = asyncio.Event()
 
     @server.tool(task=True)
@@ -391,8 +379,7 @@ async def test_an_operator_cancelling_the_workflow_ends_the_call_with_an_error(m
 
 async def test_a_leg_that_gives_up_ends_the_call_with_the_reason(make_extension) -> None:
     extension = make_extension(sync_calls="workflow")
-    server = FastMCP("gives-up")
-    server.add_extension(extension)
+    server = server_with(extension)
 
     @server.tool(task=True)
     @execution_policy(start_to_close_timeout=timedelta(seconds=1), maximum_attempts=1)
@@ -466,9 +453,7 @@ async def test_an_ask_on_a_legacy_connection_gets_the_inline_error(make_extensio
 async def test_a_durable_call_runs_as_its_caller_in_the_callers_scope(make_extension) -> None:
     """Token, claims and headers reach the leg as they do a task's, and the scope hash is the task's."""
     extension = make_extension(sync_calls="workflow")
-    server = FastMCP("identity", auth=verifier())
-    server.add_extension(extension)
-    server.tool(whoami, task=True)
+    server = server_with(extension, whoami, auth=verifier())
 
     async with serving_http(server) as url:
         transport = StreamableHttpTransport(url, headers={"x-tenant": "acme"}, auth="token-a")
