@@ -44,6 +44,21 @@ async def tasks_cancel(client: Client, task_id: str) -> Result:
     return await client.session.send_request(request, Result)
 
 
+TASK_METHODS = ["tasks/get", "tasks/update", "tasks/cancel"]
+
+
+async def send_task_method(
+    client: Client, method: str, task_id: str, responses: dict[str, Any] | None = None
+) -> Result:
+    """One of `TASK_METHODS` by name; an update carries `responses`."""
+    if method == "tasks/get":
+        return await tasks_get(client, task_id)
+    if method == "tasks/update":
+        return await tasks_update(client, task_id, responses or {})
+    assert method == "tasks/cancel", method
+    return await tasks_cancel(client, task_id)
+
+
 def question(text: str) -> ElicitRequest:
     """A form elicitation asking for one string, `value`."""
     return ElicitRequest(
