@@ -25,14 +25,14 @@ import pytest
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
 from mcp.shared.exceptions import MCPError
-from mcp_types import ElicitRequest, InputRequiredResult
+from mcp_types import InputRequiredResult
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal._devserver import DevServer
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from task_wire import DEADLINE, status_becomes, tasks_get, tasks_update
+from task_wire import DEADLINE, question, status_becomes, tasks_get, tasks_update
 
 pytestmark = pytest.mark.anyio
 
@@ -56,7 +56,7 @@ def _server(extension: TemporalTasksExtension, runs: list[str]) -> FastMCP:
         runs.append("echo")
         if ctx.input_responses is None:
             return InputRequiredResult(
-                result_type="input_required", input_requests={"more": _question("more")}
+                result_type="input_required", input_requests={"more": question("more")}
             )
         return blob + ctx.input_responses["more"].content["value"]
 
@@ -64,7 +64,7 @@ def _server(extension: TemporalTasksExtension, runs: list[str]) -> FastMCP:
     async def ask_twice(blob: str, ctx: Context) -> str | InputRequiredResult:
         runs.append("ask_twice")
         if ctx.input_responses is None:
-            questions = {name: _question(name) for name in ("first", "second")}
+            questions = {name: question(name) for name in ("first", "second")}
             return InputRequiredResult(result_type="input_required", input_requests=questions)
         return "answered"
 
@@ -74,14 +74,6 @@ def _server(extension: TemporalTasksExtension, runs: list[str]) -> FastMCP:
         return "r" * size
 
     return mcp
-
-
-def _question(name: str) -> ElicitRequest:
-    schema = {"type": "object", "properties": {"value": {"type": "string"}}}
-    return ElicitRequest(
-        method="elicitation/create",
-        params={"mode": "form", "message": name, "requestedSchema": schema},
-    )
 
 
 def _answering(value: str) -> Any:
@@ -309,9 +301,9 @@ async def test_continue_as_new_carries_the_arguments_once(make_extension, tempor
     async def rounds(blob: str, ctx: Context) -> str | InputRequiredResult:
         done = int(ctx.request_state or 0) + (ctx.input_responses is not None)
         if done < 6:
-            question = {f"q{done}": _question(f"q{done}")}
+            requests = {f"q{done}": question(f"q{done}")}
             return InputRequiredResult(
-                result_type="input_required", input_requests=question, request_state=str(done)
+                result_type="input_required", input_requests=requests, request_state=str(done)
             )
         return "done"
 
