@@ -222,6 +222,21 @@ async def raises_protocol_error() -> str:
     raise MCPError(code=-32042, message="protocol fault", data={"x": 1})
 
 
+# (body, mask_error_details, the one text block the client gets with isError)
+ERROR_CASES = pytest.mark.parametrize(
+    ("fn", "mask", "text"),
+    [
+        pytest.param(raises_tool_error, True, "kaboom", id="tool-error-verbatim"),
+        pytest.param(raises_value_error, True, "Error calling tool 'x'", id="ctx-masked"),
+        pytest.param(raises_value_error, False, "Error calling tool 'x': secret", id="ctx-unmasked"),
+        pytest.param(raises_value_error_without_ctx, True, "Error calling tool 'x'", id="no-ctx-masked"),
+        pytest.param(
+            raises_value_error_without_ctx, False, "Error calling tool 'x': secret", id="no-ctx-unmasked"
+        ),
+    ],
+)
+
+
 async def sleeps_past_timeout() -> str:
     await anyio.sleep(30)
     return "too late"

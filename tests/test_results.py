@@ -26,13 +26,11 @@ from fastmcp_tasks.client import call_tool_task
 
 from fastmcp_temporal import TemporalTasksExtension
 from result_cases import (
+    ERROR_CASES,
     INVALID_CALLS,
     RETURN_CASES,
     SERVER_INFO,
     raises_protocol_error,
-    raises_tool_error,
-    raises_value_error,
-    raises_value_error_without_ctx,
     sleeps_past_timeout,
     wire,
 )
@@ -123,20 +121,8 @@ async def test_tasked_result_equals_sync_result(make_extension, fn, options, exp
 # --- 2. errors -------------------------------------------------------------------------
 
 
-async def test_tool_error_completes_with_its_message_verbatim(make_extension) -> None:
-    async with both(make_extension, tool(raises_tool_error)) as clients:
-        result = await assert_same_result(clients)
-    assert result["isError"] is True
-    assert result["content"] == [{"type": "text", "text": "kaboom"}]
-
-
-@pytest.mark.parametrize("fn", [raises_value_error, raises_value_error_without_ctx], ids=["ctx", "no-ctx"])
-@pytest.mark.parametrize(
-    ("mask", "text"),
-    [(True, "Error calling tool 'x'"), (False, "Error calling tool 'x': secret")],
-    ids=["masked", "unmasked"],
-)
-async def test_unexpected_error_is_masked_like_sync(make_extension, fn, mask, text) -> None:
+@ERROR_CASES
+async def test_a_tool_error_is_the_result_a_sync_call_gets(make_extension, fn, mask, text) -> None:
     async with both(make_extension, tool(fn), mask_error_details=mask) as clients:
         result = await assert_same_result(clients)
     assert result["isError"] is True

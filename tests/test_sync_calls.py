@@ -38,12 +38,10 @@ from temporalio.client import WorkflowExecution, WorkflowExecutionStatus
 from fastmcp_temporal import TemporalTasksExtension, TemporalTasksSettings, execution_policy
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG
 from result_cases import (
+    ERROR_CASES,
     INVALID_CALLS,
     RETURN_CASES,
     raises_protocol_error,
-    raises_tool_error,
-    raises_value_error,
-    raises_value_error_without_ctx,
     sleeps_past_timeout,
     wire,
 )
@@ -138,6 +136,19 @@ async def assert_same_answer(pair: Pair, args: dict[str, Any] | None = None) -> 
     return wire(durable)
 
 
+async def same_json_rpc_error(pair: Pair) -> mcp_types.ErrorData:
+    """Both servers refuse "x" with the same JSON-RPC error; the durable one after one leg."""
+    errors = []
+    for client in (pair.durable, pair.inline):
+        with anyio.fail_after(DEADLINE), pytest.raises(MCPError) as raised:
+            await client.call_tool_mcp("x", {})
+        errors.append(raised.value.error)
+    (execution,) = await call_workflows(pair.extension)
+    await ran_once_on_a_worker(pair.extension, execution)
+    assert errors[0] == errors[1]
+    return errors[0]
+
+
 # --- 1. results -------------------------------------------------------------------------
 
 
@@ -148,22 +159,11 @@ async def test_durable_call_answers_what_an_inline_call_answers(make_extension, 
     assert expect.items() <= result.items()
 
 
-async def test_tool_error_is_the_same_result(make_extension) -> None:
-    async with durable_and_inline(make_extension, tool(raises_tool_error)) as pair:
-        result = await assert_same_answer(pair)
-    assert result["isError"] is True
-    assert result["content"] == [{"type": "text", "text": "kaboom"}]
-
-
-@pytest.mark.parametrize("fn", [raises_value_error, raises_value_error_without_ctx], ids=["ctx", "no-ctx"])
-@pytest.mark.parametrize(
-    ("mask", "text"),
-    [(True, "Error calling tool 'x'"), (False, "Error calling tool 'x': secret")],
-    ids=["masked", "unmasked"],
-)
-async def test_unexpected_error_is_masked_as_inline(make_extension, fn, mask, text) -> None:
+@ERROR_CASES
+async def test_a_tool_error_is_the_same_result(make_extension, fn, mask, text) -> None:
     async with durable_and_inline(make_extension, tool(fn), mask_error_details=mask) as pair:
         result = await assert_same_answer(pair)
+    assert result["isError"] is True
     assert result["content"] == [{"type": "text", "text": text}]
 
 
@@ -201,15 +201,8 @@ async def test_errors_fastmcp_rewrites_inline_are_rewritten_the_same(make_extens
 
 async def test_a_missing_client_capability_is_the_same_json_rpc_error(make_extension) -> None:
     async with durable_and_inline(make_extension, tool(raises_missing_capability)) as pair:
-        errors = []
-        for client in (pair.durable, pair.inline):
-            with anyio.fail_after(DEADLINE), pytest.raises(MCPError) as raised:
-                await client.call_tool_mcp("x", {})
-            errors.append(raised.value.error)
-        (execution,) = await call_workflows(pair.extension)
-        await ran_once_on_a_worker(pair.extension, execution)
-    assert errors[0] == errors[1]
-    assert errors[0].code == MISSING_REQUIRED_CLIENT_CAPABILITY
+        error = await same_json_rpc_error(pair)
+    assert error.code == MISSING_REQUIRED_CLIENT_CAPABILITY
 
 
 @pytest.mark.parametrize(
@@ -436,15 +429,8 @@ async def test_an_ask_on_a_legacy_connection_gets_the_inline_error(make_extensio
     async with durable_and_inline(
         make_extension, tool(greets), client=Client, client_options={"mode": "legacy"}
     ) as pair:
-        errors = []
-        for client in (pair.durable, pair.inline):
-            with anyio.fail_after(DEADLINE), pytest.raises(MCPError) as raised:
-                await client.call_tool_mcp("x", {})
-            errors.append(raised.value.error)
-        (execution,) = await call_workflows(pair.extension)
-        await ran_once_on_a_worker(pair.extension, execution)
-    assert errors[0] == errors[1]
-    assert "only exists at MCP 2026-07-28" in errors[0].message
+        error = await same_json_rpc_error(pair)
+    assert "only exists at MCP 2026-07-28" in error.message
 
 
 # --- 5. the caller's identity and scope ---------------------------------------------------------
