@@ -24,8 +24,9 @@ a loopback port) with FastMCP's `StaticTokenVerifier`:
   root middleware wrapping submission, and proxied tools staying synchronous.
 
 Deliberate differences from the reference, asserted as such: `ctx.log` and friends log
-instead of raising. A dependency that fails to resolve ends the task `failed`, exactly as
-the reference does.
+instead of raising, and `ctx.client_supports_extension` answers for the extensions the
+submitting client declared (the reference's snapshot keeps none). A dependency that
+fails to resolve ends the task `failed`, exactly as the reference does.
 """
 
 from __future__ import annotations
@@ -378,7 +379,7 @@ async def test_the_task_context_is_a_background_context_of_the_submitting_sessio
             "state_from_task": await ctx.get_state("written_in_task"),
             "lifespan": ctx.lifespan_context.get("resource"),
             "server": ctx.fastmcp.name,
-            # the reference's snapshot has no client capabilities, so this is False there too
+            # False in the reference, whose snapshot keeps no client capabilities
             "supports_tasks": ctx.client_supports_extension(TASKS_EXTENSION_ID),
         }
 

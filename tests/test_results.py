@@ -1,12 +1,13 @@
 """A tasked call returns exactly what a synchronous call returns.
 
-Every test defines the same tool body twice, once `task=True` on a server whose tasks
-run on Temporal and once `task=False`, calls both over the MCP wire with a real
-`fastmcp.Client`, and compares what the client gets: the `CallToolResult` (content,
-structuredContent, isError, meta) and the parsed `call_tool` result. The tasked side
-is also read through `call_tool_task` + `tasks/get`, which proves it really ran as a
-task. Covered: every return type, tool errors and masking, protocol errors (`failed`),
-argument coercion and rejection at submission, the tool's own `timeout=`, and
+Every test registers the same tool body (from `result_cases`) on two servers, once
+`task=True` with its tasks on Temporal and once `task=False`, calls both over the MCP
+wire with a real `fastmcp.Client`, and compares what the client gets: the
+`CallToolResult` (content, structuredContent, isError, meta) and the parsed `call_tool`
+result. The tasked side is read through `call_tool_task` + `tasks/get`, which fails
+unless it really ran as a task. Covered: every return type, tool errors and masking,
+protocol errors (`failed`), argument coercion and rejection at submission (the
+synchronous call's error, word for word), the tool's own `timeout=`, and
 `ctx.lifespan_context` (behaviour doc §2.5, §3.4-§3.6, §9).
 """
 
