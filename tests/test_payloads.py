@@ -96,6 +96,16 @@ async def _running_on(extension: TemporalTasksExtension) -> list[str]:
     return [execution.id async for execution in extension.client.list_workflows(query)]
 
 
+async def _listed_on(extension: TemporalTasksExtension, at_least: int) -> list[str]:
+    """The workflows of this test's queue, once visibility lists `at_least` of them."""
+    assert extension.client is not None
+    query = f"TaskQueue = '{extension.temporal_settings.task_queue}'"
+    with anyio.fail_after(DEADLINE):
+        while len(ids := [execution.id async for execution in extension.client.list_workflows(query)]) < at_least:
+            await anyio.sleep(0.1)
+    return ids
+
+
 async def _none_running(extension: TemporalTasksExtension) -> None:
     """Visibility lags; wait until no workflow of this test's queue is listed as running."""
     with anyio.fail_after(DEADLINE):
@@ -152,14 +162,12 @@ async def test_oversize_arguments_are_refused_like_a_bad_call_and_start_nothing(
         (text,) = [block.text for block in refused.content]
         assert "3,14" in text and "2,080,768 bytes" in text and "PAYLOAD_STORE" in text
         assert "retry" not in text
-        await _none_running(extension)
-        assert [
-            e
-            async for e in extension.client.list_workflows(  # type: ignore[union-attr]
-                f"TaskQueue = '{extension.temporal_settings.task_queue}'"
-            )
-        ] == []
-    assert runs == []
+        # A workflow started by the refused call would be listed no later than this task's.
+        sentinel = await call_tool_task(client, "produce", {"size": 1})
+        await status_becomes(sentinel, "completed")
+        listed = await _listed_on(extension, at_least=1)
+    assert listed == [workflow_id(ANONYMOUS_SCOPE_TAG, sentinel.task_id)]
+    assert runs == ["produce"]
 
 
 async def test_an_oversize_answer_is_refused_and_nothing_is_signalled(
