@@ -10,6 +10,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from fastmcp import FastMCP
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal._devserver import DevServer, start_dev_server
+from fault_processes import AttemptLog, Processes
 
 
 @pytest.fixture(scope="session")
@@ -71,3 +73,21 @@ def mcp(make_extension: Callable[..., TemporalTasksExtension]) -> FastMCP:
     server = FastMCP("test-server")
     server.add_extension(make_extension())
     return server
+
+
+@pytest.fixture
+def attempts(tmp_path: Path) -> AttemptLog:
+    """What the fault tests' tool bodies ran, read from the lines they write."""
+    directory = tmp_path / "attempts"
+    directory.mkdir()
+    return AttemptLog(directory)
+
+
+@pytest.fixture
+def processes(tmp_path: Path, attempts: AttemptLog) -> Iterator[Processes]:
+    """Worker and server processes of one fault test, all stopped at teardown."""
+    started = Processes(tmp_path, attempts.directory)
+    try:
+        yield started
+    finally:
+        started.stop_all()

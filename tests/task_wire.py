@@ -1,4 +1,4 @@
-"""Raw `tasks/*` requests and condition waits shared by the over-the-wire tests.
+"""Raw `tasks/*` requests, asks and answers, and condition waits shared by the tests.
 
 Requests go through the client's own session, which stamps the tasks capability in
 `_meta` exactly as `fastmcp_tasks`' client does. Waits poll with a generous deadline.
@@ -20,7 +20,7 @@ from fastmcp_tasks.client_models import (
     UpdateTaskRequest,
     UpdateTaskRequestParams,
 )
-from mcp_types import Result
+from mcp_types import ElicitRequest, InputRequiredResult, Result
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
@@ -45,6 +45,68 @@ async def tasks_update(client: Client, task_id: str, responses: dict[str, Any]) 
 async def tasks_cancel(client: Client, task_id: str) -> Result:
     request = CancelTaskRequest(params=GetTaskRequestParams(task_id=task_id))
     return await client.session.send_request(request, Result)
+
+
+TASK_METHODS = ["tasks/get", "tasks/update", "tasks/cancel"]
+
+
+async def send_task_method(
+    client: Client, method: str, task_id: str, responses: dict[str, Any] | None = None
+) -> Result:
+    """One of `TASK_METHODS` by name; an update carries `responses`."""
+    if method == "tasks/get":
+        return await tasks_get(client, task_id)
+    if method == "tasks/update":
+        return await tasks_update(client, task_id, responses or {})
+    assert method == "tasks/cancel", method
+    return await tasks_cancel(client, task_id)
+
+
+def question(text: str) -> ElicitRequest:
+    """A form elicitation asking for one string, `value`."""
+    return ElicitRequest(
+        method="elicitation/create",
+        params={
+            "mode": "form",
+            "message": text,
+            "requestedSchema": {"type": "object", "properties": {"value": {"type": "string"}}},
+        },
+    )
+
+
+def ask(*keys: str, state: str | None = None) -> InputRequiredResult:
+    """A guard tool's ask for one string per key (the key doubles as the question)."""
+    return InputRequiredResult(
+        result_type="input_required",
+        input_requests={key: question(key) for key in keys},
+        request_state=state,
+    )
+
+
+def accept(value: str) -> dict[str, Any]:
+    """The answer a client sends to `question`."""
+    return {"action": "accept", "content": {"value": value}}
+
+
+def text_of(status: ClientGetTaskResult) -> str:
+    """The text a finished task's result carries."""
+    assert status.result is not None, status
+    return "".join(block.get("text", "") for block in status.result["content"])
+
+
+async def finished(task: ToolTask) -> ClientGetTaskResult:
+    """Poll `tasks/get` until the task is terminal; that read."""
+    return await task.wait(timeout=DEADLINE)
+
+
+async def eventually(check: Callable[[], bool], timeout: float = DEADLINE, what: str = "condition") -> None:
+    """Poll a condition in this process until it holds."""
+    try:
+        with anyio.fail_after(timeout):
+            while not check():
+                await anyio.sleep(0.02)
+    except TimeoutError:
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}") from None
 
 
 async def polled_until(

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from fastmcp import Client, FastMCP
+from fastmcp import Client
 from google.protobuf.duration_pb2 import Duration
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
@@ -16,19 +16,9 @@ from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal._devserver import SEARCH_ATTRIBUTES, DevServer, free_port
+from servers import server_with, square
 
 pytestmark = pytest.mark.anyio
-
-
-def _server(extension: TemporalTasksExtension) -> FastMCP:
-    mcp = FastMCP("config")
-
-    @mcp.tool(task=True)
-    async def double(n: int) -> int:
-        return 2 * n
-
-    mcp.add_extension(extension)
-    return mcp
 
 
 def _pid_alive(pid: int) -> bool:
@@ -45,7 +35,8 @@ def test_a_malformed_address_is_refused_at_construction() -> None:
 
 
 async def test_an_unreachable_server_fails_startup_with_the_fix() -> None:
-    mcp = _server(TemporalTasksExtension(address=f"127.0.0.1:{free_port()}", connect_timeout=2))
+    extension = TemporalTasksExtension(address=f"127.0.0.1:{free_port()}", connect_timeout=2)
+    mcp = server_with(extension, square)
     # The in-memory client wraps startup failures; the message is what a person reads.
     with pytest.raises(Exception, match="Cannot reach Temporal.*dev-server.sh"):
         async with Client(mcp):
@@ -53,7 +44,8 @@ async def test_an_unreachable_server_fails_startup_with_the_fix() -> None:
 
 
 async def test_an_unknown_namespace_fails_startup(temporal_server: DevServer) -> None:
-    mcp = _server(TemporalTasksExtension(address=temporal_server.address, namespace="no-such-namespace"))
+    extension = TemporalTasksExtension(address=temporal_server.address, namespace="no-such-namespace")
+    mcp = server_with(extension, square)
     with pytest.raises(Exception, match="Cannot reach Temporal namespace 'no-such-namespace'"):
         async with Client(mcp):
             pass
@@ -66,8 +58,8 @@ async def test_settings_come_from_the_environment(
     monkeypatch.setenv("FASTMCP_TEMPORAL_TASK_QUEUE", task_queue)
     monkeypatch.setenv("FASTMCP_TEMPORAL_TASK_TTL", "120")
     extension = TemporalTasksExtension()
-    async with Client(_server(extension)) as client:
-        assert (await client.call_tool("double", {"n": 4})).data == 8
+    async with Client(server_with(extension, square)) as client:
+        assert (await client.call_tool("square", {"n": 4})).data == 16
     settings = extension.temporal_settings
     assert (settings.address, settings.task_queue) == (temporal_server.address, task_queue)
     assert settings.task_ttl.total_seconds() == 120
@@ -76,9 +68,9 @@ async def test_settings_come_from_the_environment(
 async def test_an_existing_temporal_client_is_used(temporal_server: DevServer, task_queue: str) -> None:
     temporal = await TemporalClient.connect(temporal_server.address)
     extension = TemporalTasksExtension(client=temporal, task_queue=task_queue)
-    async with Client(_server(extension)) as client:
+    async with Client(server_with(extension, square)) as client:
         assert extension.client is temporal
-        assert (await client.call_tool("double", {"n": 5})).data == 10
+        assert (await client.call_tool("square", {"n": 5})).data == 25
 
 
 async def test_a_given_client_is_checked_on_its_own_namespace(
@@ -93,8 +85,8 @@ async def test_a_given_client_is_checked_on_its_own_namespace(
     )
     temporal = await TemporalClient.connect(temporal_server.address, namespace=namespace)
     extension = TemporalTasksExtension(client=temporal, task_queue=task_queue)  # settings say "default"
-    async with Client(_server(extension)) as client:
-        assert (await client.call_tool("double", {"n": 3})).data == 6
+    async with Client(server_with(extension, square)) as client:
+        assert (await client.call_tool("square", {"n": 3})).data == 9
         listed = await admin.operator_service.list_search_attributes(
             ListSearchAttributesRequest(namespace=namespace)
         )
@@ -105,7 +97,7 @@ async def test_an_unreachable_given_client_fails_startup(task_queue: str) -> Non
     unreachable = await TemporalClient.connect(f"127.0.0.1:{free_port()}", lazy=True)
     extension = TemporalTasksExtension(client=unreachable, task_queue=task_queue, connect_timeout=2)
     with pytest.raises(Exception, match="client= cannot reach namespace 'default' at 127.0.0.1"):
-        async with Client(_server(extension)):
+        async with Client(server_with(extension, square)):
             pass
 
 
@@ -115,8 +107,8 @@ async def test_zero_config_starts_a_persistent_dev_server_and_stops_it(
     monkeypatch.delenv("FASTMCP_TEMPORAL_ADDRESS", raising=False)
     monkeypatch.setenv("FASTMCP_TEMPORAL_STATE_DIR", str(tmp_path))
     extension = TemporalTasksExtension(ui=False)
-    async with Client(_server(extension)) as client:
-        assert (await client.call_tool("double", {"n": 21})).data == 42
+    async with Client(server_with(extension, square)) as client:
+        assert (await client.call_tool("square", {"n": 21})).data == 441
         record = (tmp_path / "dev-server.json").read_text()
         assert (tmp_path / "temporal.db").is_file()
     pid = json.loads(record)["pid"]
@@ -140,14 +132,14 @@ async def test_a_namespace_retention_shorter_than_the_ttl_is_warned_about(
         address=temporal_server.address, namespace=namespace, task_queue=task_queue, task_ttl=7200
     )
     with caplog.at_level(logging.WARNING, logger="fastmcp_temporal"):
-        async with Client(_server(extension)) as client:
-            assert (await client.call_tool("double", {"n": 1})).data == 2
+        async with Client(server_with(extension, square)) as client:
+            assert (await client.call_tool("square", {"n": 2})).data == 4
     assert "keeps closed workflows for 1:00:00, less than the task TTL 2:00:00" in caplog.text
 
 
 def test_a_clone_keeps_the_configuration_and_is_unbound(temporal_server: DevServer) -> None:
     extension = TemporalTasksExtension(address=temporal_server.address, task_queue="q", maximum_attempts=3)
-    _server(extension)
+    server_with(extension, square)
     clone = extension.clone()
     assert clone.temporal_settings == extension.temporal_settings
     with pytest.raises(RuntimeError, match="not bound"):

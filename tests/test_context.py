@@ -24,15 +24,14 @@ a loopback port) with FastMCP's `StaticTokenVerifier`:
   root middleware wrapping submission, and proxied tools staying synchronous.
 
 Deliberate differences from the reference, asserted as such: `ctx.log` and friends log
-instead of raising. A dependency that fails to resolve ends the task `failed`, exactly as
-the reference does.
+instead of raising, and `ctx.client_supports_extension` answers for the extensions the
+submitting client declared (the reference's snapshot keeps none). A dependency that
+fails to resolve ends the task `failed`, exactly as the reference does.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -41,9 +40,7 @@ from typing import Any
 import anyio
 import mcp_types
 import pytest
-import uvicorn
 from fastmcp import Client, Context, FastMCP
-from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp.dependencies import (
     CallArgument,
     CurrentAccessToken,
@@ -57,8 +54,6 @@ from fastmcp.server.auth import AccessToken
 from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
 from fastmcp.server.dependencies import (
     get_access_token,
-    get_http_headers,
-    get_http_request,
     get_server,
 )
 from fastmcp.server.middleware import Middleware, MiddlewareContext
@@ -66,119 +61,45 @@ from fastmcp.server.sessions import UserSession
 from fastmcp.tools.base import Tool, ToolResult
 from fastmcp.utilities.tasks import TASKS_EXTENSION_ID, TaskConfig
 from fastmcp_tasks import settings as tasks_settings_module
-from fastmcp_tasks.client import ToolTask, call_tool_task
-from fastmcp_tasks.client_models import (
-    CancelTaskRequest,
-    CancelTaskRequestParams,
-    ClientGetTaskResult,
-    GetTaskRequest,
-    GetTaskRequestParams,
-    UpdateTaskRequest,
-    UpdateTaskRequestParams,
-)
+from fastmcp_tasks.client import call_tool_task
 from fastmcp_tasks.encryption import clear_codec_cache
 from mcp.shared.exceptions import MCPError
-from mcp_types import ElicitRequest, InputRequiredResult, Result
+from mcp_types import InputRequiredResult
 from pydantic import SecretStr
 from temporalio.client import WorkflowHandle
 
 from fastmcp_temporal import TemporalTasksExtension
-from task_wire import DEADLINE, polled_until, status_becomes, tasks_get
+from servers import TOKENS, http_client, identity, server_with, serving_http, verifier, whoami
+from task_wire import (
+    DEADLINE,
+    TASK_METHODS,
+    accept,
+    ask,
+    eventually,
+    finished,
+    polled_until,
+    send_task_method,
+    status_becomes,
+    tasks_cancel,
+    tasks_get,
+    tasks_update,
+    text_of,
+)
 
 pytestmark = pytest.mark.anyio
 
-TOKENS: dict[str, dict[str, Any]] = {
-    "token-a": {"client_id": "client-a", "scopes": ["read"]},
-    "token-b": {"client_id": "client-b", "scopes": ["read"]},
-    "token-u1": {"client_id": "shared-app", "sub": "user-1"},
-    "token-u2": {"client_id": "shared-app", "sub": "user-2"},
-}
 NOT_FOUND = mcp_types.INVALID_PARAMS
-GO = ElicitRequest(
-    method="elicitation/create",
-    params={"mode": "form", "message": "go?", "requestedSchema": {"type": "object", "properties": {}}},
-)
-ASK_GO = InputRequiredResult(result_type="input_required", input_requests={"go": GO})
-ACCEPT_GO = {"action": "accept", "content": {}}
-
-
-# --- servers and clients ------------------------------------------------------------
-
-
-def server_with(
-    extension: TemporalTasksExtension,
-    *tools: Callable[..., Any],
-    name: str = "ctx",
-    auth: StaticTokenVerifier | None = None,
-    **kwargs: Any,
-) -> FastMCP:
-    server = FastMCP(name, auth=auth, **kwargs)
-    server.add_extension(extension)
-    for fn in tools:
-        server.tool(fn, task=True)
-    return server
-
-
-def verifier(extra: dict[str, dict[str, Any]] | None = None) -> StaticTokenVerifier:
-    return StaticTokenVerifier(tokens={**TOKENS, **(extra or {})})
-
-
-@asynccontextmanager
-async def serving_http(server: FastMCP) -> AsyncIterator[str]:
-    """Serve `server` over streamable HTTP on a free loopback port; stop it gracefully."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    web = uvicorn.Server(uvicorn.Config(server.http_app(), log_level="warning", lifespan="on"))
-    serving = asyncio.create_task(web.serve(sockets=[sock]))
-    try:
-        with anyio.fail_after(DEADLINE):
-            while not web.started:
-                if serving.done():
-                    serving.result()  # startup failed: raise its error here
-                await anyio.sleep(0.02)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        web.should_exit = True
-        with anyio.fail_after(DEADLINE):
-            await serving
-        sock.close()
-
-
-def http_client(url: str, token: str | None, headers: dict[str, str] | None = None) -> Client:
-    return Client(StreamableHttpTransport(url, headers=headers, auth=token))
+ASK_GO = ask("go")
 
 
 # --- task helpers -------------------------------------------------------------------
 
 
-async def finished(task: ToolTask) -> ClientGetTaskResult:
-    return await task.wait(timeout=DEADLINE)
-
-
-def text_of(status: ClientGetTaskResult) -> str:
-    assert status.result is not None, status
-    return "".join(block.get("text", "") for block in status.result["content"])
-
-
 async def task_error(client: Client, method: str, task_id: str, key: str = "k") -> mcp_types.ErrorData:
     """Send one `tasks/*` request that must fail; return its JSON-RPC error."""
-    requests = {
-        "get": GetTaskRequest(params=GetTaskRequestParams(task_id=task_id)),
-        "update": update_request(task_id, key),
-        "cancel": CancelTaskRequest(params=CancelTaskRequestParams(task_id=task_id)),
-    }
     with pytest.raises(MCPError) as raised:
-        await client.session.send_request(requests[method], Result)
+        await send_task_method(client, method, task_id, {key: accept("go")})
     return raised.value.error
-
-
-def update_request(task_id: str, key: str) -> UpdateTaskRequest:
-    return UpdateTaskRequest(params=UpdateTaskRequestParams(task_id=task_id, input_responses={key: ACCEPT_GO}))
-
-
-async def answer(client: Client, task_id: str, key: str) -> None:
-    await client.session.send_request(update_request(task_id, key), Result)
 
 
 async def workflow_of(extension: TemporalTasksExtension, task_id: str) -> WorkflowHandle[Any, Any]:
@@ -195,35 +116,6 @@ async def workflow_of(extension: TemporalTasksExtension, task_id: str) -> Workfl
 
 
 # --- tool bodies --------------------------------------------------------------------
-
-
-async def whoami() -> dict[str, Any]:
-    """Who the task runs as, read with no `ctx` parameter."""
-    token = get_access_token()
-    headers = get_http_headers(include_all=True)
-    try:
-        get_http_request()
-        request = "available"
-    except RuntimeError:
-        request = "none"  # the reference fabricates no Request inside a task
-    return {
-        "request": request,
-        "client_id": token.client_id if token else None,
-        "claims": token.claims if token else None,
-        "tenant": headers.get("x-tenant"),
-        "authorization": headers.get("authorization"),
-    }
-
-
-def identity(token: str | None, tenant: str | None = None) -> dict[str, Any]:
-    """What `whoami` returns for a caller with this bearer token and x-tenant header."""
-    return {
-        "request": "none",
-        "client_id": TOKENS[token]["client_id"] if token else None,
-        "claims": TOKENS[token] if token else None,
-        "tenant": tenant,
-        "authorization": f"Bearer {token}" if token else None,
-    }
 
 
 async def whoami_injected(
@@ -267,7 +159,7 @@ async def test_another_scope_cannot_see_update_or_cancel_a_task(make_extension, 
             parked = await status_becomes(task, "input_required")
             (key,) = parked.input_requests
             unknown = "no-such-task-id"
-            for method in ("get", "update", "cancel"):
+            for method in TASK_METHODS:
                 foreign = await task_error(theirs, method, task.task_id, key)
                 missing = await task_error(theirs, method, unknown, key)
                 assert (foreign.code, foreign.message) == (NOT_FOUND, f"Task {task.task_id} not found")
@@ -284,7 +176,7 @@ async def test_another_scope_cannot_see_update_or_cancel_a_task(make_extension, 
             for secret in {TOKENS[owner]["client_id"], TOKENS[owner].get("sub"), owner} - {None}:
                 assert secret not in shown
 
-            await answer(mine, task.task_id, key)
+            await tasks_update(mine, task.task_id, {key: accept("go")})
             assert text_of(await finished(task)) == "released"
 
 
@@ -296,7 +188,7 @@ async def test_anonymous_and_authenticated_callers_cannot_see_each_others_tasks(
         anons = await call_tool_task(anon, "hold")
         await status_becomes(alices, "input_required")
         await status_becomes(anons, "input_required")
-        for method in ("get", "update", "cancel"):
+        for method in TASK_METHODS:
             err = await task_error(anon, method, alices.task_id)
             assert (err.code, err.message) == (NOT_FOUND, f"Task {alices.task_id} not found")
             err = await task_error(alice, method, anons.task_id)
@@ -325,6 +217,27 @@ async def test_back_to_back_tasks_on_one_worker_do_not_share_identity(make_exten
 # --- 4. expired token -----------------------------------------------------------------------
 
 
+class ShortLivedTokens(StaticTokenVerifier):
+    """The usual callers, plus `token-short`, which expires `lifetime` seconds after each check.
+
+    Each request is verified anew, so the expiry in a task's snapshot counts from the
+    `tools/call` that created it, not from when the server started.
+    """
+
+    def __init__(self) -> None:
+        renewable = {"client_id": "client-e"}  # both tokens: the same client, so the same scope
+        super().__init__(tokens={**TOKENS, "token-short": renewable, "token-renewed": renewable})
+        self.lifetime = 0
+        self.last_expiry = 0
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        verified = await super().verify_token(token)
+        if verified is None or token != "token-short":
+            return verified
+        self.last_expiry = max(self.last_expiry, int(time.time()) + self.lifetime)
+        return verified.model_copy(update={"expires_at": self.last_expiry})
+
+
 async def test_a_token_expired_when_a_leg_starts_is_not_restored(make_extension) -> None:
     seen: list[str | None] = []
 
@@ -333,22 +246,25 @@ async def test_a_token_expired_when_a_leg_starts_is_not_restored(make_extension)
         seen.append(token.client_id if token else None)
         return ASK_GO if ctx.input_responses is None else "done"
 
-    expires_at = int(time.time()) + 4
-    tokens = {
-        "token-short": {"client_id": "client-e", "expires_at": expires_at},
-        "token-renewed": {"client_id": "client-e"},  # same client, so the same scope
-    }
-    server = server_with(make_extension(), later, auth=verifier(tokens))
+    tokens = ShortLivedTokens()
+    server = server_with(make_extension(), later, auth=tokens)
     async with serving_http(server) as url:
-        async with http_client(url, "token-short") as short:
-            task = await call_tool_task(short, "later")
-            (key,) = (await status_becomes(task, "input_required")).input_requests
-        assert seen == ["client-e"]  # leg 1 ran while the token was valid
-        with anyio.fail_after(DEADLINE):
-            while int(time.time()) <= expires_at:
-                await anyio.sleep(0.1)
+        # Leg 1 must start before the token expires, however loaded the machine: a try
+        # whose leg 1 came too late proves nothing, so the next gives the token longer.
+        for tokens.lifetime in (3, 10, 30):
+            seen.clear()
+            async with http_client(url, "token-short") as short:
+                task = await call_tool_task(short, "later")
+                (key,) = (await status_becomes(task, "input_required")).input_requests
+            if seen == ["client-e"]:
+                break
+            async with http_client(url, "token-renewed") as renewed:
+                await tasks_cancel(renewed, task.task_id)
+        assert seen == ["client-e"], "leg 1 never ran as the caller while the token was valid"
+
+        await eventually(lambda: int(time.time()) > tokens.last_expiry, DEADLINE + tokens.lifetime, "expiry")
         async with http_client(url, "token-renewed") as renewed:
-            await answer(renewed, task.task_id, key)
+            await tasks_update(renewed, task.task_id, {key: accept("go")})
             done = await polled_until(lambda: tasks_get(renewed, task.task_id), "completed")
     assert text_of(done) == "done"
     assert seen == ["client-e", None]
@@ -463,7 +379,7 @@ async def test_the_task_context_is_a_background_context_of_the_submitting_sessio
             "state_from_task": await ctx.get_state("written_in_task"),
             "lifespan": ctx.lifespan_context.get("resource"),
             "server": ctx.fastmcp.name,
-            # the reference's snapshot has no client capabilities, so this is False there too
+            # False in the reference, whose snapshot keeps no client capabilities
             "supports_tasks": ctx.client_supports_extension(TASKS_EXTENSION_ID),
         }
 

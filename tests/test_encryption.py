@@ -16,9 +16,9 @@ from typing import TypeVar
 import anyio
 import pytest
 from fastmcp import Client, Context, FastMCP
-from fastmcp_tasks.client import ToolTask, call_tool_task
+from fastmcp_tasks.client import call_tool_task
 from google.protobuf.message import Message
-from mcp_types import ElicitRequest, InputRequiredResult
+from mcp_types import InputRequiredResult
 from temporalio.api.common.v1 import Payload, SearchAttributes
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import History
@@ -31,7 +31,7 @@ from fastmcp_temporal import EncryptionCodec, TemporalTasksExtension, encrypted_
 from fastmcp_temporal._codec import ENCODING
 from fastmcp_temporal._devserver import DevServer
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from task_wire import start_broken_task, status_becomes, tasks_get
+from task_wire import finished, question, start_broken_task, status_becomes, tasks_get
 
 pytestmark = pytest.mark.anyio
 
@@ -48,15 +48,8 @@ def _server(extension: TemporalTasksExtension) -> FastMCP:
     @mcp.tool(task=True)
     async def confide(secret: str, ctx: Context) -> str | InputRequiredResult:
         if ctx.input_responses is None:
-            question = ElicitRequest(
-                method="elicitation/create",
-                params={
-                    "mode": "form",
-                    "message": f"Repeat {secret}?",
-                    "requestedSchema": {"type": "object", "properties": {"value": {"type": "string"}}},
-                },
-            )
-            return InputRequiredResult(result_type="input_required", input_requests={"again": question})
+            again = question(f"Repeat {secret}?")
+            return InputRequiredResult(result_type="input_required", input_requests={"again": again})
         return f"kept {secret} / {ctx.input_responses['again'].content['value']}"
 
     return mcp
@@ -192,7 +185,7 @@ async def test_failure_messages_and_stack_traces_are_encrypted_at_rest(
     extension = make_extension(encryption_key=KEY, maximum_attempts=1)
     async with Client(_failing_server(extension)) as client:
         errored = await call_tool_task(client, "charge", {})
-        error_result = await tasks_get_until_done(errored)
+        error_result = (await finished(errored)).model_dump()
         # Tool errors are results; a Temporal failure is stored when workflow code itself fails.
         broken = await start_broken_task(extension, "broken")
         with pytest.raises(WorkflowFailureError), anyio.fail_after(60):
@@ -204,14 +197,6 @@ async def test_failure_messages_and_stack_traces_are_encrypted_at_rest(
     stored = await _stored_task(temporal_server.address, "broken")
     assert any(f.HasField("encoded_attributes") for f in stored.failures())  # the workflow's failure
     assert_sealed(stored, "infinity", "workflows/task.py")  # message and stack trace; the type stays
-
-
-async def tasks_get_until_done(task: ToolTask) -> dict:
-    """The final `tasks/get` read of a task, whatever terminal status it reached."""
-    with anyio.fail_after(60):
-        while (current := await task.status()).status not in ("completed", "failed", "cancelled"):
-            await anyio.sleep(0.05)
-    return current.model_dump()
 
 
 async def test_a_given_client_without_the_codec_is_refused(make_extension, temporal_server: DevServer) -> None:

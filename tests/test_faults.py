@@ -23,13 +23,10 @@ Every process is started here and stopped by PID at teardown, failed test or not
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
-import subprocess
-import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -42,119 +39,13 @@ from fastmcp_tasks.client import ToolTask, call_tool_task
 
 import fault_app
 from fastmcp_temporal._devserver import DevServer, free_port, start_dev_server
+from fault_processes import DEADLINE, AttemptLog, Processes, answering_client
+from task_wire import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
-CLI = Path(sys.executable).parent / "fastmcp-temporal"
-APP = Path(fault_app.__file__)
-DEADLINE = 60
-
 
 # --- helpers -----------------------------------------------------------------
-
-
-async def eventually(check: Callable[[], bool], timeout: float = DEADLINE, what: str = "condition") -> None:
-    """Poll a condition until it holds."""
-    try:
-        with anyio.fail_after(timeout):
-            while not check():
-                await anyio.sleep(0.05)
-    except TimeoutError:
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}") from None
-
-
-class AttemptLog:
-    """The events fault_app's tools append, one JSON line each, in one file per process."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-
-    def events(self, event: str | None = None, key: str | None = None) -> list[dict[str, Any]]:
-        found = []
-        for path in sorted(self.directory.glob("*.jsonl")):
-            for line in path.read_text().splitlines():
-                try:
-                    entry = json.loads(line)
-                except ValueError:  # a line cut short by kill -9
-                    continue
-                if (event is None or entry["event"] == event) and (key is None or entry["key"] == key):
-                    found.append(entry)
-        return found
-
-    def starts(self, key: str) -> list[dict[str, Any]]:
-        return sorted(self.events("start", key), key=lambda e: e["t"])
-
-    def progress(self, key: str) -> int:
-        return max((e["done"] for e in self.events("step", key)), default=0)
-
-
-class Processes:
-    """Subprocesses of one test: workers and HTTP servers on fault_app, output in files."""
-
-    def __init__(self, directory: Path, log_dir: Path) -> None:
-        self.directory = directory
-        self.log_dir = log_dir
-        self.started: list[subprocess.Popen[bytes]] = []
-        self.outputs: dict[int, Path] = {}
-
-    def _start(self, command: list[str], env: dict[str, str], name: str) -> subprocess.Popen[bytes]:
-        output = self.directory / f"{name}-{len(self.started)}.log"
-        with output.open("wb") as sink:
-            process = subprocess.Popen(
-                command,
-                env={**os.environ, "FAULT_LOG_DIR": str(self.log_dir), **env},
-                stdin=subprocess.DEVNULL,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        self.started.append(process)
-        self.outputs[process.pid] = output
-        return process
-
-    def worker(self, address: str, task_queue: str, concurrency: int = 20) -> subprocess.Popen[bytes]:
-        command = [str(CLI), "worker", str(APP), "--address", address, "--task-queue", task_queue]
-        return self._start(command + ["--concurrency", str(concurrency)], {}, "worker")
-
-    def http_server(self, address: str, task_queue: str, port: int) -> subprocess.Popen[bytes]:
-        env = {
-            "FASTMCP_TEMPORAL_ADDRESS": address,
-            "FASTMCP_TEMPORAL_TASK_QUEUE": task_queue,
-            "PORT": str(port),
-        }
-        return self._start([sys.executable, str(APP)], env, "server")
-
-    def output(self, process: subprocess.Popen[bytes]) -> str:
-        return self.outputs[process.pid].read_text(errors="replace")
-
-    async def polling(self, *workers: subprocess.Popen[bytes]) -> None:
-        """Wait until each worker says it polls its task queue."""
-        for worker in workers:
-            await eventually(
-                lambda worker=worker: self.alive(worker) and "polling task queue" in self.output(worker),
-                what=f"worker {worker.pid} to poll",
-            )
-
-    def alive(self, process: subprocess.Popen[bytes]) -> bool:
-        if process.poll() is not None:
-            raise AssertionError(f"process {process.pid} exited early:\n{self.output(process)[-3000:]}")
-        return True
-
-    @staticmethod
-    def kill(process: subprocess.Popen[bytes]) -> None:
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait()
-
-    def stop_all(self) -> None:
-        for process in self.started:
-            if process.poll() is None:
-                process.terminate()
-        for process in self.started:
-            try:
-                process.wait(5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
 
 
 class RestartableTemporal:
@@ -179,22 +70,6 @@ class RestartableTemporal:
 
 
 @pytest.fixture
-def attempts(tmp_path: Path) -> AttemptLog:
-    directory = tmp_path / "attempts"
-    directory.mkdir()
-    return AttemptLog(directory)
-
-
-@pytest.fixture
-def processes(tmp_path: Path, attempts: AttemptLog) -> Iterator[Processes]:
-    started = Processes(tmp_path, attempts.directory)
-    try:
-        yield started
-    finally:
-        started.stop_all()
-
-
-@pytest.fixture
 def own_temporal(tmp_path: Path) -> Iterator[RestartableTemporal]:
     temporal = RestartableTemporal(tmp_path / "temporal" / "temporal.db")
     try:
@@ -211,28 +86,6 @@ async def api_client(address: str, task_queue: str, **options: Any) -> AsyncIter
         yield client
 
 
-@asynccontextmanager
-async def http_client(
-    url: str, server: subprocess.Popen[bytes], processes: Processes
-) -> AsyncIterator[Client]:
-    """A client of the HTTP server at `url`, once it answers."""
-
-    async def answers() -> bool:
-        processes.alive(server)
-        try:
-            async with Client(url, timeout=5) as probe:
-                await probe.list_tools()
-        except Exception:
-            return False
-        return True
-
-    with anyio.fail_after(DEADLINE):
-        while not await answers():
-            await anyio.sleep(0.2)
-    async with Client(url) as client:
-        yield client
-
-
 # --- 1. a worker dies mid-tool -------------------------------------------------
 
 
@@ -243,7 +96,11 @@ async def test_killed_worker_leg_resumes_on_another_worker_from_its_checkpoint(
     await processes.polling(*workers)
     async with api_client(temporal_server.address, task_queue) as client:
         task = await call_tool_task(client, "count", {"key": "job", "to": 16})
-        await eventually(lambda: attempts.progress("job") >= 3, what="the tool to checkpoint")
+        await eventually(
+            lambda: attempts.progress("job") >= 3,
+            timeout=DEADLINE,
+            what="the tool to checkpoint",
+        )
         (first,) = attempts.starts("job")
         victim = next(w for w in workers if w.pid == first["pid"])
         processes.kill(victim)
@@ -274,15 +131,19 @@ async def test_killed_mcp_server_restarted_on_its_port_keeps_its_tasks(
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     server = processes.http_server(temporal_server.address, task_queue, port)
-    async with http_client(url, server, processes) as client:
+    async with answering_client(url, server, processes) as client:
         finished = await call_tool_task(client, "square", {"n": 7, "work": 0})
         assert (await finished.result()).data == 49
         running = await call_tool_task(client, "count", {"key": "running", "to": 16})
-        await eventually(lambda: attempts.progress("running") >= 3, what="the tool to checkpoint")
+        await eventually(
+            lambda: attempts.progress("running") >= 3,
+            timeout=DEADLINE,
+            what="the tool to checkpoint",
+        )
 
     processes.kill(server)
     restarted = processes.http_server(temporal_server.address, task_queue, port)
-    async with http_client(url, restarted, processes) as client:
+    async with answering_client(url, restarted, processes) as client:
         earlier = ToolTask(client, "square", finished.create_result)
         assert (await earlier.status()).status == "completed"
         assert (await earlier.result()).data == 49
@@ -308,7 +169,11 @@ async def test_temporal_killed_and_restarted_mid_run_loses_no_task(
     keys = [f"job-{i}" for i in range(8)]
     async with api_client(own_temporal.address, task_queue) as client:
         tasks = {key: await call_tool_task(client, "count", {"key": key, "to": 12}) for key in keys}
-        await eventually(lambda: all(attempts.progress(key) >= 2 for key in keys), what="every tool to run")
+        await eventually(
+            lambda: all(attempts.progress(key) >= 2 for key in keys),
+            timeout=DEADLINE,
+            what="every tool to run",
+        )
 
         await anyio.to_thread.run_sync(own_temporal.kill_and_restart)
 
@@ -405,5 +270,9 @@ async def test_a_leg_blocked_past_its_heartbeat_timeout_delivers_its_own_result_
     assert len(retries) <= 1, "the body ran more than once besides the blocked run"
     if retries:
         assert retries[0]["pid"] != first["pid"]
-        await eventually(lambda: bool(attempts.events("cancelled", "stall")), what="the retry to be cancelled")
+        await eventually(
+            lambda: bool(attempts.events("cancelled", "stall")),
+            timeout=DEADLINE,
+            what="the retry to be cancelled",
+        )
     assert [e["pid"] for e in attempts.events("finish", "stall")] == [first["pid"]]

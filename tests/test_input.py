@@ -24,12 +24,21 @@ import pytest
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import ToolTask, call_tool_task
 from mcp.shared.exceptions import MCPError
-from mcp_types import ElicitRequest, ElicitResult, InputRequiredResult, Result
+from mcp_types import ElicitResult, InputRequiredResult, Result
 from temporalio.client import WorkflowExecutionStatus
 
-from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from task_wire import DEADLINE, status_becomes, tasks_update, workflow_closed
+from servers import server_with
+from task_wire import (
+    DEADLINE,
+    accept,
+    ask,
+    eventually,
+    status_becomes,
+    tasks_update,
+    text_of,
+    workflow_closed,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -39,41 +48,9 @@ Tool = Callable[..., Awaitable[Any]]
 # --- helpers -----------------------------------------------------------------
 
 
-def question(text: str) -> ElicitRequest:
-    return ElicitRequest(
-        method="elicitation/create",
-        params={
-            "mode": "form",
-            "message": text,
-            "requestedSchema": {"type": "object", "properties": {"value": {"type": "string"}}},
-        },
-    )
-
-
-def ask(*keys: str, state: str | None = None) -> InputRequiredResult:
-    """An ask for one string per key (the key doubles as the question)."""
-    return InputRequiredResult(
-        result_type="input_required",
-        input_requests={key: question(key) for key in keys},
-        request_state=state,
-    )
-
-
-def accept(value: str) -> dict[str, Any]:
-    return {"action": "accept", "content": {"value": value}}
-
-
 def value_of(answer: Any) -> str:
     assert isinstance(answer, ElicitResult)
     return answer.content["value"]
-
-
-def server_with(extension: TemporalTasksExtension, *tools: Tool) -> FastMCP:
-    server = FastMCP("input")
-    server.add_extension(extension)
-    for fn in tools:
-        server.tool(fn, task=True)
-    return server
 
 
 def pair_asker(legs: list[dict[str, Any] | None]) -> Tool:
@@ -123,11 +100,6 @@ async def parked(task: ToolTask, *, not_keys: set[str] = frozenset()) -> dict[st
 def by_tool_key(requests: dict[str, Any]) -> dict[str, str]:
     """Map each surfaced request's question (the tool's own key) to its surfaced key."""
     return {request["params"]["message"]: surfaced for surfaced, request in requests.items()}
-
-
-def text_of(result: dict[str, Any] | None) -> str:
-    assert result is not None
-    return result["content"][0]["text"]
 
 
 # --- 1. single round through an elicitation handler ----------------------------
@@ -190,7 +162,7 @@ async def test_multi_round_asks_use_fresh_keys_and_reset_answers_and_state(make_
         (["second"], "first=1"),
         (["third"], None),  # state cleared: the parking leg carried none
     ]
-    assert text_of(done.result) == "state=None third=3"
+    assert text_of(done) == "state=None third=3"
 
 
 # --- 3. two requests in one leg, answered one at a time ---------------------------
@@ -213,7 +185,7 @@ async def test_partial_answers_retire_only_their_key(make_extension) -> None:
         assert_ack(await tasks_update(client, task.task_id, {keys["b"]: accept("y")}))
         done = await status_becomes(task, "completed")
 
-    assert text_of(done.result) == "x+y"
+    assert text_of(done) == "x+y"
     assert legs == [None, {"a": "x", "b": "y"}]
 
 
@@ -240,7 +212,7 @@ async def test_concurrent_updates_start_exactly_one_next_leg(make_extension, spl
 
     for ack in acks:
         assert_ack(ack)
-    assert text_of(done.result) == "x+y"
+    assert text_of(done) == "x+y"
     assert legs == [None, {"a": "x", "b": "y"}]
 
 
@@ -266,7 +238,7 @@ async def test_a_malformed_answer_is_rejected_and_stores_nothing(make_extension)
 
         assert_ack(await tasks_update(client, task.task_id, {key: accept("Bo")}))
         done = await status_becomes(task, "completed")
-    assert text_of(done.result) == "hi Bo state=s1 typed=ElicitResult"
+    assert text_of(done) == "hi Bo state=s1 typed=ElicitResult"
     assert legs == [1, 2]
 
 
@@ -281,9 +253,7 @@ async def test_updates_to_working_or_completed_tasks_are_acknowledged_and_ignore
 
     async with Client(server_with(make_extension(), slow)) as client:
         task = await call_tool_task(client, "slow")
-        with anyio.fail_after(DEADLINE):
-            while not runs:
-                await anyio.sleep(0.02)
+        await eventually(lambda: bool(runs))
         assert (await task.status()).status == "working"
         assert_ack(await tasks_update(client, task.task_id, {f"{task.task_id}:0.x": accept("early")}))
         assert_ack(await tasks_update(client, task.task_id, {}))
@@ -294,7 +264,7 @@ async def test_updates_to_working_or_completed_tasks_are_acknowledged_and_ignore
         after = await task.status()
 
     assert after.status == "completed" and after.result == done.result
-    assert text_of(done.result) == "done"
+    assert text_of(done) == "done"
     assert runs == [None]
 
 
@@ -333,7 +303,7 @@ async def test_an_update_racing_a_cancel_ends_in_one_consistent_state(make_exten
             assert final.status in ("cancelled", "completed")
             assert len(legs) <= 1  # at most the one next leg, never a second
             if final.status == "completed":
-                assert legs == [1] and text_of(final.result).startswith("hi racer")
+                assert legs == [1] and text_of(final).startswith("hi racer")
         # Once a cancel is acknowledged, a later answer never runs the tool.
         task = await call_tool_task(client, "greet")
         (key,) = await parked(task)
@@ -364,7 +334,7 @@ async def test_an_answer_sent_with_no_worker_is_applied_when_one_returns(make_ex
 
         async with Client(server_with(make_extension(), tool)):
             done = await status_becomes(task, "completed")
-    assert text_of(done.result) == "hi Cy state=s1 typed=ElicitResult"
+    assert text_of(done) == "hi Cy state=s1 typed=ElicitResult"
     assert legs == [1, 2]
 
 
@@ -411,7 +381,7 @@ async def test_a_state_only_ask_completes_with_is_error(make_extension) -> None:
         task = await call_tool_task(client, "stateful")
         done = await status_becomes(task, "completed")
     assert done.result is not None and done.result["isError"] is True
-    assert "state-only" in text_of(done.result)
+    assert "state-only" in text_of(done)
 
 
 # --- 10. read-your-writes ----------------------------------------------------------------
@@ -435,7 +405,7 @@ async def test_a_get_right_after_the_final_ack_never_shows_an_answered_key(make_
             assert right_after.status in ("working", "input_required", "completed")
             assert not set(right_after.input_requests or {}) & answered
         done = await status_becomes(task, "completed")
-    assert text_of(done.result) == "all answered"
+    assert text_of(done) == "all answered"
 
 
 # --- 11. waiting has a limit -----------------------------------------------------------
@@ -445,7 +415,9 @@ async def test_a_task_parked_longer_than_its_ttl_is_not_found(make_extension) ->
     legs: list[int] = []
     async with Client(server_with(make_extension(task_ttl=timedelta(seconds=2)), greeter(legs))) as client:
         task = await call_tool_task(client, "greet")
+        assert task.create_result.ttl_ms == 2000
         await parked(task)
+        assert (await task.status()).ttl_ms == 2000
         with anyio.fail_after(DEADLINE):
             while True:
                 try:
@@ -459,7 +431,7 @@ async def test_a_task_parked_longer_than_its_ttl_is_not_found(make_extension) ->
     assert legs == [1]
 
 
-# --- 11. history stays bounded ------------------------------------------------------
+# --- 12. history stays bounded ------------------------------------------------------
 
 
 async def test_many_rounds_continue_as_new_under_the_same_task_id(make_extension) -> None:
@@ -485,7 +457,7 @@ async def test_many_rounds_continue_as_new_under_the_same_task_id(make_extension
         done = await status_becomes(task, "completed")
         handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
         description = await handle.describe()
-    assert text_of(done.result) == f"answered {rounds}"
+    assert text_of(done) == f"answered {rounds}"
     assert len(seen) == len(set(seen)) == rounds
     assert description.run_id != description.raw_description.workflow_execution_info.first_run_id
     assert description.history_length < 40

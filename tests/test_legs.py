@@ -19,20 +19,20 @@ import asyncio
 import logging
 import time
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from fastmcp import Client, FastMCP
 from fastmcp_tasks.client import call_tool_task
 from temporalio.api.enums.v1 import EventType
 
-from fastmcp_temporal import TemporalTasksExtension, checkpoint, execution_policy
+from fastmcp_temporal import checkpoint, execution_policy
 from fastmcp_temporal._heartbeat import HeartbeatCadence
 from fastmcp_temporal._plugin import heartbeat_cadence
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.activities.tool_leg import _tool_cadence
 from fastmcp_temporal.workflows.models import LEG_OUTCOME_SIGNAL
+from servers import server_with
 
 pytestmark = pytest.mark.anyio
 
@@ -41,12 +41,6 @@ DEADLINE = 60
 
 class NotAnException(BaseException):
     pass
-
-
-def server_with(extension: TemporalTasksExtension, **kwargs: Any) -> FastMCP:
-    server = FastMCP("legs", **kwargs)
-    server.add_extension(extension)
-    return server
 
 
 async def test_a_leg_that_blocks_its_loop_past_the_heartbeat_timeout_runs_once(

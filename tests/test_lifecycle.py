@@ -5,56 +5,44 @@ reads `cancelled`), that a cancelled parked task never resumes, and that finishe
 stay finished; that `tasks/get` answers with no worker online and a worker started
 later picks the task up (or never runs it, if it was cancelled meanwhile); that tasks
 survive a server restart (finished ones keep their result, parked ones can still be
-answered, running ones are re-run); that a finished or parked task disappears `ttlMs`
-after it stopped; that progress messages surface as `statusMessage`; that `ctx.info` and
-the background `Context` work inside a task; and that shutting a server down with a
-running or parked task does not hang.
+answered, running ones are re-run); that a finished task disappears `ttlMs` after it
+stopped; and that shutting a server down with a running or parked task does not hang.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
 import anyio
 import pytest
-from fastmcp import Client, Context, FastMCP
-from fastmcp.dependencies import Progress
+from fastmcp import Client, Context
 from fastmcp.exceptions import ToolError
 from fastmcp_tasks.client import ToolTask, call_tool_task
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
-    ElicitRequest,
-    ElicitRequestFormParams,
     ErrorData,
     InputRequiredResult,
 )
 
-from fastmcp_temporal import TemporalTasksExtension
+from servers import server_with, square
 from task_wire import (
     DEADLINE,
+    eventually,
     status_becomes,
     tasks_cancel,
     tasks_get,
-    tasks_update,
+    text_of,
     workflow_closed,
 )
+from task_wire import ask as asking_for
 
 pytestmark = pytest.mark.anyio
 
 
-
 # --- helpers -----------------------------------------------------------------
-
-
-async def eventually(check: Callable[[], bool], timeout: float = DEADLINE) -> None:
-    """Poll a condition in this process until it holds."""
-    with anyio.fail_after(timeout):
-        while not check():
-            await anyio.sleep(0.02)
 
 
 async def until_not_found(task: ToolTask) -> ErrorData:
@@ -68,19 +56,6 @@ async def until_not_found(task: ToolTask) -> ErrorData:
             await anyio.sleep(0.2)
 
 
-def server_with(extension: TemporalTasksExtension, *tools: Callable[..., Awaitable[Any]]) -> FastMCP:
-    """A fresh FastMCP server running `tools` as tasks on `extension`."""
-    server = FastMCP("lifecycle")
-    server.add_extension(extension)
-    for fn in tools:
-        server.tool(fn, task=True)
-    return server
-
-
-async def square(n: int) -> int:
-    return n * n
-
-
 def asker(legs: list[int] | None = None) -> Callable[..., Awaitable[Any]]:
     """A tool that parks on its first leg asking for a name, then greets; records each leg."""
     legs = [] if legs is None else legs
@@ -88,13 +63,7 @@ def asker(legs: list[int] | None = None) -> Callable[..., Awaitable[Any]]:
     async def ask(ctx: Context) -> str | InputRequiredResult:
         legs.append(1)
         if ctx.input_responses is None:
-            question = ElicitRequest(
-                params=ElicitRequestFormParams(
-                    message="Name?",
-                    requested_schema={"type": "object", "properties": {"value": {"type": "string"}}},
-                )
-            )
-            return InputRequiredResult(result_type="input_required", input_requests={"name": question})
+            return asking_for("name")
         return f"hi {ctx.input_responses['name'].content['value']}"
 
     return ask
@@ -102,11 +71,6 @@ def asker(legs: list[int] | None = None) -> Callable[..., Awaitable[Any]]:
 
 async def fault() -> str:
     raise MCPError(code=-32001, message="protocol fault")
-
-
-def text_of(result: dict[str, Any] | None) -> str:
-    assert result is not None
-    return result["content"][0]["text"]
 
 
 # --- cancellation ------------------------------------------------------------
@@ -185,26 +149,6 @@ async def test_cancelling_a_finished_task_changes_nothing(
     assert (after.status, after.result, after.error) == (state, done.result, done.error)
 
 
-async def test_cancelling_a_parked_task_is_final(make_extension) -> None:
-    legs: list[int] = []
-    extension = make_extension()
-    async with Client(server_with(extension, asker(legs))) as client:
-        task = await call_tool_task(client, "ask")
-        parked = await status_becomes(task, "input_required")
-        (key,) = parked.input_requests or {}
-
-        await task.cancel()
-        assert (await task.status()).status == "cancelled"
-
-        # a late answer is acknowledged and ignored
-        answer = {"action": "accept", "content": {"value": "x"}}
-        await tasks_update(client, task.task_id, {key: answer})
-        assert (await task.status()).status == "cancelled"
-        await workflow_closed(extension, task.task_id)
-        assert (await task.status()).status == "cancelled"
-    assert legs == [1]  # the tool never ran again
-
-
 async def test_a_tool_that_swallows_cancellation_still_ends_cancelled(make_extension) -> None:
     events: list[str] = []
 
@@ -241,7 +185,7 @@ async def test_tasks_get_answers_without_a_worker_and_a_late_worker_finishes_the
 
         async with Client(server_with(make_extension(), square)):  # its lifespan runs a worker
             done = await status_becomes(task, "completed")
-            assert text_of(done.result) == "81"
+            assert text_of(done) == "81"
 
         after = await task.status()  # the worker is gone again
         assert after.status == "completed"
@@ -276,7 +220,7 @@ async def test_a_finished_task_is_readable_after_a_server_restart(make_extension
         after = await tasks_get(client, task.task_id)
     assert after.status == "completed"
     assert after.result == before.result
-    assert text_of(after.result) == "25"
+    assert text_of(after) == "25"
 
 
 async def test_a_task_running_at_shutdown_is_rerun_after_the_restart(make_extension) -> None:
@@ -295,7 +239,7 @@ async def test_a_task_running_at_shutdown_is_rerun_after_the_restart(make_extens
     async with Client(server_with(make_extension(), flaky_first)) as client:
         revived = ToolTask(client, "flaky_first", task.create_result)
         done = await status_becomes(revived, "completed")
-    assert text_of(done.result) == "2"
+    assert text_of(done) == "2"
     assert len(runs) >= 2  # at-least-once: the interrupted body ran again
 
 
@@ -319,17 +263,13 @@ async def test_a_parked_task_can_be_answered_after_a_server_restart(make_extensi
 # --- TTL ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("tool", "arguments", "state"), [(square, {"n": 3}, "completed"), (asker(), {}, "input_required")]
-)
-async def test_a_finished_or_parked_task_expires_ttl_after_it_stopped(
-    make_extension, tool: Callable[..., Awaitable[Any]], arguments: dict[str, Any], state: str
-) -> None:
-    server = server_with(make_extension(task_ttl=timedelta(seconds=2)), tool)
+async def test_a_finished_task_expires_ttl_after_it_stopped(make_extension) -> None:
+    # a parked task's expiry: test_input.py::test_a_task_parked_longer_than_its_ttl_is_not_found
+    server = server_with(make_extension(task_ttl=timedelta(seconds=2)), square)
     async with Client(server) as client:
-        task = await call_tool_task(client, tool.__name__, arguments)
+        task = await call_tool_task(client, "square", {"n": 3})
         assert task.create_result.ttl_ms == 2000
-        stopped = await status_becomes(task, state)
+        stopped = await status_becomes(task, "completed")
         assert stopped.ttl_ms == 2000
 
         expired = await until_not_found(task)  # polling does not keep it alive
@@ -340,49 +280,6 @@ async def test_a_finished_or_parked_task_expires_ttl_after_it_stopped(
     assert expired.message == f"Task {task.task_id} not found"
     assert unknown.value.error.code == -32602
     assert unknown.value.error.message == "Task no-such-task not found"
-
-
-# --- progress, logging, the background Context ----------------------------------
-
-
-async def test_progress_messages_surface_as_status_message(make_extension) -> None:
-    step = anyio.Event()
-    finish = anyio.Event()
-
-    async def phased(ctx: Context, progress: Progress = Progress()) -> str:
-        await ctx.report_progress(1, 4, "step one")
-        await step.wait()
-        await progress.set_message("phase 2")
-        await finish.wait()
-        return "done"
-
-    server = server_with(make_extension(), phased)
-    async with Client(server) as client:
-        task = await call_tool_task(client, "phased")
-        await status_becomes(task, "working", until=lambda r: r.status_message == "step one")
-        step.set()
-        await status_becomes(task, "working", until=lambda r: r.status_message == "phase 2")
-        finish.set()
-        assert text_of((await task.wait(timeout=DEADLINE)).result) == "done"
-
-
-async def test_ctx_logging_and_background_identity_inside_a_task(
-    make_extension, caplog: pytest.LogCaptureFixture
-) -> None:
-    async def introspect(ctx: Context) -> dict[str, Any]:
-        await ctx.info("hello")
-        await ctx.debug("details")
-        return {"background": ctx.is_background_task, "task_id": ctx.task_id}
-
-    server = server_with(make_extension(), introspect)
-    caplog.set_level(logging.INFO)
-    async with Client(server) as client:
-        task = await call_tool_task(client, "introspect")
-        result = await task.result()
-    assert not result.is_error
-    assert result.data == {"background": True, "task_id": task.task_id}
-    # the reference raises here; we send it to the server's log, tagged with the task
-    assert any("hello" in r.getMessage() and task.task_id in r.getMessage() for r in caplog.records)
 
 
 # --- shutdown ---------------------------------------------------------------------

@@ -48,7 +48,7 @@ def seconds(duration: Any) -> timedelta:
     return duration.ToTimedelta()
 
 
-def server_with(extension: TemporalTasksExtension) -> FastMCP:
+def long_tools_server(extension: TemporalTasksExtension) -> FastMCP:
     server = FastMCP("long-tools")
     server.add_extension(extension)
 
@@ -78,7 +78,7 @@ async def test_without_a_policy_a_leg_is_bounded_by_heartbeats_and_a_ceiling_of_
     make_extension: Callable[..., TemporalTasksExtension],
 ) -> None:
     extension = make_extension()
-    async with Client(server_with(extension)) as client:
+    async with Client(long_tools_server(extension)) as client:
         leg, started = await scheduled_leg(extension, client, "plain")
     assert seconds(leg.start_to_close_timeout) == WEEK
     assert seconds(leg.heartbeat_timeout) == timedelta(seconds=2)  # the test extension's setting
@@ -92,7 +92,7 @@ async def test_a_tools_policy_is_what_temporal_records(
     make_extension: Callable[..., TemporalTasksExtension],
 ) -> None:
     extension = make_extension()
-    async with Client(server_with(extension)) as client:
+    async with Client(long_tools_server(extension)) as client:
         leg, _ = await scheduled_leg(extension, client, "tuned")
     assert seconds(leg.start_to_close_timeout) == timedelta(hours=2)
     assert seconds(leg.heartbeat_timeout) == timedelta(seconds=9)
@@ -104,7 +104,7 @@ async def test_a_tools_own_timeout_outranks_a_shorter_ceiling(
     make_extension: Callable[..., TemporalTasksExtension],
 ) -> None:
     extension = make_extension()
-    async with Client(server_with(extension)) as client:
+    async with Client(long_tools_server(extension)) as client:
         leg, _ = await scheduled_leg(extension, client, "own_timeout")
     assert seconds(leg.start_to_close_timeout) == timedelta(hours=3) + TOOL_TIMEOUT_MARGIN
 
@@ -113,7 +113,7 @@ async def test_the_extensions_settings_are_the_defaults(
     make_extension: Callable[..., TemporalTasksExtension],
 ) -> None:
     extension = make_extension(start_to_close_timeout=timedelta(hours=30), maximum_attempts=0)
-    async with Client(server_with(extension)) as client:
+    async with Client(long_tools_server(extension)) as client:
         leg, _ = await scheduled_leg(extension, client, "plain")
     assert seconds(leg.start_to_close_timeout) == timedelta(hours=30)
     assert leg.retry_policy.maximum_attempts == 0

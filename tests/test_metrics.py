@@ -15,11 +15,12 @@ import httpx
 import pytest
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
-from mcp_types import ElicitRequest, InputRequiredResult
+from mcp_types import InputRequiredResult
 
 from fastmcp_temporal import execution_policy
 from fastmcp_temporal._devserver import free_port
-from task_wire import DEADLINE, status_becomes, tasks_update
+from servers import server_with, square
+from task_wire import DEADLINE, accept, ask, status_becomes, tasks_update
 
 pytestmark = pytest.mark.anyio
 
@@ -40,26 +41,11 @@ def sample(text: str, name: str, **labels: str) -> float:
 
 
 def _server(extension: object, attempts: dict[str, int]) -> FastMCP:
-    mcp = FastMCP("metrics")
-    mcp.add_extension(extension)
-
-    @mcp.tool(task=True)
-    async def square(n: int) -> int:
-        return n * n
+    mcp = server_with(extension, square)
 
     @mcp.tool(task=True)
     async def confirm(ctx: Context) -> str | InputRequiredResult:
-        if ctx.input_responses is None:
-            request = ElicitRequest(
-                method="elicitation/create",
-                params={
-                    "mode": "form",
-                    "message": "ok?",
-                    "requestedSchema": {"type": "object", "properties": {}},
-                },
-            )
-            return InputRequiredResult(result_type="input_required", input_requests={"ok": request})
-        return "confirmed"
+        return ask("ok") if ctx.input_responses is None else "confirmed"
 
     @mcp.tool(task=True)
     @execution_policy(start_to_close_timeout=timedelta(seconds=1), maximum_attempts=2)
@@ -85,7 +71,7 @@ async def test_prometheus_serves_sdk_and_task_metrics_after_real_tasks(make_exte
         await (await call_tool_task(client, "square", {"n": 4})).wait(timeout=DEADLINE)
         confirm = await call_tool_task(client, "confirm")
         (key,) = (await status_becomes(confirm, "input_required")).input_requests
-        await tasks_update(client, confirm.task_id, {key: {"action": "accept", "content": {}}})
+        await tasks_update(client, confirm.task_id, {key: accept("yes")})
         await status_becomes(confirm, "completed")
         await status_becomes(await call_tool_task(client, "flaky", {"label": "twice"}), "completed")
         await status_becomes(await call_tool_task(client, "flaky", {"label": "never"}), "failed")

@@ -24,8 +24,8 @@ from mcp_types import ElicitRequest, InputRequiredResult
 
 from fastmcp_temporal._devserver import DevServer
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from task_wire import DEADLINE, status_becomes, tasks_update
-from test_context import http_client, serving_http, verifier
+from servers import http_client, server_with, serving_http, square, verifier
+from task_wire import DEADLINE, question, status_becomes, tasks_update
 
 pytestmark = pytest.mark.anyio
 
@@ -56,12 +56,11 @@ async def listed(
             await anyio.sleep(0.2)
 
 
-def servers(extension_for: Callable[..., Any], suffix: str) -> tuple[FastMCP, FastMCP]:
+def two_servers(extension_for: Callable[..., Any], suffix: str) -> tuple[FastMCP, FastMCP]:
     """One server behind bearer auth (running the worker) and one anonymous, on one queue."""
     made = []
     for extension, auth in ((extension_for(), verifier()), (extension_for(worker=False), None)):
-        mcp = FastMCP("ops", auth=auth)
-        mcp.add_extension(extension)
+        mcp = server_with(extension, auth=auth)
         mcp.tool(square, name=f"square_{suffix}", task=True)
         mcp.tool(ask, name=f"ask_{suffix}", task=True)
         mcp.tool(hold, name=f"hold_{suffix}", task=True)
@@ -69,16 +68,8 @@ def servers(extension_for: Callable[..., Any], suffix: str) -> tuple[FastMCP, Fa
     return made[0], made[1]
 
 
-async def square(n: int) -> int:
-    return n * n
-
-
 async def ask(ctx: Context) -> str | InputRequiredResult:
-    request = ElicitRequest(
-        method="elicitation/create",
-        params={"mode": "form", "message": QUESTION, "requestedSchema": {"type": "object", "properties": {}}},
-    )
-    return InputRequiredResult(result_type="input_required", input_requests={"region": request})
+    return InputRequiredResult(result_type="input_required", input_requests={"region": question(QUESTION)})
 
 
 async def hold() -> str:
@@ -91,7 +82,7 @@ async def test_operators_list_show_cancel_and_terminate_tasks_of_any_scope(
 ) -> None:
     suffix = uuid.uuid4().hex[:8]
     square_tool, ask_tool, hold_tool = f"square_{suffix}", f"ask_{suffix}", f"hold_{suffix}"
-    authed, anonymous = servers(make_extension, suffix)
+    authed, anonymous = two_servers(make_extension, suffix)
     async with serving_http(authed) as url, http_client(url, "token-a") as alice, Client(anonymous) as anon:
         scoped = await call_tool_task(alice, square_tool, {"n": 7})
         await status_becomes(scoped, "completed")

@@ -7,15 +7,17 @@ from datetime import timedelta
 
 import anyio
 import pytest
-from fastmcp import Client, Context, FastMCP
+from fastmcp import Client, Context
 from fastmcp_tasks.client import call_tool_task
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, ElicitRequest, InputRequiredResult
+from mcp_types import INTERNAL_ERROR, InputRequiredResult
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from servers import server_with, square
 from task_wire import DEADLINE, start_broken_task, status_becomes, tasks_cancel, tasks_get, workflow_closed
+from task_wire import ask as asking_for
 
 pytestmark = pytest.mark.anyio
 
@@ -44,14 +46,6 @@ async def _only_listed(extension: TemporalTasksExtension, query: str, task_id: s
     assert len(ids) == 1 and ids[0].endswith(task_id), (query, ids)
 
 
-def _ask() -> InputRequiredResult:
-    question = ElicitRequest(
-        method="elicitation/create",
-        params={"mode": "form", "message": "?", "requestedSchema": {"type": "object", "properties": {}}},
-    )
-    return InputRequiredResult(result_type="input_required", input_requests={"q": question})
-
-
 async def _published(extension: TemporalTasksExtension, task_id: str) -> tuple[str, str]:
     """The status in the task's memo and in its McpTaskStatus search attribute."""
     assert extension.client is not None
@@ -63,16 +57,13 @@ async def _published(extension: TemporalTasksExtension, task_id: str) -> tuple[s
 
 async def test_tasks_are_searchable_by_tool_status_and_scope(make_extension) -> None:
     extension = make_extension()
-    mcp = FastMCP("operators")
-    mcp.add_extension(extension)
+    mcp = server_with(extension)
 
-    @mcp.tool(task=True)
-    async def square(n: int) -> int:
-        return n * n
+    mcp.tool(square, task=True)
 
     @mcp.tool(task=True)
     async def ask(ctx: Context) -> str | InputRequiredResult:
-        return _ask()
+        return asking_for("q")
 
     async with Client(mcp) as client:
         done = await call_tool_task(client, "square", {"n": 3})
@@ -91,8 +82,7 @@ async def test_tasks_are_searchable_by_tool_status_and_scope(make_extension) -> 
 
 async def test_every_status_is_published_where_operators_search(make_extension) -> None:
     extension = make_extension()
-    mcp = FastMCP("statuses")
-    mcp.add_extension(extension)
+    mcp = server_with(extension)
     release = asyncio.Event()
 
     @mcp.tool(task=True)
@@ -102,11 +92,9 @@ async def test_every_status_is_published_where_operators_search(make_extension) 
 
     @mcp.tool(task=True)
     async def ask(ctx: Context) -> str | InputRequiredResult:
-        return _ask()
+        return asking_for("q")
 
-    @mcp.tool(task=True)
-    async def square(n: int) -> int:
-        return n * n
+    mcp.tool(square, task=True)
 
     @mcp.tool(task=True)
     async def refuse() -> str:
@@ -135,12 +123,11 @@ async def test_every_status_is_published_where_operators_search(make_extension) 
 
 async def test_an_expired_parked_task_is_published_as_failed(make_extension) -> None:
     extension = make_extension(task_ttl=timedelta(seconds=1))
-    mcp = FastMCP("expiry")
-    mcp.add_extension(extension)
+    mcp = server_with(extension)
 
     @mcp.tool(task=True)
     async def ask(ctx: Context) -> str | InputRequiredResult:
-        return _ask()
+        return asking_for("q")
 
     async with Client(mcp) as client:
         parked = await call_tool_task(client, "ask")
@@ -153,12 +140,9 @@ async def test_an_expired_parked_task_is_published_as_failed(make_extension) -> 
 async def test_a_workflow_that_cannot_proceed_fails_instead_of_retrying_forever(make_extension) -> None:
     """An exception in the workflow's own code (here: a timeout no timedelta holds) ends the task failed."""
     extension = make_extension()
-    mcp = FastMCP("bug")
-    mcp.add_extension(extension)
+    mcp = server_with(extension)
 
-    @mcp.tool(task=True)
-    async def square(n: int) -> int:
-        return n * n
+    mcp.tool(square, task=True)
 
     async with Client(mcp):
         handle = await start_broken_task(extension, "broken")
@@ -170,8 +154,7 @@ async def test_a_workflow_that_cannot_proceed_fails_instead_of_retrying_forever(
 
 async def test_a_cancelled_task_closes_even_when_its_tool_ignores_the_cancel(make_extension) -> None:
     extension = make_extension()
-    mcp = FastMCP("stubborn")
-    mcp.add_extension(extension)
+    mcp = server_with(extension)
     release = asyncio.Event()
 
     @mcp.tool(task=True)

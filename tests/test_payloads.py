@@ -25,14 +25,14 @@ import pytest
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
 from mcp.shared.exceptions import MCPError
-from mcp_types import ElicitRequest, InputRequiredResult
+from mcp_types import InputRequiredResult
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal._devserver import DevServer
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from task_wire import DEADLINE, status_becomes, tasks_get, tasks_update
+from task_wire import DEADLINE, question, status_becomes, tasks_get, tasks_update
 
 pytestmark = pytest.mark.anyio
 
@@ -56,7 +56,7 @@ def _server(extension: TemporalTasksExtension, runs: list[str]) -> FastMCP:
         runs.append("echo")
         if ctx.input_responses is None:
             return InputRequiredResult(
-                result_type="input_required", input_requests={"more": _question("more")}
+                result_type="input_required", input_requests={"more": question("more")}
             )
         return blob + ctx.input_responses["more"].content["value"]
 
@@ -64,7 +64,7 @@ def _server(extension: TemporalTasksExtension, runs: list[str]) -> FastMCP:
     async def ask_twice(blob: str, ctx: Context) -> str | InputRequiredResult:
         runs.append("ask_twice")
         if ctx.input_responses is None:
-            questions = {name: _question(name) for name in ("first", "second")}
+            questions = {name: question(name) for name in ("first", "second")}
             return InputRequiredResult(result_type="input_required", input_requests=questions)
         return "answered"
 
@@ -74,14 +74,6 @@ def _server(extension: TemporalTasksExtension, runs: list[str]) -> FastMCP:
         return "r" * size
 
     return mcp
-
-
-def _question(name: str) -> ElicitRequest:
-    schema = {"type": "object", "properties": {"value": {"type": "string"}}}
-    return ElicitRequest(
-        method="elicitation/create",
-        params={"mode": "form", "message": name, "requestedSchema": schema},
-    )
 
 
 def _answering(value: str) -> Any:
@@ -102,6 +94,16 @@ async def _running_on(extension: TemporalTasksExtension) -> list[str]:
     assert extension.client is not None
     query = f"TaskQueue = '{extension.temporal_settings.task_queue}' AND ExecutionStatus = 'Running'"
     return [execution.id async for execution in extension.client.list_workflows(query)]
+
+
+async def _listed_on(extension: TemporalTasksExtension, at_least: int) -> list[str]:
+    """The workflows of this test's queue, once visibility lists `at_least` of them."""
+    assert extension.client is not None
+    query = f"TaskQueue = '{extension.temporal_settings.task_queue}'"
+    with anyio.fail_after(DEADLINE):
+        while len(ids := [execution.id async for execution in extension.client.list_workflows(query)]) < at_least:
+            await anyio.sleep(0.1)
+    return ids
 
 
 async def _none_running(extension: TemporalTasksExtension) -> None:
@@ -160,14 +162,12 @@ async def test_oversize_arguments_are_refused_like_a_bad_call_and_start_nothing(
         (text,) = [block.text for block in refused.content]
         assert "3,14" in text and "2,080,768 bytes" in text and "PAYLOAD_STORE" in text
         assert "retry" not in text
-        await _none_running(extension)
-        assert [
-            e
-            async for e in extension.client.list_workflows(  # type: ignore[union-attr]
-                f"TaskQueue = '{extension.temporal_settings.task_queue}'"
-            )
-        ] == []
-    assert runs == []
+        # A workflow started by the refused call would be listed no later than this task's.
+        sentinel = await call_tool_task(client, "produce", {"size": 1})
+        await status_becomes(sentinel, "completed")
+        listed = await _listed_on(extension, at_least=1)
+    assert listed == [workflow_id(ANONYMOUS_SCOPE_TAG, sentinel.task_id)]
+    assert runs == ["produce"]
 
 
 async def test_an_oversize_answer_is_refused_and_nothing_is_signalled(
@@ -309,9 +309,9 @@ async def test_continue_as_new_carries_the_arguments_once(make_extension, tempor
     async def rounds(blob: str, ctx: Context) -> str | InputRequiredResult:
         done = int(ctx.request_state or 0) + (ctx.input_responses is not None)
         if done < 6:
-            question = {f"q{done}": _question(f"q{done}")}
+            requests = {f"q{done}": question(f"q{done}")}
             return InputRequiredResult(
-                result_type="input_required", input_requests=question, request_state=str(done)
+                result_type="input_required", input_requests=requests, request_state=str(done)
             )
         return "done"
 
@@ -340,7 +340,7 @@ async def test_big_input_requests_are_stored_too(make_extension, tmp_path: Path)
     @mcp.tool(task=True)
     async def ask_big(ctx: Context) -> str | InputRequiredResult:
         if ctx.input_responses is None:
-            return InputRequiredResult(result_type="input_required", input_requests={"q": _question(message)})
+            return InputRequiredResult(result_type="input_required", input_requests={"q": question(message)})
         return "answered"
 
     async with Client(mcp, elicitation_handler=_answering("x")) as client:

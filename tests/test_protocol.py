@@ -3,17 +3,18 @@
 Proves the Temporal engine reproduces the reference's protocol surface (behaviour doc
 §2.1-2.4, §2.8, §2.9, §3.8, §7 items 21-23): the capability it advertises; when a call
 becomes a task (tool mode x client opt-in x protocol era x nested call x version);
-the exact shape of the create result; and the errors `tasks/*` answers for an unknown
+the exact shape of the create result; the errors `tasks/*` answers for an unknown
 id (-32602), a missing capability (-32021), a legacy era (-32601) and a mismatched
-HTTP `Mcp-Name` header (-32020). Everything goes through a real `fastmcp.Client`
-against a real Temporal dev server.
+HTTP `Mcp-Name` header (-32020); that invalid arguments get the synchronous call's
+error and start no workflow; and that root middleware post-processing results
+tolerates a task. Everything goes through a real `fastmcp.Client` against a real
+Temporal dev server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-import socket
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -21,26 +22,20 @@ from typing import Any
 import anyio
 import mcp_types
 import pytest
-import uvicorn
 from fastmcp import Client, Context, FastMCP
-from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp.exceptions import ToolError
 from fastmcp.server.middleware import Middleware
 from fastmcp.tools.base import ToolResult
 from fastmcp.utilities.tasks import TASKS_EXTENSION_ID, TaskConfig
 from fastmcp_tasks.client import call_tool_task
 from fastmcp_tasks.client_models import (
-    CancelTaskRequest,
     ClientCreateTaskResult,
-    ClientGetTaskResult,
-    GetTaskRequest,
-    GetTaskRequestParams,
-    UpdateTaskRequest,
-    UpdateTaskRequestParams,
 )
 from mcp.shared.exceptions import MCPError
 
 from fastmcp_temporal import TemporalTasksExtension
+from servers import NoTasksClient, http_client, serving_http
+from task_wire import DEADLINE, TASK_METHODS, polled_until, send_task_method, tasks_get
 
 pytestmark = pytest.mark.anyio
 
@@ -48,12 +43,6 @@ MISSING_CAPABILITY_DATA = {"requiredCapabilities": {"extensions": {TASKS_EXTENSI
 TASK_ID = re.compile(r"^[A-Za-z0-9_-]{43}$")
 REQUIRED_POLL = timedelta(milliseconds=250)
 TASKS_OPT_IN_META = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION_ID: {}}}}
-
-
-class NoTasksClient(Client):
-    """A modern client that does not fold in the tasks extension, so it never opts in."""
-
-    _auto_internal_extensions = False
 
 
 @pytest.fixture
@@ -113,33 +102,13 @@ def assert_foreground(result: mcp_types.Result, value: int) -> None:
     assert result.structured_content == {"result": value}
 
 
-async def send_task_method(client: Client, method: str, task_id: str) -> Any:
-    """A raw `tasks/get|update|cancel`; the session stamps the client's own capabilities."""
-    params = GetTaskRequestParams(task_id=task_id)
-    request: Any = {
-        "tasks/get": lambda: GetTaskRequest(params=params),
-        "tasks/cancel": lambda: CancelTaskRequest(params=params),
-        "tasks/update": lambda: UpdateTaskRequest(
-            params=UpdateTaskRequestParams(task_id=task_id, input_responses={})
-        ),
-    }[method]()
-    result_type = ClientGetTaskResult if method == "tasks/get" else mcp_types.Result
-    return await client.session.send_request(request, result_type)
-
-
-def untitled(result: mcp_types.CallToolResult) -> str:
-    (content,) = result.content
-    assert isinstance(content, mcp_types.TextContent)
-    return re.sub(r"validation error for call\[\w+\]", "validation error for call[...]", content.text)
-
-
 async def workflow_count(extension: TemporalTasksExtension, queue: str) -> int:
     assert extension.client is not None
     return (await extension.client.count_workflows(f'TaskQueue="{queue}"')).count
 
 
 async def wait_for_workflow_count(extension: TemporalTasksExtension, queue: str, at_least: int) -> int:
-    with anyio.fail_after(30):
+    with anyio.fail_after(DEADLINE):
         while (count := await workflow_count(extension, queue)) < at_least:
             await anyio.sleep(0.1)
     return count
@@ -178,11 +147,7 @@ async def test_optional_tool_with_opt_in_returns_a_task(server: FastMCP) -> None
         assert type(created.ttl_ms) is int and created.ttl_ms == 900_000
         assert type(created.poll_interval_ms) is int and created.poll_interval_ms == 5000
 
-        with anyio.fail_after(30):
-            final = await send_task_method(client, "tasks/get", created.task_id)
-            while final.status == "working":
-                await anyio.sleep(0.05)
-                final = await send_task_method(client, "tasks/get", created.task_id)
+        final = await polled_until(lambda: tasks_get(client, created.task_id), "completed")
     assert final.status == "completed"
     assert final.result["structuredContent"] == {"result": 4}
 
@@ -191,7 +156,7 @@ async def test_required_tool_with_opt_in_returns_a_task_with_its_poll_interval(s
     async with Client(server) as client:
         task = await call_tool_task(client, "required_echo", {"n": 5})
         assert task.create_result.poll_interval_ms == REQUIRED_POLL // timedelta(milliseconds=1)
-        with anyio.fail_after(30):
+        with anyio.fail_after(DEADLINE):
             result = await task.result()
     assert result.data == 5
 
@@ -239,7 +204,7 @@ async def test_task_ids_are_distinct_and_timings_stay_integers(server: FastMCP, 
         working = await first.status()
         assert working.status == "working"
         gate.set()
-        with anyio.fail_after(30):
+        with anyio.fail_after(DEADLINE):
             completed = await first.wait(state="completed")
             await second.wait(state="completed")
     for seen in (first.create_result, working, completed):
@@ -256,7 +221,9 @@ async def test_nested_call_of_an_optional_tool_runs_inline(
     async with Client(server) as client:
         result = await client.call_tool("relay", {"name": "optional_echo"})
         assert result.data == 7
-        assert await workflow_count(extension, task_queue) == 0
+        # A workflow started by the nested call would be listed no later than this task's.
+        await call_tool_task(client, "optional_echo", {"n": 1})
+        assert await wait_for_workflow_count(extension, task_queue, at_least=1) == 1
 
 
 async def test_nested_call_of_a_required_tool_is_a_tool_error(server: FastMCP) -> None:
@@ -279,15 +246,13 @@ async def test_version_targeting_runs_the_requested_version(extension: TemporalT
 
     async with Client(mcp) as client:
         task = await call_tool_task(client, "versioned", {}, version="1")
-        with anyio.fail_after(30):
+        with anyio.fail_after(DEADLINE):
             assert (await task.result()).data == "one"
             assert (await client.call_tool("versioned", {}, version="1")).data == "one"
             assert (await client.call_tool("versioned", {})).data == "two"
 
 
 # --- tasks/* gates ------------------------------------------------------------------
-
-TASK_METHODS = ["tasks/get", "tasks/update", "tasks/cancel"]
 
 
 @pytest.mark.parametrize("method", TASK_METHODS)
@@ -309,7 +274,7 @@ async def test_task_methods_without_the_capability_are_refused(server: FastMCP, 
                 await send_task_method(bare, method, task.task_id)
         assert raised.value.code == -32021
         assert raised.value.data == MISSING_CAPABILITY_DATA
-        with anyio.fail_after(30):
+        with anyio.fail_after(DEADLINE):
             assert (await task.result()).data == 1  # the refused call changed nothing
 
 
@@ -323,32 +288,20 @@ async def test_tasks_get_at_a_legacy_protocol_version_is_method_not_found(server
 
 
 async def test_http_mcp_name_header_must_match_the_task_id(server: FastMCP) -> None:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    url = f"http://127.0.0.1:{port}/mcp"
-    http = uvicorn.Server(uvicorn.Config(server.http_app(), log_level="warning"))
-    async with anyio.create_task_group() as group:
-        group.start_soon(lambda: http.serve(sockets=[sock]))
-        try:
-            with anyio.fail_after(30):
-                while not http.started:
-                    await anyio.sleep(0.05)
-                async with Client(url) as client:
-                    task = await call_tool_task(client, "optional_echo", {"n": 9})
-                    await task.wait(state="completed")
+    async with serving_http(server) as url:
+        async with http_client(url) as client:
+            task = await call_tool_task(client, "optional_echo", {"n": 9})
+            await task.wait(state="completed", timeout=DEADLINE)
 
-                async with Client(StreamableHttpTransport(url, headers={"Mcp-Name": "wrong"})) as mismatched:
-                    with pytest.raises(MCPError) as raised:
-                        await send_task_method(mismatched, "tasks/get", task.task_id)
-                assert raised.value.code == -32020
+        async with http_client(url, headers={"Mcp-Name": "wrong"}) as mismatched:
+            with pytest.raises(MCPError) as raised:
+                await tasks_get(mismatched, task.task_id)
+        assert raised.value.code == -32020
 
-                async with Client(StreamableHttpTransport(url, headers={"Mcp-Name": task.task_id})) as matched:
-                    got = await send_task_method(matched, "tasks/get", task.task_id)
-                assert got.status == "completed"
-                assert got.result["structuredContent"] == {"result": 9}
-        finally:
-            http.should_exit = True
+        async with http_client(url, headers={"Mcp-Name": task.task_id}) as matched:
+            got = await tasks_get(matched, task.task_id)
+    assert got.status == "completed"
+    assert got.result["structuredContent"] == {"result": 9}
 
 
 # --- creation errors and middleware ------------------------------------------------
@@ -364,11 +317,8 @@ async def test_invalid_arguments_give_the_sync_error_and_start_no_workflow(
 
         tasked = await raw_call(client, "optional_echo", bad)
         sync = await raw_call(sync_client, "optional_echo", bad)
-        assert isinstance(tasked, mcp_types.CallToolResult) and tasked.is_error and sync.is_error
-        # Pydantic titles the error after the validated callable: the tool on the sync path,
-        # the reference's reused signature probe on the task path. The rest is identical.
-        assert untitled(tasked) == untitled(sync)
-        assert "valid integer" in untitled(tasked)
+        assert isinstance(tasked, mcp_types.CallToolResult) and tasked.is_error
+        assert tasked.content == sync.content  # the synchronous call's validation error, word for word
 
         # A workflow started by the bad call would be listed no later than this one.
         await call_tool_task(client, "optional_echo", {"n": 2})
@@ -388,7 +338,7 @@ async def test_root_middleware_that_post_processes_results_tolerates_a_task(serv
 
     server.add_middleware(Stamp())
     async with Client(server) as client:
-        with anyio.fail_after(30):
+        with anyio.fail_after(DEADLINE):
             result = await client.call_tool("optional_echo", {"n": 6})
     assert result.data == 6
     assert seen and seen[0] != "ToolResult"

@@ -21,30 +21,21 @@ from typing import Any
 
 import anyio
 import pytest
-from fastmcp import Client
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
 import fault_app
-import test_faults
 from fastmcp_temporal._devserver import DevServer, free_port
 from fastmcp_temporal.workflows.models import TaskOutcome
-from test_faults import DEADLINE, AttemptLog, Processes, eventually, http_client
+from fault_processes import DEADLINE, AttemptLog, Processes, answering_client
+from servers import NoTasksClient
+from task_wire import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
-attempts = test_faults.attempts
-processes = test_faults.processes
-
 STEP = 0.25
 HEARTBEAT_TIMEOUTS_ON_ONE_ATTEMPT = 3
-
-
-class NoTasksClient(Client):
-    """A modern client that does not fold in the tasks extension, so it never opts in."""
-
-    _auto_internal_extensions = False
 
 
 async def the_call_workflow(temporal: TemporalClient, task_queue: str) -> WorkflowHandle[Any, TaskOutcome]:
@@ -80,7 +71,11 @@ async def test_a_durable_call_answers_after_its_worker_is_killed_resuming_from_i
 
         async with anyio.create_task_group() as group:
             group.start_soon(call)
-            await eventually(lambda: attempts.progress("job") >= long_enough, what="the leg to run long")
+            await eventually(
+                lambda: attempts.progress("job") >= long_enough,
+                timeout=DEADLINE,
+                what="the leg to run long",
+            )
             assert len(attempts.starts("job")) == 1, "the leg was retried while its worker was alive"
             processes.kill(first)
             second = processes.worker(temporal_server.address, task_queue)
@@ -113,7 +108,7 @@ async def test_a_durable_calls_workflow_completes_after_its_server_is_killed_and
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     server = processes.http_server(temporal_server.address, task_queue, port)
-    async with http_client(url, server, processes):
+    async with answering_client(url, server, processes):
         pass  # the server answers
 
     async def call() -> None:
@@ -128,7 +123,11 @@ async def test_a_durable_calls_workflow_completes_after_its_server_is_killed_and
     with anyio.fail_after(DEADLINE):
         async with anyio.create_task_group() as group:
             group.start_soon(anyio.to_thread.run_sync, call_on_its_own_loop)
-            await eventually(lambda: attempts.progress("running") >= 3, what="the tool to checkpoint")
+            await eventually(
+                lambda: attempts.progress("running") >= 3,
+                timeout=DEADLINE,
+                what="the tool to checkpoint",
+            )
             processes.kill(server)
 
     temporal = await TemporalClient.connect(temporal_server.address)

@@ -36,28 +36,18 @@ from temporalio.client import WorkflowExecution, WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension, TemporalTasksSettings, execution_policy
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG
-from test_context import identity, serving_http, verifier, whoami
-from test_results import (
+from result_cases import (
+    ERROR_CASES,
     INVALID_CALLS,
     RETURN_CASES,
     raises_protocol_error,
-    raises_tool_error,
-    raises_value_error,
-    raises_value_error_without_ctx,
     sleeps_past_timeout,
-    square,
     wire,
 )
+from servers import NoTasksClient, identity, server_with, serving_http, square, verifier, whoami
+from task_wire import DEADLINE
 
 pytestmark = pytest.mark.anyio
-
-DEADLINE = 30
-
-
-class NoTasksClient(Client):
-    """A modern client that does not fold in the tasks extension, so it never opts in."""
-
-    _auto_internal_extensions = False
 
 
 @dataclass
@@ -82,8 +72,7 @@ async def durable_and_inline(
         clients, extensions = [], []
         for sync_calls in ("workflow", "inline"):
             extension = make_extension(sync_calls=sync_calls)
-            server = FastMCP("sync-calls", **server_options)
-            server.add_extension(extension)
+            server = server_with(extension, **server_options)
             register(server)
             clients.append(await stack.enter_async_context(client(server, **(client_options or {}))))
             extensions.append(extension)
@@ -111,13 +100,6 @@ async def call_workflows(extension: TemporalTasksExtension, expected: int = 1) -
                 assert all(w.id.startswith(f"mcp-call/{ANONYMOUS_SCOPE_TAG}/") for w in found), found
                 return found
             await anyio.sleep(0.1)
-
-
-async def no_workflows(extension: TemporalTasksExtension) -> None:
-    client = extension.client
-    assert client is not None
-    query = f"TaskQueue = '{extension.temporal_settings.task_queue}'"
-    assert [w.id async for w in client.list_workflows(query)] == []
 
 
 async def ran_once_on_a_worker(extension: TemporalTasksExtension, execution: WorkflowExecution) -> None:
@@ -149,6 +131,19 @@ async def assert_same_answer(pair: Pair, args: dict[str, Any] | None = None) -> 
     return wire(durable)
 
 
+async def same_json_rpc_error(pair: Pair) -> mcp_types.ErrorData:
+    """Both servers refuse "x" with the same JSON-RPC error; the durable one after one leg."""
+    errors = []
+    for client in (pair.durable, pair.inline):
+        with anyio.fail_after(DEADLINE), pytest.raises(MCPError) as raised:
+            await client.call_tool_mcp("x", {})
+        errors.append(raised.value.error)
+    (execution,) = await call_workflows(pair.extension)
+    await ran_once_on_a_worker(pair.extension, execution)
+    assert errors[0] == errors[1]
+    return errors[0]
+
+
 # --- 1. results -------------------------------------------------------------------------
 
 
@@ -159,22 +154,11 @@ async def test_durable_call_answers_what_an_inline_call_answers(make_extension, 
     assert expect.items() <= result.items()
 
 
-async def test_tool_error_is_the_same_result(make_extension) -> None:
-    async with durable_and_inline(make_extension, tool(raises_tool_error)) as pair:
-        result = await assert_same_answer(pair)
-    assert result["isError"] is True
-    assert result["content"] == [{"type": "text", "text": "kaboom"}]
-
-
-@pytest.mark.parametrize("fn", [raises_value_error, raises_value_error_without_ctx], ids=["ctx", "no-ctx"])
-@pytest.mark.parametrize(
-    ("mask", "text"),
-    [(True, "Error calling tool 'x'"), (False, "Error calling tool 'x': secret")],
-    ids=["masked", "unmasked"],
-)
-async def test_unexpected_error_is_masked_as_inline(make_extension, fn, mask, text) -> None:
+@ERROR_CASES
+async def test_a_tool_error_is_the_same_result(make_extension, fn, mask, text) -> None:
     async with durable_and_inline(make_extension, tool(fn), mask_error_details=mask) as pair:
         result = await assert_same_answer(pair)
+    assert result["isError"] is True
     assert result["content"] == [{"type": "text", "text": text}]
 
 
@@ -212,15 +196,8 @@ async def test_errors_fastmcp_rewrites_inline_are_rewritten_the_same(make_extens
 
 async def test_a_missing_client_capability_is_the_same_json_rpc_error(make_extension) -> None:
     async with durable_and_inline(make_extension, tool(raises_missing_capability)) as pair:
-        errors = []
-        for client in (pair.durable, pair.inline):
-            with anyio.fail_after(DEADLINE), pytest.raises(MCPError) as raised:
-                await client.call_tool_mcp("x", {})
-            errors.append(raised.value.error)
-        (execution,) = await call_workflows(pair.extension)
-        await ran_once_on_a_worker(pair.extension, execution)
-    assert errors[0] == errors[1]
-    assert errors[0].code == MISSING_REQUIRED_CLIENT_CAPABILITY
+        error = await same_json_rpc_error(pair)
+    assert error.code == MISSING_REQUIRED_CLIENT_CAPABILITY
 
 
 @pytest.mark.parametrize(
@@ -243,7 +220,10 @@ async def test_invalid_arguments_get_the_same_rejection_and_start_nothing(make_e
         inline = await pair.inline.call_tool_mcp("x", args)
         assert durable.is_error is True
         assert same_json(durable, inline)
-        await no_workflows(pair.extension)
+        # A workflow started by the rejected call would be listed no later than this one's.
+        assert (await pair.durable.call_tool("x", {"n": 2})).data == 4
+        (execution,) = await call_workflows(pair.extension)
+        await ran_once_on_a_worker(pair.extension, execution)
 
 
 async def test_a_legacy_era_client_is_served_by_a_workflow_too(make_extension) -> None:
@@ -259,8 +239,7 @@ async def test_a_legacy_era_client_is_served_by_a_workflow_too(make_extension) -
 
 async def test_a_tools_policy_overrides_the_extension_default(make_extension) -> None:
     extension = make_extension()  # sync_calls="inline"
-    server = FastMCP("policy")
-    server.add_extension(extension)
+    server = server_with(extension)
 
     @server.tool(task=True)
     @execution_policy(sync_calls="workflow")
@@ -273,25 +252,29 @@ async def test_a_tools_policy_overrides_the_extension_default(make_extension) ->
 
     async with NoTasksClient(server) as client:
         assert (await client.call_tool("inline", {"n": 1})).data == 3
-        await no_workflows(extension)
         assert (await client.call_tool("durable", {"n": 1})).data == 2
+        # a workflow for the inline call would be listed no later than the durable call's
         (execution,) = await call_workflows(extension)
         await ran_once_on_a_worker(extension, execution)
 
 
 async def test_a_tools_policy_can_keep_it_inline(make_extension) -> None:
     extension = make_extension(sync_calls="workflow")
-    server = FastMCP("policy")
-    server.add_extension(extension)
+    server = server_with(extension)
 
     @server.tool(task=True)
     @execution_policy(sync_calls="inline")
     async def quick(n: int) -> int:
         return n
 
+    server.tool(square, task=True)  # follows the extension: served by a workflow
+
     async with NoTasksClient(server) as client:
         assert (await client.call_tool("quick", {"n": 4})).data == 4
-        await no_workflows(extension)
+        assert (await client.call_tool("square", {"n": 4})).data == 16
+        # a workflow for the inline call would be listed no later than square's
+        (execution,) = await call_workflows(extension)
+        await ran_once_on_a_worker(extension, execution)
 
 
 def test_the_mode_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -321,8 +304,7 @@ async def test_an_opted_in_client_still_gets_a_task(make_extension) -> None:
 async def test_a_cancelled_request_cancels_the_workflow_and_the_tool(make_extension, transport) -> None:
     """In memory the client sends `notifications/cancelled`; over 2026 HTTP it closes the response stream."""
     extension = make_extension(sync_calls="workflow")
-    server = FastMCP("cancel")
-    server.add_extension(extension)
+    server = server_with(extension)
     started, stopped = asyncio.Event(), asyncio.Event()
 
     @server.tool(task=True)
@@ -357,8 +339,7 @@ async def test_a_cancelled_request_cancels_the_workflow_and_the_tool(make_extens
 
 async def test_an_operator_cancelling_the_workflow_ends_the_call_with_an_error(make_extension) -> None:
     extension = make_extension(sync_calls="workflow")
-    server = FastMCP("cancel")
-    server.add_extension(extension)
+    server = server_with(extension)
     started = asyncio.Event()
 
     @server.tool(task=True)
@@ -386,8 +367,7 @@ async def test_an_operator_cancelling_the_workflow_ends_the_call_with_an_error(m
 
 async def test_a_leg_that_gives_up_ends_the_call_with_the_reason(make_extension) -> None:
     extension = make_extension(sync_calls="workflow")
-    server = FastMCP("gives-up")
-    server.add_extension(extension)
+    server = server_with(extension)
 
     @server.tool(task=True)
     @execution_policy(start_to_close_timeout=timedelta(seconds=1), maximum_attempts=1)
@@ -444,15 +424,8 @@ async def test_an_ask_on_a_legacy_connection_gets_the_inline_error(make_extensio
     async with durable_and_inline(
         make_extension, tool(greets), client=Client, client_options={"mode": "legacy"}
     ) as pair:
-        errors = []
-        for client in (pair.durable, pair.inline):
-            with anyio.fail_after(DEADLINE), pytest.raises(MCPError) as raised:
-                await client.call_tool_mcp("x", {})
-            errors.append(raised.value.error)
-        (execution,) = await call_workflows(pair.extension)
-        await ran_once_on_a_worker(pair.extension, execution)
-    assert errors[0] == errors[1]
-    assert "only exists at MCP 2026-07-28" in errors[0].message
+        error = await same_json_rpc_error(pair)
+    assert "only exists at MCP 2026-07-28" in error.message
 
 
 # --- 5. the caller's identity and scope ---------------------------------------------------------
@@ -461,9 +434,7 @@ async def test_an_ask_on_a_legacy_connection_gets_the_inline_error(make_extensio
 async def test_a_durable_call_runs_as_its_caller_in_the_callers_scope(make_extension) -> None:
     """Token, claims and headers reach the leg as they do a task's, and the scope hash is the task's."""
     extension = make_extension(sync_calls="workflow")
-    server = FastMCP("identity", auth=verifier())
-    server.add_extension(extension)
-    server.tool(whoami, task=True)
+    server = server_with(extension, whoami, auth=verifier())
 
     async with serving_http(server) as url:
         transport = StreamableHttpTransport(url, headers={"x-tenant": "acme"}, auth="token-a")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from fastmcp import Client, FastMCP
+from fastmcp import Client
 from fastmcp_tasks import call_tool_task
 from google.protobuf.duration_pb2 import Duration
 from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
@@ -26,20 +26,10 @@ from temporalio.client import WorkflowExecutionStatus
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal._devserver import DevServer, free_port
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from servers import server_with, square
 from tls_proxy import CLIENT_NAME, SERVER_NAME, TlsFiles, TlsProxy, make_tls_files
 
 pytestmark = pytest.mark.anyio
-
-
-def _server(extension: TemporalTasksExtension) -> FastMCP:
-    mcp = FastMCP("temporal-config")
-
-    @mcp.tool(task=True)
-    async def double(n: int) -> int:
-        return 2 * n
-
-    mcp.add_extension(extension)
-    return mcp
 
 
 def _extension(task_queue: str, **settings: object) -> TemporalTasksExtension:
@@ -50,9 +40,9 @@ def _extension(task_queue: str, **settings: object) -> TemporalTasksExtension:
 
 async def _run_task(extension: TemporalTasksExtension) -> str:
     """Run one task over the MCP wire; its task id."""
-    async with Client(_server(extension)) as client:
-        task = await call_tool_task(client, "double", {"n": 21})
-        assert (await task.result()).data == 42
+    async with Client(server_with(extension, square)) as client:
+        task = await call_tool_task(client, "square", {"n": 21})
+        assert (await task.result()).data == 441
     return task.task_id
 
 
@@ -208,8 +198,8 @@ mcp.add_extension(TemporalTasksExtension())
 
 
 @mcp.tool(task=True)
-async def double(n: int) -> int:
-    return 2 * n
+async def square(n: int) -> int:
+    return n * n
 """
 
 

@@ -16,7 +16,7 @@ import anyio
 import pytest
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
-from mcp_types import ElicitRequest, InputRequiredResult
+from mcp_types import InputRequiredResult
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.sdk.v1 import WorkflowMetadata
@@ -28,7 +28,7 @@ from fastmcp_temporal import execution_policy
 from fastmcp_temporal._codec import ENCODING
 from fastmcp_temporal._devserver import DevServer
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from task_wire import DEADLINE, status_becomes, tasks_update
+from task_wire import DEADLINE, question, status_becomes, tasks_update
 
 pytestmark = pytest.mark.anyio
 
@@ -43,15 +43,7 @@ def _server(extension: Any) -> FastMCP:
     @mcp.tool(task=True, version="2")
     async def greet(who: str, ctx: Context) -> str | InputRequiredResult:
         if ctx.input_responses is None:
-            request = ElicitRequest(
-                method="elicitation/create",
-                params={
-                    "mode": "form",
-                    "message": QUESTION,
-                    "requestedSchema": {"type": "object", "properties": {"value": {"type": "string"}}},
-                },
-            )
-            return InputRequiredResult(result_type="input_required", input_requests={"name": request})
+            return InputRequiredResult(result_type="input_required", input_requests={"name": question(QUESTION)})
         return f"hello {who} and {ctx.input_responses['name'].content['value']}"
 
     @mcp.tool(task=True)

@@ -1,0 +1,112 @@
+"""Servers, clients and callers shared by the over-the-wire tests.
+
+A FastMCP server with its tools on a test's extension, served in memory or over real
+streamable HTTP (uvicorn on a free loopback port, stopped even when a test fails),
+the clients that reach it (opted in to tasks or not, with a bearer token or none), and
+the callers FastMCP's `StaticTokenVerifier` knows, with what a task sees of each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import uvicorn
+from fastmcp import Client, FastMCP
+from fastmcp.client.transports import StreamableHttpTransport
+from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
+from fastmcp.server.dependencies import get_access_token, get_http_headers, get_http_request
+
+from fastmcp_temporal import TemporalTasksExtension
+from task_wire import DEADLINE
+
+TOKENS: dict[str, dict[str, Any]] = {
+    "token-a": {"client_id": "client-a", "scopes": ["read"]},
+    "token-b": {"client_id": "client-b", "scopes": ["read"]},
+    "token-u1": {"client_id": "shared-app", "sub": "user-1"},
+    "token-u2": {"client_id": "shared-app", "sub": "user-2"},
+}
+
+
+class NoTasksClient(Client):
+    """A modern client that does not fold in the tasks extension, so it never opts in."""
+
+    _auto_internal_extensions = False
+
+
+def server_with(
+    extension: TemporalTasksExtension, *tools: Callable[..., Any], name: str = "test-server", **options: Any
+) -> FastMCP:
+    """A FastMCP server (built with `options`) running `tools` as tasks on `extension`."""
+    server = FastMCP(name, **options)
+    server.add_extension(extension)
+    for fn in tools:
+        server.tool(fn, task=True)
+    return server
+
+
+def verifier(extra: dict[str, dict[str, Any]] | None = None) -> StaticTokenVerifier:
+    return StaticTokenVerifier(tokens={**TOKENS, **(extra or {})})
+
+
+@asynccontextmanager
+async def serving_http(server: FastMCP) -> AsyncIterator[str]:
+    """Serve `server` over streamable HTTP on a free loopback port; stop it gracefully."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    web = uvicorn.Server(uvicorn.Config(server.http_app(), log_level="warning", lifespan="on"))
+    serving = asyncio.create_task(web.serve(sockets=[sock]))
+    try:
+        with anyio.fail_after(DEADLINE):
+            while not web.started:
+                if serving.done():
+                    serving.result()  # startup failed: raise its error here
+                await anyio.sleep(0.02)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        web.should_exit = True
+        with anyio.fail_after(DEADLINE):
+            await serving
+        sock.close()
+
+
+def http_client(url: str, token: str | None = None, headers: dict[str, str] | None = None) -> Client:
+    return Client(StreamableHttpTransport(url, headers=headers, auth=token))
+
+
+async def whoami() -> dict[str, Any]:
+    """Who the task runs as, read with no `ctx` parameter."""
+    token = get_access_token()
+    headers = get_http_headers(include_all=True)
+    try:
+        get_http_request()
+        request = "available"
+    except RuntimeError:
+        request = "none"  # the reference fabricates no Request inside a task
+    return {
+        "request": request,
+        "client_id": token.client_id if token else None,
+        "claims": token.claims if token else None,
+        "tenant": headers.get("x-tenant"),
+        "authorization": headers.get("authorization"),
+    }
+
+
+def identity(token: str | None, tenant: str | None = None) -> dict[str, Any]:
+    """What `whoami` returns for a caller with this bearer token and x-tenant header."""
+    return {
+        "request": "none",
+        "client_id": TOKENS[token]["client_id"] if token else None,
+        "claims": TOKENS[token] if token else None,
+        "tenant": tenant,
+        "authorization": f"Bearer {token}" if token else None,
+    }
+
+
+async def square(n: int) -> int:
+    return n * n
