@@ -26,13 +26,9 @@ from mcp_types import ElicitRequest, InputRequiredResult
 from temporalio.api.enums.v1 import EventType
 
 from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal._codec import encrypted_data_converter
 from fastmcp_temporal._devserver import start_dev_server
-from fastmcp_temporal._payloads import (
-    encoded_size,
-    limits_of,
-    payload_storage,
-    task_data_converter,
-)
+from fastmcp_temporal._payloads import encoded_size, limits_of
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal.workflows.models import InputAnswers, LegOutcome, LegPolicy, TaskInput, ToolCall
 
@@ -90,8 +86,7 @@ async def limits() -> None:
     snapshot = "s" * 600  # about what an anonymous caller's encoded snapshot weighs
     for store in ("none", "a store"):
         for key in (None, KEY):
-            storage = payload_storage("none" if store == "none" else tempfile.gettempdir(), None, 50 * MIB)
-            converter = task_data_converter(key, storage)
+            converter = encrypted_data_converter(key, "none" if store == "none" else tempfile.gettempdir())
             bounds = limits_of(converter, 2 * MIB, 50 * MIB)
 
             def task(n: int) -> TaskInput:
