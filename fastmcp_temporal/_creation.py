@@ -117,7 +117,6 @@ async def start_tool_workflow(
         id=workflow_id(scope_tag, task_id, kind),
         task_queue=backend.settings.task_queue,
         memo={
-            "status": "working",
             "kind": kind,
             "createdAt": created_at,
             "ttlMs": backend.ttl_ms,

@@ -79,7 +79,7 @@ class _Task:
         return self.description.raw_description.workflow_extended_info.cancel_requested
 
     def outstanding(self) -> dict[str, Any]:
-        if not self.running or self.cancel_requested or self.memo.get("status") != "input_required":
+        if not self.running or self.cancel_requested:
             return {}
         return dict(self.memo.get("inputRequests") or {})
 

@@ -155,6 +155,6 @@ async def start_broken_task(extension: TemporalTasksExtension, task_id: str) -> 
         broken,
         id=workflow_id(ANONYMOUS_SCOPE_TAG, task_id),
         task_queue=extension.temporal_settings.task_queue,
-        memo={"status": "working", "scope": ANONYMOUS_SCOPE_TAG, "tool": "square", "ttlMs": 60_000},
+        memo={"scope": ANONYMOUS_SCOPE_TAG, "tool": "square", "ttlMs": 60_000},
         search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS_ATTRIBUTE, "working")]),
     )

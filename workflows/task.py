@@ -185,8 +185,14 @@ class McpTaskWorkflow:
         return outcome
 
     def _publish(self, state: TaskState, memo: dict[str, Any] | None = None) -> None:
-        """Record the task's state where ``tasks/get`` and operators read it."""
-        workflow.upsert_memo({"status": state, **(memo or {})})
+        """Record the task's state where ``tasks/get`` and operators read it.
+
+        Each write is a billed history event, so the state itself lives only in the
+        ``McpTaskStatus`` search attribute (and, once closed, in the execution's own
+        status); the memo carries just the open input requests ``tasks/get`` serves.
+        """
+        if memo is not None:
+            workflow.upsert_memo(memo)
         if self._task is not None and self._task.search_attributes:
             workflow.upsert_search_attributes([STATUS_ATTRIBUTE.value_set(state)])
         self._show(state)
