@@ -13,16 +13,15 @@ the throughput of N calls at once through workflows.
 from __future__ import annotations
 
 import asyncio
-import statistics
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Literal
 
 from fastmcp import Client, FastMCP
+from latency import timed  # bench/ is the script's own folder on sys.path
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal._devserver import start_dev_server
@@ -32,16 +31,6 @@ class NoTasksClient(Client):
     """A client that does not declare the tasks extension, like most clients in use."""
 
     _auto_internal_extensions = False
-
-
-async def timed(rounds: int, action: Callable[[], Awaitable[object]]) -> str:
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        await action()
-        samples.append((time.perf_counter() - start) * 1000)
-    cuts = statistics.quantiles(samples, n=20)
-    return f"p50 {statistics.median(samples):6.1f}  p95 {cuts[18]:6.1f}"
 
 
 def build(address: str, sync_calls: Literal["inline", "workflow"]) -> FastMCP:
