@@ -3,7 +3,8 @@
 A Temporal activity learns of cancellation only from the answer to a heartbeat, and
 every heartbeat is a billed Action on Temporal Cloud. A leg therefore heartbeats fast
 (every 200 ms) for its first `fast_period`, when an impatient client most often
-cancels, then every `interval`, kept safely below the heartbeat timeout. The ticker
+cancels, then every `interval`, kept safely below the heartbeat timeout. The first
+beat comes one interval in, so a leg that ends sooner costs no heartbeat at all. The ticker
 is the leg's only heartbeat source, so this cadence is what Temporal records.
 
 The ticker also measures its own silences: a silence longer than the heartbeat
@@ -103,13 +104,15 @@ class Ticker:
         )
 
     async def _beat(self) -> None:
-        while not activity.is_cancelled():
-            self.observe()
-            activity.heartbeat(self._progress.details())
-            self._last_beat = self._loop.time()
+        while True:
             pause = self._cadence.seconds_until_next(self._last_beat - self._started, self._timeout)
             self._due = self._last_beat + pause
             await asyncio.sleep(pause)
+            if activity.is_cancelled():
+                return
+            self.observe()
+            activity.heartbeat(self._progress.details())
+            self._last_beat = self._loop.time()
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Ticker]:
