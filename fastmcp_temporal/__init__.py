@@ -8,8 +8,8 @@ mcp = FastMCP("Server")
 mcp.add_extension(TemporalTasksExtension())
 ```
 
-The public names load on first use: the workflow sandbox imports
-`fastmcp_temporal.workflows` on every run, and must not drag FastMCP in with it.
+The public names load on first use, so importing `fastmcp_temporal.workflows`
+(a replayer, a worker of workflows only) does not drag FastMCP in with it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """`McpTasksPlugin`: the worker side of MCP tasks, for any Temporal worker.
 
 One temporalio plugin carries everything a worker needs to run a FastMCP server's
-tasks: the task workflow, the tool-leg activity bound to the server, the sandbox
-passthroughs, the data converter (encryption) and the worker tuning that makes
+tasks: the task workflow, the tool-leg activity bound to the server, the data
+converter (encryption, payload store) and the worker tuning that makes
 cancellation prompt. The embedded worker and `fastmcp-temporal worker` load it, and
 so can a team's own worker::
 
@@ -16,7 +16,6 @@ then serves through the worker's client and starts no worker of its own.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -24,8 +23,7 @@ from typing import TYPE_CHECKING
 from fastmcp.utilities.tasks import TASKS_EXTENSION_ID
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+from temporalio.worker import Worker, WorkerConfig
 
 from fastmcp_temporal import _fastmcp_private
 from fastmcp_temporal._connection import require_codec, tasks_data_converter
@@ -49,9 +47,6 @@ PLUGIN_NAME = "fastmcp_temporal.McpTasksPlugin"
 HEARTBEAT_THROTTLE = timedelta(milliseconds=200)
 # A dead worker's sticky queue holds the workflow's next task this long.
 STICKY_TIMEOUT = timedelta(seconds=1)
-# FastMCP's dependencies install beartype's import hook; inside the workflow
-# sandbox that re-imports beartype for every workflow run (~150 ms of CPU each).
-SANDBOX_PASSTHROUGH_MODULES = ("beartype",)
 
 
 class McpTasksPlugin(SimplePlugin):
@@ -74,7 +69,6 @@ class McpTasksPlugin(SimplePlugin):
             activities=[
                 ToolLegActivities(server, heartbeat_cadence(self._extension.temporal_settings)).run_tool_leg
             ],
-            workflow_runner=_with_sandbox_passthroughs,
             interceptors=worker_interceptors(),
         )
         self._enter_server_lifespan = enter_server_lifespan
@@ -131,11 +125,3 @@ def tasks_extension(server: FastMCP) -> TemporalTasksExtension:
         )
     return extension
 
-
-def _with_sandbox_passthroughs(runner: WorkflowRunner | None) -> WorkflowRunner:
-    runner = runner or SandboxedWorkflowRunner()
-    if isinstance(runner, SandboxedWorkflowRunner):
-        return dataclasses.replace(
-            runner, restrictions=runner.restrictions.with_passthrough_modules(*SANDBOX_PASSTHROUGH_MODULES)
-        )
-    return runner

@@ -1,7 +1,7 @@
 """Plain data exchanged between the MCP server, the task workflow and the tool activity.
 
-Pure dataclasses and constants with no FastMCP import, so the workflow sandbox can
-pass this module through and every field travels through Temporal's default JSON
+Pure dataclasses and constants with no FastMCP import, so the workflow imports
+them deterministically and every field travels through Temporal's default JSON
 payload converter unchanged.
 """
 

@@ -1,10 +1,10 @@
 """What the task workflow shows operators in the Temporal UI, in MCP words.
 
-Pure, deterministic formatting with no imports beyond the standard library, so the
-workflow sandbox passes it through. Summaries and details are Temporal user
-metadata: they travel through the payload codec (encrypted with a key) and cost no
-history event (an activity's summary rides on its schedule command; current
-details are served by the `__temporal_workflow_metadata` query).
+Pure, deterministic formatting with no imports beyond the standard library, safe in
+workflow code. Summaries and details are Temporal user metadata: they travel through
+the payload codec (encrypted with a key) and cost no history event (an activity's
+summary rides on its schedule command; current details are served by the
+`__temporal_workflow_metadata` query).
 """
 
 from __future__ import annotations
