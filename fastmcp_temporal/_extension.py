@@ -222,7 +222,10 @@ class TemporalTasksExtension(ServerExtension):
             with temporal_errors("run the call"):
                 return await call_through_workflow(self._running_backend(), tool, params.arguments, context)
         with temporal_errors("start the task"):
-            return await start_task(self._running_backend(), tool, params.arguments, context)
+            created = await start_task(self._running_backend(), tool, params.arguments, context)
+        if self._methods is not None:
+            self._methods.watch(created.task_id, created.created_at, created.poll_interval_ms)
+        return created
 
     def _running_backend(self) -> Backend:
         if self._backend is None:
@@ -256,6 +259,7 @@ class TemporalTasksExtension(ServerExtension):
             try:
                 yield
             finally:
+                self._methods.close()
                 self._backend = self._methods = None
 
 

@@ -9,6 +9,12 @@ expired or foreign task id all get the same -32602.
 Reads are cheap because the MCP client polls: concurrent reads of one task share one
 `describe()`, and a closed task (which never changes again) is answered from a
 bounded in-process cache until its TTL ends, without calling Temporal.
+
+A task this process created is watched while it is young: one long poll of its
+result, as a bare Temporal client would make, fills that cache the moment the task
+closes. Meanwhile a `tasks/get` of it first waits up to `read_hold` for the close,
+so a short task's result reaches the caller as soon as it exists instead of at the
+caller's next poll. Any other change (an ask, progress) shows no later than that.
 """
 
 from __future__ import annotations
@@ -61,6 +67,9 @@ _REMEMBERED_ANSWERS = 10_000
 # Closed tasks answered from memory: at most this many, each result at most this big.
 _CLOSED_CACHE_ENTRIES = 1_000
 _CLOSED_CACHE_MAX_RESULT_CHARS = 64 * 1024
+# Young tasks watched for their close: for how long, and how many at once.
+_WATCH_PERIOD = timedelta(seconds=30)
+_WATCHED_TASKS = 1_000
 
 
 @dataclass
@@ -106,9 +115,25 @@ class TaskMethods:
         self._answered: OrderedDict[str, set[str]] = OrderedDict()
         self._closed: OrderedDict[str, _Closed] = OrderedDict()
         self._reads: dict[str, asyncio.Future[tuple[WorkflowExecutionDescription, dict[str, Any]]]] = {}
+        self._watches: dict[str, asyncio.Task[None]] = {}
+
+    def watch(self, task_id: str, created_at: str, poll_interval_ms: int | None) -> None:
+        """Await the result of a task just created here (see the module docstring)."""
+        if len(self._watches) >= _WATCHED_TASKS:
+            return
+        handle = self._handle(task_id)
+        interval = poll_interval_ms or DEFAULT_POLL_INTERVAL_MS
+        watch = asyncio.create_task(self._await_close(handle, created_at, interval))
+        self._watches[handle.id] = watch
+        watch.add_done_callback(lambda _: self._unwatch(handle.id))
+
+    def close(self) -> None:
+        """Stop every watch (the server is stopping)."""
+        for watch in list(self._watches.values()):
+            watch.cancel()
 
     async def get(self, task_id: str) -> GetTaskResult:
-        closed = self._cached_closed(task_id)
+        closed = self._cached_closed(task_id) or await self._closed_within_hold(task_id)
         if closed is not None:
             return self._closed_result(task_id, closed)
         task = await self._find(task_id, shared=True)
@@ -121,7 +146,52 @@ class TaskMethods:
             status, fields = "input_required", {"input_requests": outstanding}
         else:
             status, fields = "working", {"status_message": await self._status_message(task)}
+        if status != "working":  # parked or cancelling: its close is no longer imminent
+            self._unwatch(task.handle.id)
         return self._result(task, status, **fields)
+
+    async def _closed_within_hold(self, task_id: str) -> _Closed | None:
+        """A watched task's close, when it comes within this read's hold."""
+        watch = self._watches.get(self._handle(task_id).id)
+        hold = self._backend.settings.read_hold.total_seconds()
+        if watch is None or hold <= 0:
+            return None
+        await asyncio.wait([watch], timeout=hold)
+        return self._cached_closed(task_id)
+
+    async def _await_close(
+        self, handle: WorkflowHandle[Any, TaskOutcome], created_at: str, poll_interval_ms: int
+    ) -> None:
+        try:
+            outcome = await asyncio.wait_for(handle.result(), _WATCH_PERIOD.total_seconds())
+        except Exception:  # not closed in time, or failed, cancelled, terminated: reads describe it
+            return
+        state = _outcome_state(outcome)
+        if state is None:
+            return
+        status, fields = state
+        ttl_ms = self._backend.ttl_ms
+        self._remember_closed(
+            handle.id,
+            _Closed(
+                status=status,
+                fields=fields,
+                created_at=created_at,
+                ttl_ms=ttl_ms,
+                poll_interval_ms=poll_interval_ms,
+                expires_at=datetime.now(timezone.utc) + timedelta(milliseconds=ttl_ms),
+            ),
+        )
+
+    def _unwatch(self, key: str) -> None:
+        watch = self._watches.pop(key, None)
+        if watch is not None:
+            watch.cancel()
+
+    def _handle(self, task_id: str) -> WorkflowHandle[Any, TaskOutcome]:
+        return self._backend.client.get_workflow_handle(
+            workflow_id(current_scope_tag(), task_id), result_type=TaskOutcome
+        )
 
     async def update(self, task_id: str, responses: dict[str, Any]) -> UpdateTaskResult:
         if self._cached_closed(task_id) is not None:
@@ -143,6 +213,7 @@ class TaskMethods:
                 return UpdateTaskResult()  # closed meanwhile: nothing is waiting for answers
             self._remember_answered(task_id, answers)
             self._reads.pop(task.handle.id, None)
+            self._unwatch(task.handle.id)
             await self._wait_until_applied(task, set(answers))
         return UpdateTaskResult()
 
@@ -164,6 +235,7 @@ class TaskMethods:
         if task.running and not task.cancel_requested:
             await task.handle.cancel()
             self._reads.pop(task.handle.id, None)  # later reads must see the cancel
+            self._unwatch(task.handle.id)
         return CancelTaskResult()
 
     async def _find(self, task_id: str, *, shared: bool = False) -> _Task:
@@ -173,9 +245,7 @@ class TaskMethods:
         starts after their acknowledgement returns an older state.
         """
         scope_tag = current_scope_tag()
-        handle = self._backend.client.get_workflow_handle(
-            workflow_id(scope_tag, task_id), result_type=TaskOutcome
-        )
+        handle = self._handle(task_id)
         try:
             description, memo = await (self._shared_read(handle) if shared else _read(handle))
         except RPCError as exc:
@@ -222,11 +292,14 @@ class TaskMethods:
             poll_interval_ms=int(memo.get("pollIntervalMs") or DEFAULT_POLL_INTERVAL_MS),
             expires_at=_expires_at(task.description, memo),
         )
-        if len(json.dumps(fields.get("result"), default=str)) <= _CLOSED_CACHE_MAX_RESULT_CHARS:
-            self._closed[task.handle.id] = closed
+        self._remember_closed(task.handle.id, closed)
+        return closed
+
+    def _remember_closed(self, key: str, closed: _Closed) -> None:
+        if len(json.dumps(closed.fields.get("result"), default=str)) <= _CLOSED_CACHE_MAX_RESULT_CHARS:
+            self._closed[key] = closed
             while len(self._closed) > _CLOSED_CACHE_ENTRIES:
                 self._closed.popitem(last=False)
-        return closed
 
     def _closed_result(self, task_id: str, closed: _Closed) -> GetTaskResult:
         return GetTaskResult(
@@ -244,12 +317,10 @@ class TaskMethods:
         if status == Status.CANCELED:
             return "cancelled", {}
         if status == Status.COMPLETED:
-            outcome: TaskOutcome = await task.handle.result()
-            if outcome.expired:
+            state = _outcome_state(await task.handle.result())
+            if state is None:
                 raise task_not_found(task.task_id)
-            if outcome.error is not None:
-                return "failed", _failed_fields(outcome.error)
-            return "completed", {"result": outcome.result}
+            return state
         return "failed", _failed_fields(await _failure(task))
 
     async def _status_message(self, task: _Task) -> str | None:
@@ -336,6 +407,15 @@ def _validated_answer(key: str, request: dict[str, Any], raw: Any) -> dict[str, 
             code=mcp_types.INVALID_PARAMS,
             message=f"Invalid answer for input request {key!r} ({request.get('method')}): {exc}",
         ) from None
+
+
+def _outcome_state(outcome: TaskOutcome) -> tuple[TaskStatus, dict[str, Any]] | None:
+    """What a completed workflow's outcome answers; None when the task expired unanswered."""
+    if outcome.expired:
+        return None
+    if outcome.error is not None:
+        return "failed", _failed_fields(outcome.error)
+    return "completed", {"result": outcome.result}
 
 
 def _failed_fields(error: dict[str, Any]) -> dict[str, Any]:

@@ -116,6 +116,12 @@ class TemporalTasksSettings(BaseSettings):
         default=HeartbeatCadence.fast_period,
         description="For this long after it starts, a leg heartbeats every 200 ms, so a cancel reaches it at once.",
     )
+    read_hold: timedelta = Field(
+        default=timedelta(milliseconds=500),
+        description="How long a tasks/get of a task this server started in the last 30 s waits for it to "
+        "finish before answering: a short task's result reaches the caller as soon as it exists, and an "
+        "ask or progress shows up to this much later. 0 answers at once.",
+    )
 
     # How to reach a secured Temporal (Temporal Cloud or your own). Each one left unset
     # comes from Temporal's own environment variables or temporal.toml profile.
@@ -154,7 +160,7 @@ class TemporalTasksSettings(BaseSettings):
 
     @field_validator(
         "task_ttl", "heartbeat_timeout", "start_to_close_timeout", "shutdown_grace", "connect_timeout",
-        "heartbeat_interval", "heartbeat_fast_period",
+        "heartbeat_interval", "heartbeat_fast_period", "read_hold",
         mode="before",
     )
     @classmethod

@@ -1,0 +1,145 @@
+"""`tasks/get` of a task this server just created waits briefly for it to finish.
+
+Proves, on a real Temporal server over the MCP wire, that a read sent while a young
+task runs answers its result once the tool returns, from the server's own long poll of
+the result and with no `describe()` of the task; that `read_hold=0` answers at once;
+and that a read after `tasks/cancel` is not held, so the cancel shows immediately.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import anyio
+import pytest
+from fastmcp import Client, FastMCP
+from fastmcp.server.middleware import Middleware, MiddlewareContext
+from fastmcp_tasks.client import call_tool_task
+from temporalio.client import (
+    Client as TemporalClient,
+)
+from temporalio.client import (
+    DescribeWorkflowInput,
+    Interceptor,
+    OutboundInterceptor,
+    WorkflowExecutionDescription,
+)
+
+from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal._devserver import DevServer
+from task_wire import DEADLINE, tasks_cancel, tasks_get
+
+pytestmark = pytest.mark.anyio
+
+LONG_HOLD = timedelta(seconds=DEADLINE * 4)
+
+
+class _CountDescribes(Interceptor):
+    """Counts `describe()` calls the server makes, by workflow id."""
+
+    def __init__(self) -> None:
+        self.described: Counter[str] = Counter()
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        return _Counting(next, self.described)
+
+
+class _Counting(OutboundInterceptor):
+    def __init__(self, next: OutboundInterceptor, described: Counter[str]) -> None:
+        super().__init__(next)
+        self._described = described
+
+    async def describe_workflow(self, input: DescribeWorkflowInput) -> WorkflowExecutionDescription:
+        self._described[input.id] += 1
+        return await super().describe_workflow(input)
+
+
+class _ReadsArrive(Middleware):
+    """Sets an event when a `tasks/get` reaches the server."""
+
+    def __init__(self) -> None:
+        self.arrived = anyio.Event()
+
+    async def on_request(self, context: MiddlewareContext[Any], call_next: Callable[..., Any]) -> Any:
+        if context.method == "tasks/get":
+            self.arrived.set()
+        return await call_next(context)
+
+
+async def _server(
+    temporal_server: DevServer, task_queue: str, tool: Callable[..., Any], **settings: Any
+) -> tuple[FastMCP, _CountDescribes, _ReadsArrive]:
+    counter = _CountDescribes()
+    client = await TemporalClient.connect(temporal_server.address, interceptors=[counter])
+    server = FastMCP("reads")
+    server.add_extension(TemporalTasksExtension(client=client, task_queue=task_queue, **settings))
+    server.tool(task=True)(tool)
+    reads = _ReadsArrive()
+    server.add_middleware(reads)
+    return server, counter, reads
+
+
+async def test_a_read_of_a_young_task_answers_its_result_once_the_tool_returns(
+    temporal_server: DevServer, task_queue: str
+) -> None:
+    started, release = anyio.Event(), anyio.Event()
+
+    async def gated() -> str:
+        started.set()
+        await release.wait()
+        return "done"
+
+    server, counter, reads = await _server(temporal_server, task_queue, gated, read_hold=LONG_HOLD)
+    async with Client(server) as client:
+        task = await call_tool_task(client, "gated")
+        with anyio.fail_after(DEADLINE):
+            await started.wait()
+        async with anyio.create_task_group() as group:
+            answers: list[Any] = []
+
+            async def read() -> None:
+                answers.append(await tasks_get(client, task.task_id))
+
+            group.start_soon(read)
+            with anyio.fail_after(DEADLINE):
+                await reads.arrived.wait()
+            release.set()
+        (answer,) = answers
+        assert answer.status == "completed"
+        assert answer.result["structuredContent"] == {"result": "done"}
+        assert counter.described[f"mcp-task/anon/{task.task_id}"] == 0
+
+
+async def test_read_hold_zero_answers_a_running_task_at_once(temporal_server: DevServer, task_queue: str) -> None:
+    started, release = anyio.Event(), anyio.Event()
+
+    async def gated() -> str:
+        started.set()
+        await release.wait()
+        return "done"
+
+    server, _, _ = await _server(temporal_server, task_queue, gated, read_hold=timedelta(0))
+    async with Client(server) as client:
+        task = await call_tool_task(client, "gated")
+        with anyio.fail_after(DEADLINE):
+            await started.wait()
+            assert (await tasks_get(client, task.task_id)).status == "working"
+        release.set()
+        assert (await task.result()).structured_content == {"result": "done"}
+
+
+async def test_a_read_after_tasks_cancel_is_not_held(temporal_server: DevServer, task_queue: str) -> None:
+    """With no worker online the cancelled workflow stays open; the read must not wait for its close."""
+
+    async def never_runs() -> str:
+        return "ran"
+
+    server, _, _ = await _server(temporal_server, task_queue, never_runs, read_hold=LONG_HOLD, worker=False)
+    async with Client(server) as client:
+        task = await call_tool_task(client, "never_runs")
+        await tasks_cancel(client, task.task_id)
+        with anyio.fail_after(DEADLINE / 2):  # the watch itself gives up after 30 s
+            assert (await tasks_get(client, task.task_id)).status == "cancelled"
