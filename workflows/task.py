@@ -50,11 +50,18 @@ SCOPE_ATTRIBUTE = SearchAttributeKey.for_keyword(SCOPE_SEARCH_ATTRIBUTE)
 
 
 # An exception in this workflow's code is a bug no retry of the workflow task fixes:
-# it fails the task (published as failed) instead of leaving it running forever.
+# it fails the task (published as failed) instead of leaving it running forever. Not
+# a NondeterminismError (a TemporalError): a task that no longer replays after an
+# upgrade waits for a worker with compatible code instead of failing.
+_BUGS = [
+    ArithmeticError, AssertionError, AttributeError, LookupError, NameError, RuntimeError, TypeError, ValueError
+]
+
+
 # Unsandboxed: this module is reviewed to be deterministic, and a sandbox per task
 # (re-importing this package, and a sandbox round trip per payload) was a fifth of
 # a trivial task's CPU in the worker.
-@workflow.defn(name=WORKFLOW_NAME, failure_exception_types=[Exception], sandboxed=False)
+@workflow.defn(name=WORKFLOW_NAME, failure_exception_types=_BUGS, sandboxed=False)
 class McpTaskWorkflow:
     def __init__(self) -> None:
         self._outstanding: dict[str, str] = {}
