@@ -1,0 +1,70 @@
+"""Every shape of task history replays on the workflow code: it is deterministic.
+
+`McpTaskWorkflow` runs outside the workflow sandbox, so nothing at run time catches
+non-deterministic code in it; replaying real histories does. Tasks that complete,
+fail, ask and are answered, and are cancelled run on a real Temporal server; their
+histories then replay with `Replayer`, which fails on any command that differs.
+"""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from fastmcp import Client, Context
+from fastmcp_tasks.client import call_tool_task
+from mcp_types import InputRequiredResult
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
+
+from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.workflows.task import McpTaskWorkflow
+from servers import server_with, square
+from task_wire import accept, ask, eventually, finished, tasks_update, workflow_closed
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_histories_of_every_task_shape_replay(make_extension) -> None:
+    started: list[str] = []
+
+    async def greet(ctx: Context) -> str | InputRequiredResult:
+        responses = ctx.input_responses
+        if not responses:
+            return ask("name")
+        return f"hello {responses['name'].content['value']}"
+
+    async def broken() -> str:
+        raise RuntimeError("boom")
+
+    async def sleeper() -> str:
+        started.append("sleeper")
+        await anyio.sleep(60)
+        return "late"
+
+    extension = make_extension()
+    async with Client(server_with(extension, square, greet, broken, sleeper)) as client:
+        done = await call_tool_task(client, "square", {"n": 3})
+        failed = await call_tool_task(client, "broken")
+        asked = await call_tool_task(client, "greet")
+        cancelled = await call_tool_task(client, "sleeper")
+        await finished(done)
+        await finished(failed)
+        status = await asked.wait(state="input_required")
+        (key,) = status.input_requests
+        await tasks_update(client, asked.task_id, {key: accept("Ada")})
+        await finished(asked)
+        await eventually(lambda: "sleeper" in started)
+        await cancelled.cancel()
+        tasks = [done, failed, asked, cancelled]
+        for task in tasks:
+            await workflow_closed(extension, task.task_id)
+        temporal = extension.client
+        assert temporal is not None
+        histories: list[WorkflowHistory] = []
+        for task in tasks:
+            handle = temporal.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+            histories.append(await handle.fetch_history())
+
+    replayer = Replayer(workflows=[McpTaskWorkflow], data_converter=temporal.data_converter)
+    for history in histories:
+        await replayer.replay_workflow(history)
