@@ -76,9 +76,9 @@ class TemporalTasksSettings(BaseSettings):
     leg: Literal["activity", "local"] = Field(
         default="activity",
         description=(
-            "How a task tool's body runs on the workers: 'activity' (heartbeats, cancel reaches it at "
-            "once) or 'local' (a local activity inside the workflow task: fewer history events, for "
-            "tools that finish within seconds); a tool's execution_policy(leg=...) overrides it."
+            "How a task tool's body runs on the workers: 'activity' (heartbeats its progress, a cancel "
+            "reaches it on the next heartbeat) or 'local' (a local activity inside the workflow task: "
+            "fewer history events, for tools that finish within seconds); execution_policy(leg=...) wins."
         ),
     )
     history_events_limit: int = Field(
