@@ -15,6 +15,12 @@ on its attempt and start another, which would run the body again. So the body ru
 in its own asyncio task, registered by leg: a later attempt on this worker joins it
 instead of running it, and the abandoned attempt hands its outcome to the workflow
 by the `leg_outcome` signal, which the workflow takes once.
+
+A local attempt (`execution_policy(leg="local")`) runs inside the workflow task of the
+worker that scheduled it. It cannot heartbeat (its progress never reaches `tasks/get`,
+its checkpoints stay in this process), and Temporal starts no other attempt while it
+runs, so it runs the body directly, with none of the joining above; the task's cancel
+reaches the body as the local activity's cancel.
 """
 
 from __future__ import annotations
@@ -111,9 +117,11 @@ class ToolLegActivities:
 
         An attempt first joins a body of its leg already running or finished here (Temporal
         retried it because the body blocked the event loop past the heartbeat timeout), and
-        runs the body itself only when there is none.
+        runs the body itself only when there is none. A local attempt runs the body in place.
         """
         info = activity.info()
+        if info.is_local:
+            return await _outcome_in_place(await self._start(leg))
         key = (info.workflow_id, info.workflow_run_id, info.activity_id)
         run = _runs.get(key)
         started_here = run is None
@@ -165,12 +173,26 @@ class ToolLegActivities:
             try:
                 outcome, abandoned = await _outcome_of(run, ticker)
             except asyncio.CancelledError:
-                _cancelled_bodies.add(run.body)
-                run.body.cancel()
-                await asyncio.wait([run.body])
+                await _stop_body(run)
                 _forget(key, run)
                 raise
         return outcome, abandoned or ticker.timed_out
+
+
+async def _outcome_in_place(run: _LegRun) -> LegOutcome | RawValue:
+    """The body's outcome for a local attempt: no heartbeats, no joining, nothing delivered late."""
+    try:
+        return await asyncio.shield(run.body)
+    except asyncio.CancelledError:
+        await _stop_body(run)
+        raise
+
+
+async def _stop_body(run: _LegRun) -> None:
+    """Cancel the body for the leg's own cancel (not the tool's) and wait until it has stopped."""
+    _cancelled_bodies.add(run.body)
+    run.body.cancel()
+    await asyncio.wait([run.body])
 
 
 async def _outcome_of(run: _LegRun, ticker: Ticker) -> tuple[LegOutcome | RawValue, bool]:

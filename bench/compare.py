@@ -9,7 +9,8 @@ Starts one sqlite-WAL Temporal dev server (as the project's launcher does) and, 
 - `tasks-redis`: fastmcp-tasks on that Redis (skipped, with a note, without one);
 - `bare`: a Temporal workflow running one activity, with the same worker settings,
   timeouts and heartbeat cadence as a fastmcp-temporal leg (`bench/bare_engine.py`);
-- `temporal`: this project, worker in process.
+- `temporal`: this project, worker in process; its trivial tool also runs as a
+  `leg="local"` tool (end to end, burst and history measured apart).
 
 MCP engines are driven through an unmodified `fastmcp.Client` (in-memory transport,
 client and worker in the child); the bare engine through a `temporalio` client.
@@ -154,6 +155,14 @@ class McpEngine:
         async def trivial(n: int) -> int:
             return n
 
+        if self.kind == "temporal":
+            from fastmcp_temporal import execution_policy
+
+            @mcp.tool(task=True)
+            @execution_policy(leg="local")
+            async def trivial_local(n: int) -> int:
+                return n
+
         @mcp.tool(task=True)
         async def hold(key: str) -> str:
             self.started[key].set()
@@ -202,6 +211,10 @@ class McpEngine:
         t0 = time.perf_counter()
         await self.client.call_tool("trivial", {"n": 1})
         out["end_to_end"].append(_ms(t0))
+        if self.kind == "temporal":
+            t0 = time.perf_counter()
+            await self.client.call_tool("trivial_local", {"n": 1})
+            out["end_to_end_local_leg"].append(_ms(t0))
 
         t0 = time.perf_counter()
         task = await self._submit("trivial", {"n": 1})
@@ -232,7 +245,10 @@ class McpEngine:
 
     async def burst(self, n: int) -> dict[str, Any]:
         async with self._quiet():
-            return await self._burst(n)
+            out = await self._burst(n)
+            if self.kind == "temporal":
+                out["local_leg_tasks_per_s"] = (await self._burst(n, "trivial_local"))["tasks_per_s"]
+            return out
 
     @contextlib.asynccontextmanager
     async def _quiet(self) -> AsyncIterator[None]:
@@ -247,10 +263,10 @@ class McpEngine:
             self.running = await self._submit("hold", {"key": "running"})
             await self.started["running"].wait()
 
-    async def _burst(self, n: int) -> dict[str, Any]:
+    async def _burst(self, n: int, tool: str = "trivial") -> dict[str, Any]:
         before = self.metrics.snapshot() if self.metrics else {}
         t0 = time.perf_counter()
-        await asyncio.gather(*(self.client.call_tool("trivial", {"n": i}) for i in range(n)))
+        await asyncio.gather(*(self.client.call_tool(tool, {"n": i}) for i in range(n)))
         elapsed = time.perf_counter() - t0
         out: dict[str, Any] = {"tasks_per_s": n / elapsed}
         if self.metrics:
@@ -262,7 +278,12 @@ class McpEngine:
             return {}
         task = await self._submit("trivial", {"n": 2})
         await task.result()
-        return await _history_counts(self.temporal, self._workflow_id(task.task_id))
+        counts = await _history_counts(self.temporal, self._workflow_id(task.task_id))
+        if self.kind == "temporal":
+            local = await self._submit("trivial_local", {"n": 2})
+            await local.result()
+            counts["local_leg"] = await _history_counts(self.temporal, self._workflow_id(local.task_id))
+        return counts
 
     async def park(self, n: int) -> dict[str, Any]:
         before = await _settled_rss()
@@ -655,6 +676,9 @@ async def _measure(args: argparse.Namespace, children: dict[str, Child], notes: 
     for kind in order:
         entry = {metric: _summary(values) for metric, values in samples[kind].items()}
         entry["throughput_tasks_per_s"] = round(statistics.median(b["tasks_per_s"] for b in bursts[kind]), 1)
+        if "local_leg_tasks_per_s" in bursts[kind][-1]:
+            local_leg = statistics.median(b["local_leg_tasks_per_s"] for b in bursts[kind])
+            entry["throughput_local_leg_tasks_per_s"] = round(local_leg, 1)
         if "rpcs_per_task" in bursts[kind][-1]:
             entry["temporal_rpcs_per_task"] = bursts[kind][-1]["rpcs_per_task"]
             heartbeats = bursts[kind][-1]["rpcs_per_task"].get("RecordActivityTaskHeartbeat", 0)
@@ -729,6 +753,12 @@ def _ratios(engines: dict[str, Any]) -> dict[str, Any]:
         ours, ref = engines["temporal"], engines[base]
         entry = {f"{m}_p50": round(ours[m]["p50"] / ref[m]["p50"], 2) for m in metrics if m in ref}
         entry["throughput"] = round(ours["throughput_tasks_per_s"] / ref["throughput_tasks_per_s"], 2)
+        if base == "bare" and "end_to_end_local_leg" in ours:  # a leg="local" tool against the bare default
+            local_p50 = ours["end_to_end_local_leg"]["p50"]
+            entry["end_to_end_local_leg_p50"] = round(local_p50 / ref["end_to_end"]["p50"], 2)
+            entry["throughput_local_leg"] = round(
+                ours["throughput_local_leg_tasks_per_s"] / ref["throughput_tasks_per_s"], 2
+            )
         ratios[f"temporal/{base}"] = entry
     if "history" in engines.get("bare", {}) and "history" in engines.get("temporal", {}):
         ratios["history_events_extra"] = (
@@ -795,6 +825,7 @@ def print_table(report: dict[str, Any]) -> None:
         ("cancel -> CancelledError", "cancel"),
         ("workflow duration in Temporal", "workflow_duration"),
         ("end to end, tool as a local activity", "end_to_end_local_activity"),
+        ("end to end, `leg=\"local\"` tool", "end_to_end_local_leg"),
     ]
     print("| p50 / p95 ms | " + " | ".join(LABELS[e] for e in engines) + " |")
     print("| --- |" + " --- |" * len(engines))
@@ -806,7 +837,15 @@ def print_table(report: dict[str, Any]) -> None:
         print(f"| {label} | " + " | ".join(cells) + " |")
     extra = [
         ("throughput (tasks/s)", lambda v: f"{v['throughput_tasks_per_s']:.0f}"),
+        (
+            "throughput, `leg=\"local\"` tool (tasks/s)",
+            lambda v: "—" if (rate := v.get("throughput_local_leg_tasks_per_s")) is None else f"{rate:.0f}",
+        ),
         ("history events per trivial task", lambda v: str(v["history"]["events"]) if "history" in v else "—"),
+        (
+            "history events, local activity / `leg=\"local\"` tool",
+            lambda v: _local_events(v.get("history", {})),
+        ),
         (
             "billable Actions per trivial task",
             lambda v: f"{v['billable_actions_per_task']:g}" if "history" in v else "—",
@@ -827,6 +866,11 @@ def print_table(report: dict[str, Any]) -> None:
     print(json.dumps(report["ratios"], indent=1))
     for note in report["notes"]:
         print("note:", note)
+
+
+def _local_events(history: dict[str, Any]) -> str:
+    local = history.get("local_leg") or history.get("local_activity")
+    return f"{local['events']} ({local['billable_events']} billable)" if local else "—"
 
 
 def main() -> None:

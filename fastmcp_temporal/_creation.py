@@ -213,6 +213,7 @@ def _leg_policy(backend: Backend, component: Tool) -> LegPolicy:
         heartbeat_seconds=(policy.heartbeat_timeout or settings.heartbeat_timeout).total_seconds(),
         maximum_attempts=attempts,
         initial_retry_seconds=(policy.initial_retry_interval or _INITIAL_RETRY).total_seconds(),
+        local=(policy.leg or settings.leg) == "local",
     )
 
 

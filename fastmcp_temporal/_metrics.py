@@ -33,6 +33,7 @@ from temporalio.worker import (
     ExecuteWorkflowInput,
     Interceptor,
     StartActivityInput,
+    StartLocalActivityInput,
     WorkflowInboundInterceptor,
     WorkflowInterceptorClassInput,
     WorkflowOutboundInterceptor,
@@ -116,9 +117,17 @@ class _TaskMetrics(WorkflowInboundInterceptor):
 
 class _LegStartMetrics(WorkflowOutboundInterceptor):
     def start_activity(self, input: StartActivityInput) -> workflow.ActivityHandle[Any]:
-        if input.activity == RUN_TOOL_LEG and getattr(input.args[0], "leg", 1) > 1:
-            _task_counter("mcp_task_input_rounds", "Tool legs started after the client's answers").add(1)
+        _count_input_round(input)
         return super().start_activity(input)
+
+    def start_local_activity(self, input: StartLocalActivityInput) -> workflow.ActivityHandle[Any]:
+        _count_input_round(input)
+        return super().start_local_activity(input)
+
+
+def _count_input_round(input: StartActivityInput | StartLocalActivityInput) -> None:
+    if input.activity == RUN_TOOL_LEG and getattr(input.args[0], "leg", 1) > 1:
+        _task_counter("mcp_task_input_rounds", "Tool legs started after the client's answers").add(1)
 
 
 def _task_counter(name: str, description: str) -> Any:

@@ -3,7 +3,8 @@
 The extension's settings are the defaults; `@execution_policy(...)` under
 `@mcp.tool(task=True)` overrides them for that tool. Only crashes and timeouts
 retry: tool errors are results, never retried. `sync_calls` chooses, for this tool,
-whether a caller that did not opt in to tasks is served inline or by a workflow.
+whether a caller that did not opt in to tasks is served inline or by a workflow;
+`leg="local"` runs a short tool's body as a local activity, inside the workflow task.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class ExecutionPolicy:
     initial_retry_interval: timedelta | None = None
     heartbeat_interval: timedelta | None = None
     sync_calls: Literal["inline", "workflow"] | None = None
+    leg: Literal["activity", "local"] | None = None
 
 
 def execution_policy(
@@ -36,13 +38,17 @@ def execution_policy(
     initial_retry_interval: timedelta | None = None,
     heartbeat_interval: timedelta | None = None,
     sync_calls: Literal["inline", "workflow"] | None = None,
+    leg: Literal["activity", "local"] | None = None,
 ) -> Callable[[F], F]:
     """Set how this tool's legs are scheduled; place it below `@mcp.tool(task=True)`.
 
     `heartbeat_interval` is read by the worker running the leg, the others when the task starts.
+    `leg="local"` suits tools that finish within seconds: see the README's "Short tools".
     """
     if sync_calls not in (None, "inline", "workflow"):
         raise ValueError(f"execution_policy(sync_calls={sync_calls!r}): use 'inline' or 'workflow'.")
+    if leg not in (None, "activity", "local"):
+        raise ValueError(f"execution_policy(leg={leg!r}): use 'activity' or 'local'.")
     policy = ExecutionPolicy(
         start_to_close_timeout,
         heartbeat_timeout,
@@ -50,6 +56,7 @@ def execution_policy(
         initial_retry_interval,
         heartbeat_interval,
         sync_calls,
+        leg,
     )
 
     def apply(fn: F) -> F:

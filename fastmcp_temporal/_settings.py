@@ -73,6 +73,14 @@ class TemporalTasksSettings(BaseSettings):
             "process (the reference's behaviour) or 'workflow' on the workers, answered synchronously."
         ),
     )
+    leg: Literal["activity", "local"] = Field(
+        default="activity",
+        description=(
+            "How a task tool's body runs on the workers: 'activity' (heartbeats its progress, a cancel "
+            "reaches it on the next heartbeat) or 'local' (a local activity inside the workflow task: "
+            "fewer history events, for tools that finish within seconds); execution_policy(leg=...) wins."
+        ),
+    )
     history_events_limit: int = Field(
         default=2_000,
         ge=20,

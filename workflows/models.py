@@ -32,6 +32,8 @@ class LegPolicy:
     heartbeat_seconds: float
     maximum_attempts: int = 0
     initial_retry_seconds: float = 0.5
+    local: bool = False
+    """Run each leg as a local activity, inside the workflow task (`execution_policy(leg="local")`)."""
 
 
 @dataclass

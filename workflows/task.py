@@ -1,6 +1,7 @@
 """The one workflow every MCP task runs, whatever the tool.
 
-A task is a loop of legs. Each leg is one activity that runs the tool body; a leg
+A task is a loop of legs. Each leg is one activity that runs the tool body (a local
+activity, inside the workflow task, for a tool with `execution_policy(leg="local")`); a leg
 that asks for input parks the workflow, which publishes the outstanding requests in
 its memo (so ``tasks/get`` reads them with no worker online) and waits, holding no
 activity and no worker slot, until ``submit_input`` signals have answered every
@@ -37,6 +38,7 @@ from fastmcp_temporal.workflows.models import (
     LateLegOutcome,
     LegInput,
     LegOutcome,
+    LegPolicy,
     NextLeg,
     TaskInput,
     TaskOutcome,
@@ -118,22 +120,9 @@ class McpTaskWorkflow:
                 )
 
     async def _execute(self, task: TaskInput, leg: LegInput) -> LegOutcome:
-        policy = task.policy
         self._leg = leg.leg
         self._show("working")
-        activity = workflow.start_activity(
-            RUN_TOOL_LEG,
-            leg,
-            result_type=LegOutcome,
-            summary=leg_summary(_tool_name(), leg.leg, leg.input_responses or ()),
-            start_to_close_timeout=timedelta(seconds=policy.start_to_close_seconds),
-            heartbeat_timeout=timedelta(seconds=policy.heartbeat_seconds),
-            retry_policy=RetryPolicy(
-                initial_interval=timedelta(seconds=policy.initial_retry_seconds),
-                maximum_attempts=policy.maximum_attempts,
-            ),
-            cancellation_type=workflow.ActivityCancellationType.TRY_CANCEL,
-        )
+        activity = _start_leg(task.policy, leg)
         self._running_leg, self._late_outcome = (leg.leg, activity), None
         try:
             return await activity
@@ -212,6 +201,37 @@ class McpTaskWorkflow:
         if state == "input_required":
             requests = {self._outstanding.get(key, key): request for key, request in self._requests.items()}
         workflow.set_current_details(live_details(state, self._leg, requests, self._failure))
+
+
+def _start_leg(policy: LegPolicy, leg: LegInput) -> workflow.ActivityHandle[LegOutcome]:
+    """Schedule the leg's activity: a regular one, or a local one that runs inside this workflow task."""
+    summary = leg_summary(_tool_name(), leg.leg, leg.input_responses or ())
+    start_to_close = timedelta(seconds=policy.start_to_close_seconds)
+    retry_policy = RetryPolicy(
+        initial_interval=timedelta(seconds=policy.initial_retry_seconds),
+        maximum_attempts=policy.maximum_attempts,
+    )
+    cancellation_type = workflow.ActivityCancellationType.TRY_CANCEL
+    if policy.local:
+        return workflow.start_local_activity(
+            RUN_TOOL_LEG,
+            leg,
+            result_type=LegOutcome,
+            summary=summary,
+            start_to_close_timeout=start_to_close,
+            retry_policy=retry_policy,
+            cancellation_type=cancellation_type,
+        )
+    return workflow.start_activity(
+        RUN_TOOL_LEG,
+        leg,
+        result_type=LegOutcome,
+        summary=summary,
+        start_to_close_timeout=start_to_close,
+        heartbeat_timeout=timedelta(seconds=policy.heartbeat_seconds),
+        retry_policy=retry_policy,
+        cancellation_type=cancellation_type,
+    )
 
 
 def _tool_name() -> str:
