@@ -12,9 +12,10 @@ bounded in-process cache until its TTL ends, without calling Temporal.
 
 A task this process created is watched while it is young: one long poll of its
 result, as a bare Temporal client would make, fills that cache the moment the task
-closes. Meanwhile a `tasks/get` of it first waits up to `read_hold` for the close,
-so a short task's result reaches the caller as soon as it exists instead of at the
-caller's next poll. Any other change (an ask, progress) shows no later than that.
+closes. For the task's first `read_hold` (1 s), a `tasks/get` of it first waits for
+the close, so a short task's result reaches the caller as soon as it exists instead
+of at the caller's next poll; an ask or progress in that time shows when it ends.
+Reads of older tasks answer at once.
 """
 
 from __future__ import annotations
@@ -94,6 +95,14 @@ class _Task:
 
 
 @dataclass(frozen=True)
+class _Watch:
+    """A young task's result, awaited by one long poll; reads wait for it until `hold_until`."""
+
+    result: asyncio.Task[None]
+    hold_until: float
+
+
+@dataclass(frozen=True)
 class _Closed:
     """What a closed task answers until its TTL ends; it never changes again."""
 
@@ -115,7 +124,7 @@ class TaskMethods:
         self._answered: OrderedDict[str, set[str]] = OrderedDict()
         self._closed: OrderedDict[str, _Closed] = OrderedDict()
         self._reads: dict[str, asyncio.Future[tuple[WorkflowExecutionDescription, dict[str, Any]]]] = {}
-        self._watches: dict[str, asyncio.Task[None]] = {}
+        self._watches: dict[str, _Watch] = {}
 
     def watch(self, task_id: str, created_at: str, poll_interval_ms: int | None) -> None:
         """Await the result of a task just created here (see the module docstring)."""
@@ -123,14 +132,15 @@ class TaskMethods:
             return
         handle = self._handle(task_id)
         interval = poll_interval_ms or DEFAULT_POLL_INTERVAL_MS
-        watch = asyncio.create_task(self._await_close(handle, created_at, interval))
-        self._watches[handle.id] = watch
-        watch.add_done_callback(lambda _: self._unwatch(handle.id))
+        result = asyncio.create_task(self._await_close(handle, created_at, interval))
+        hold_until = asyncio.get_running_loop().time() + self._backend.settings.read_hold.total_seconds()
+        self._watches[handle.id] = _Watch(result, hold_until)
+        result.add_done_callback(lambda _: self._unwatch(handle.id))
 
     def close(self) -> None:
         """Stop every watch (the server is stopping)."""
         for watch in list(self._watches.values()):
-            watch.cancel()
+            watch.result.cancel()
 
     async def get(self, task_id: str) -> GetTaskResult:
         closed = self._cached_closed(task_id) or await self._closed_within_hold(task_id)
@@ -153,10 +163,12 @@ class TaskMethods:
     async def _closed_within_hold(self, task_id: str) -> _Closed | None:
         """A watched task's close, when it comes within this read's hold."""
         watch = self._watches.get(self._handle(task_id).id)
-        hold = self._backend.settings.read_hold.total_seconds()
-        if watch is None or hold <= 0:
+        if watch is None:
             return None
-        await asyncio.wait([watch], timeout=hold)
+        hold = watch.hold_until - asyncio.get_running_loop().time()
+        if hold <= 0:
+            return None
+        await asyncio.wait([watch.result], timeout=hold)
         return self._cached_closed(task_id)
 
     async def _await_close(
@@ -186,7 +198,7 @@ class TaskMethods:
     def _unwatch(self, key: str) -> None:
         watch = self._watches.pop(key, None)
         if watch is not None:
-            watch.cancel()
+            watch.result.cancel()
 
     def _handle(self, task_id: str) -> WorkflowHandle[Any, TaskOutcome]:
         return self._backend.client.get_workflow_handle(

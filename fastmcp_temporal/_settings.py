@@ -125,10 +125,10 @@ class TemporalTasksSettings(BaseSettings):
         description="For this long after it starts, a leg heartbeats every 200 ms, so a cancel reaches it at once.",
     )
     read_hold: timedelta = Field(
-        default=timedelta(milliseconds=500),
-        description="How long a tasks/get of a task this server started in the last 30 s waits for it to "
-        "finish before answering: a short task's result reaches the caller as soon as it exists, and an "
-        "ask or progress shows up to this much later. 0 answers at once.",
+        default=timedelta(seconds=1),
+        description="For this long after this server started a task, a tasks/get of it waits for the task "
+        "to finish: a short task's result reaches the caller as soon as it exists, and an ask or progress "
+        "in that time shows when it ends. 0 answers at once.",
     )
 
     # How to reach a secured Temporal (Temporal Cloud or your own). Each one left unset
