@@ -24,6 +24,7 @@ from fastmcp_tasks.models import CreateTaskResult
 from mcp.shared.exceptions import MCPError
 from temporalio.client import WorkflowHandle
 from temporalio.common import (
+    RawValue,
     SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
@@ -31,18 +32,20 @@ from temporalio.common import (
 )
 
 from fastmcp_temporal._backend import Backend
-from fastmcp_temporal._payloads import converter_budget, encoded_size
+from fastmcp_temporal._payloads import converter_budget, encoded_payload_size
 from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._scope import WorkflowKind, current_scope_tag, new_task_id, workflow_id
 from fastmcp_temporal._ui_metadata import task_user_metadata
 from fastmcp_temporal._wire import encode_answers
-from fastmcp_temporal.workflows.models import LegPolicy, NextLeg, TaskInput, TaskOutcome, ToolCall
-from fastmcp_temporal.workflows.task import (
-    SCOPE_ATTRIBUTE,
-    STATUS_ATTRIBUTE,
-    TOOL_ATTRIBUTE,
-    McpTaskWorkflow,
+from fastmcp_temporal.workflows.models import (
+    WORKFLOW_NAME,
+    LegPolicy,
+    NextLeg,
+    TaskInput,
+    TaskOutcome,
+    ToolCall,
 )
+from fastmcp_temporal.workflows.task import SCOPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOOL_ATTRIBUTE
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -110,10 +113,11 @@ async def start_tool_workflow(
         history_events_limit=backend.settings.history_events_limit,
         resume=_continuation(context) if kind == "call" else None,
     )
-    input_bytes = await _refuse_oversize_call(backend, task)
+    converted, input_bytes = await _converted_call(backend, task)
     handle = await backend.client.start_workflow(
-        McpTaskWorkflow.run,
-        task,
+        WORKFLOW_NAME,
+        converted,
+        result_type=TaskOutcome,
         id=workflow_id(scope_tag, task_id, kind),
         task_queue=backend.settings.task_queue,
         memo={
@@ -167,19 +171,21 @@ def validate_arguments(component: Tool, arguments: dict[str, Any], *, strict: bo
         raise ValidationError(message, log_level=exc.log_level) from exc
 
 
-async def _refuse_oversize_call(backend: Backend, task: TaskInput) -> int:
-    """Refuse a call whose input cannot be kept, as a bad call is refused; its encoded size otherwise.
+async def _converted_call(backend: Backend, task: TaskInput) -> tuple[RawValue, int]:
+    """The workflow's input, converted once, and its encoded size; refused as a bad call is
+    when it cannot be kept.
 
-    Without a payload store, also tell the workflow how large a leg's input may grow
+    Without a payload store, it also tells the workflow how large a leg's input may grow
     with answers, so it never schedules one that Temporal would refuse.
     """
     converter, limits = backend.client.data_converter, backend.payload_limits
-    size = await encoded_size(converter, task)
-    if refusal := limits.refusal("The call's arguments", size):
-        raise ValidationError(refusal)
     if not limits.stored:
         task.leg_input_budget = await converter_budget(converter, limits.limit)
-    return size
+    (payload,) = converter.payload_converter.to_payloads([task])
+    size = await encoded_payload_size(converter, payload)
+    if refusal := limits.refusal("The call's arguments", size):
+        raise ValidationError(refusal)
+    return RawValue(payload), size
 
 
 def _client_extensions(context: Context) -> list[str]:

@@ -217,12 +217,17 @@ def limits_of(converter: DataConverter, payload_limit: int, stored_payload_limit
 
 
 async def encoded_size(converter: DataConverter, value: Any) -> int:
-    """The bytes `value` takes once converted and encoded, before any store.
+    """The bytes `value` takes once converted and encoded, before any store."""
+    (payload,) = converter.payload_converter.to_payloads([value])
+    return await encoded_payload_size(converter, payload)
+
+
+async def encoded_payload_size(converter: DataConverter, payload: Payload) -> int:
+    """The bytes a converted payload takes once encoded, before any store.
 
     The codec's growth is measured once per codec, so a size check never pays for
     encrypting a large value twice.
     """
-    (payload,) = converter.payload_converter.to_payloads([value])
     size = payload.ByteSize()
     if converter.payload_codec is None:
         return size
