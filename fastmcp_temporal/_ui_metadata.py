@@ -41,11 +41,16 @@ def task_user_metadata(
         f"- TTL: {ttl_ms / 1000:g} s",
         f"- Caller scope (hash): `{scope_tag}`",
         f"- Poll interval: {poll_interval_ms} ms",
-        f"- Each leg: start-to-close {policy.start_to_close_seconds:g} s, "
-        f"heartbeat timeout {policy.heartbeat_seconds:g} s, {_attempts(policy)}",
+        f"- Each leg: {_leg_kind(policy)}, start-to-close {policy.start_to_close_seconds:g} s, {_attempts(policy)}",
         f"- Arguments: {_argument_preview(arguments, encrypted)}",
     ]
     return {"static_summary": f"{named} · task {task_id}", "static_details": "\n".join(details)}
+
+
+def _leg_kind(policy: LegPolicy) -> str:
+    if policy.local:
+        return "a local activity (no heartbeats)"
+    return f"an activity with heartbeat timeout {policy.heartbeat_seconds:g} s"
 
 
 def _attempts(policy: LegPolicy) -> str:

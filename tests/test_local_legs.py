@@ -100,9 +100,12 @@ async def test_a_trivial_local_leg_task_completes_in_one_workflow_task(make_exte
 
     async with Client(server) as client:
         final = await finished(await call_tool_task(client, "quick", {"n": 7}))
-        events = await event_types(task_workflow(extension, final.task_id))
+        handle = task_workflow(extension, final.task_id)
+        events = await event_types(handle)
+        details = await (await handle.describe()).static_details()
 
     assert (final.status, final.result["structuredContent"]) == ("completed", {"result": 49})
+    assert details is not None and "Each leg: a local activity (no heartbeats)" in details
     assert events == [
         "WORKFLOW_EXECUTION_STARTED",
         "WORKFLOW_TASK_SCHEDULED",

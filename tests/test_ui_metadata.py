@@ -109,6 +109,7 @@ async def test_ui_shows_tool_task_and_live_state_for_every_status(
             "TTL: 900 s",
             f"`{ANONYMOUS_SCOPE_TAG}`",
             "Poll interval",
+            "an activity with heartbeat timeout 2 s",
         ):
             assert fact in details
         if key is None:
