@@ -11,17 +11,19 @@ so the id answers `tasks/get` at once, with or without a worker online.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from fastmcp.exceptions import ValidationError
-from fastmcp_tasks.components import coerce_task_arguments
+from fastmcp.tools.function_tool import FunctionTool
 from fastmcp_tasks.context import TaskContextSnapshot
 from fastmcp_tasks.creation import registered_component_for_key
 from fastmcp_tasks.encryption import snapshot_codec
 from fastmcp_tasks.models import CreateTaskResult
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError as PydanticValidationError
 from temporalio.client import WorkflowHandle
 from temporalio.common import (
     RawValue,
@@ -31,6 +33,7 @@ from temporalio.common import (
     WorkflowIDReusePolicy,
 )
 
+from fastmcp_temporal import _fastmcp_private
 from fastmcp_temporal._backend import Backend
 from fastmcp_temporal._payloads import converter_budget, encoded_payload_size
 from fastmcp_temporal._policy import policy_of
@@ -159,16 +162,16 @@ async def task_component(server: FastMCP, tool: Tool) -> Tool:
 
 def validate_arguments(component: Tool, arguments: dict[str, Any], *, strict: bool) -> None:
     """Reject a bad call exactly as a synchronous call would, before anything exists."""
+    if not isinstance(component, FunctionTool):
+        return
     try:
-        coerce_task_arguments(component, arguments, strict=True if strict else None)
-    except ValidationError as exc:
-        # fastmcp-tasks validates through a stand-in function named `probe`;
-        # name the tool's own function, as the synchronous error does.
-        function_name = getattr(getattr(component, "fn", None), "__name__", None)
-        if function_name is None:
-            raise
+        _fastmcp_private.validate_call(component, arguments, strict=True if strict else None)
+    except PydanticValidationError as exc:
+        # Validation runs through a stand-in function named `probe`; name the tool's
+        # own function, as the synchronous error does.
+        function_name = getattr(component.fn, "__name__", "probe")
         message = str(exc).replace("call[probe]", f"call[{function_name}]", 1)
-        raise ValidationError(message, log_level=exc.log_level) from exc
+        raise ValidationError(message, log_level=logging.WARNING) from exc
 
 
 async def _converted_call(backend: Backend, task: TaskInput) -> tuple[RawValue, int]:
