@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -36,6 +36,7 @@ from fastmcp_tasks.models import (
 )
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
+from temporalio.api.enums.v1 import HistoryEventFilterType
 from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure
 from temporalio.client import (
     WorkflowExecutionDescription,
@@ -125,6 +126,7 @@ class TaskMethods:
         self._closed: OrderedDict[str, _Closed] = OrderedDict()
         self._reads: dict[str, asyncio.Future[tuple[WorkflowExecutionDescription, dict[str, Any]]]] = {}
         self._watches: dict[str, _Watch] = {}
+        self._storeless = replace(backend.client.data_converter, external_storage=None)
 
     def watch(self, task_id: str, created_at: str, poll_interval_ms: int | None) -> None:
         """Await the result of a task just created here (see the module docstring)."""
@@ -175,11 +177,11 @@ class TaskMethods:
         self, handle: WorkflowHandle[Any, TaskOutcome], created_at: str, poll_interval_ms: int
     ) -> None:
         try:
-            outcome = await asyncio.wait_for(handle.result(), _WATCH_PERIOD.total_seconds())
-        except Exception:  # not closed in time, or failed, cancelled, terminated: reads describe it
+            outcome = await asyncio.wait_for(self._small_outcome(handle), _WATCH_PERIOD.total_seconds())
+        except Exception:  # not closed in time, or a stored result: reads describe it
             return
-        state = _outcome_state(outcome)
-        if state is None:
+        state = _outcome_state(outcome) if outcome is not None else None
+        if state is None:  # failed, cancelled, terminated, continued, expired: reads describe it
             return
         status, fields = state
         ttl_ms = self._backend.ttl_ms
@@ -194,6 +196,25 @@ class TaskMethods:
                 expires_at=datetime.now(timezone.utc) + timedelta(milliseconds=ttl_ms),
             ),
         )
+
+    async def _small_outcome(self, handle: WorkflowHandle[Any, TaskOutcome]) -> TaskOutcome | None:
+        """The outcome of the task's run once it completes, when small enough for the closed cache.
+
+        Decoded without the payload store: a stored result is never fetched just to be
+        cached (its reference fails to decode, and it is too big for the cache anyway).
+        """
+        events = handle.fetch_history_events(
+            wait_new_event=True, event_filter_type=HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT
+        )
+        async for event in events:
+            if not event.HasField("workflow_execution_completed_event_attributes"):
+                return None
+            payloads = event.workflow_execution_completed_event_attributes.result.payloads
+            if sum(payload.ByteSize() for payload in payloads) > _CLOSED_CACHE_MAX_RESULT_CHARS:
+                return None
+            (outcome,) = await self._storeless.decode(payloads, [TaskOutcome])
+            return outcome
+        return None
 
     def _unwatch(self, key: str) -> None:
         watch = self._watches.pop(key, None)
