@@ -19,7 +19,9 @@ HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 HEARTBEAT_EVERY = 0.2
 ANSWER_SIGNAL = "answer"
 
-# What `fastmcp_temporal._extension.build_worker` passes (without importing FastMCP).
+# The worker tuning `McpTasksPlugin` applies (without importing FastMCP). The bare workflow
+# keeps Temporal's default sandbox, as a user's own workflow would, with beartype passed
+# through because FastMCP's import hook is installed in the same process.
 WORKER_SETTINGS = {
     "workflow_runner": SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules("beartype")

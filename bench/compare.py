@@ -518,8 +518,8 @@ class Child:
         args = [sys.executable, __file__, "--child", kind, "--address", address]
         if redis_url:
             args += ["--redis-url", redis_url]
-        # Installed packages carry bytecode; without it the workflow sandbox recompiles
-        # the workflow module from source for every new workflow.
+        # Installed packages carry bytecode; without it a workflow sandbox (the bare
+        # engine's, an older baseline's) recompiles its workflow module for every workflow.
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         if baseline is not None:
             env["PYTHONPATH"] = str(baseline)
