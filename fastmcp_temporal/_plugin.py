@@ -124,4 +124,3 @@ def tasks_extension(server: FastMCP) -> TemporalTasksExtension:
             "`mcp.add_extension(TemporalTasksExtension(...))` to the server first."
         )
     return extension
-
