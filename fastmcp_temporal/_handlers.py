@@ -164,7 +164,7 @@ class TaskMethods:
 
     async def _closed_within_hold(self, task_id: str) -> _Closed | None:
         """A watched task's close, when it comes within this read's hold."""
-        watch = self._watches.get(self._handle(task_id).id)
+        watch = self._watches.get(_key(task_id))
         if watch is None:
             return None
         hold = watch.hold_until - asyncio.get_running_loop().time()
@@ -222,9 +222,7 @@ class TaskMethods:
             watch.result.cancel()
 
     def _handle(self, task_id: str) -> WorkflowHandle[Any, TaskOutcome]:
-        return self._backend.client.get_workflow_handle(
-            workflow_id(current_scope_tag(), task_id), result_type=TaskOutcome
-        )
+        return self._backend.client.get_workflow_handle(_key(task_id), result_type=TaskOutcome)
 
     async def update(self, task_id: str, responses: dict[str, Any]) -> UpdateTaskResult:
         if self._cached_closed(task_id) is not None:
@@ -306,7 +304,7 @@ class TaskMethods:
             done.exception()  # every reader may have gone; the error is theirs, not the loop's
 
     def _cached_closed(self, task_id: str) -> _Closed | None:
-        key = workflow_id(current_scope_tag(), task_id)
+        key = _key(task_id)
         closed = self._closed.get(key)
         if closed is not None and closed.expires_at < datetime.now(timezone.utc):
             del self._closed[key]
@@ -405,6 +403,11 @@ class TaskMethods:
             poll_interval_ms=int(memo.get("pollIntervalMs") or DEFAULT_POLL_INTERVAL_MS),
             **fields,
         )
+
+
+def _key(task_id: str) -> str:
+    """The caller's task's workflow id: what every cache and watch here is keyed by."""
+    return workflow_id(current_scope_tag(), task_id)
 
 
 def task_not_found(task_id: str) -> MCPError:
