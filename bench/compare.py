@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -177,15 +177,7 @@ class McpEngine:
         @mcp.tool(task=True)
         async def park() -> str | InputRequiredResult:
             self.parked_bodies += 1
-            request = ElicitRequest(
-                method="elicitation/create",
-                params={
-                    "mode": "form",
-                    "message": "ok?",
-                    "requestedSchema": {"type": "object", "properties": {}},
-                },
-            )
-            return InputRequiredResult(result_type="input_required", input_requests={"q": request})
+            return ask_ok()
 
         self.client = Client(mcp)
         await self.client.__aenter__()
@@ -224,14 +216,8 @@ class McpEngine:
             out["workflow_duration"].append(
                 await _duration_ms(self.temporal, self._workflow_id(task.task_id))
             )
-        for _ in range(3):
-            t0 = time.perf_counter()
-            await task.status()
-            out["get_finished"].append(_ms(t0))
-        for _ in range(3):
-            t0 = time.perf_counter()
-            await self.running.status()
-            out["get_running"].append(_ms(t0))
+        out["get_finished"] += await _timed_thrice(task.status)
+        out["get_running"] += await _timed_thrice(self.running.status)
 
         key = uuid.uuid4().hex
         held = await self._submit("hold", {"key": key})
@@ -383,14 +369,8 @@ class BareEngine:
         out["submit"].append(_ms(t0))
         await handle.result()
         out["workflow_duration"].append(await _duration_ms(self.client, handle.id))
-        for _ in range(3):
-            t0 = time.perf_counter()
-            await handle.describe()
-            out["get_finished"].append(_ms(t0))
-        for _ in range(3):
-            t0 = time.perf_counter()
-            await self.running.describe()
-            out["get_running"].append(_ms(t0))
+        out["get_finished"] += await _timed_thrice(handle.describe)
+        out["get_running"] += await _timed_thrice(self.running.describe)
 
         key = uuid.uuid4().hex
         self.acts.cancelled.setdefault(key, asyncio.Event())
@@ -478,6 +458,25 @@ async def _bounded(limit: asyncio.Semaphore, awaitable: Any) -> Any:
 
 def _ms(t0: float) -> float:
     return (time.perf_counter() - t0) * 1000
+
+
+async def _timed_thrice(read: Callable[[], Awaitable[Any]]) -> list[float]:
+    """Milliseconds of three reads in a row."""
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        await read()
+        times.append(_ms(t0))
+    return times
+
+
+def ask_ok() -> InputRequiredResult:
+    """A task tool's ask for one form elicitation with no fields."""
+    request = ElicitRequest(
+        method="elicitation/create",
+        params={"mode": "form", "message": "ok?", "requestedSchema": {"type": "object", "properties": {}}},
+    )
+    return InputRequiredResult(result_type="input_required", input_requests={"q": request})
 
 
 async def child_main(kind: str, address: str, redis_url: str | None) -> None:

@@ -16,11 +16,11 @@ import uuid
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
-from compare import _Metrics
+from compare import _Metrics, ask_ok
 from fastmcp import Client, FastMCP
 from fastmcp_tasks.client import call_tool_task
 from fastmcp_tasks.client_models import UpdateTaskRequest, UpdateTaskRequestParams
-from mcp_types import ElicitRequest, InputRequiredResult, Result
+from mcp_types import InputRequiredResult, Result
 from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal import TemporalTasksExtension
@@ -33,15 +33,7 @@ def server(client: TemporalClient, queue: str, worker: bool) -> FastMCP:
 
     @mcp.tool(task=True)
     async def ask() -> str | InputRequiredResult:
-        request = ElicitRequest(
-            method="elicitation/create",
-            params={
-                "mode": "form",
-                "message": "ok?",
-                "requestedSchema": {"type": "object", "properties": {}},
-            },
-        )
-        return InputRequiredResult(result_type="input_required", input_requests={"q": request})
+        return ask_ok()
 
     return mcp
 
