@@ -12,10 +12,11 @@ bounded in-process cache until its TTL ends, without calling Temporal.
 
 A task this process created is watched while it is young: one long poll of its
 result, as a bare Temporal client would make, fills that cache the moment the task
-closes. For the task's first `read_hold` (1 s), a `tasks/get` of it first waits for
-the close, so a short task's result reaches the caller as soon as it exists instead
-of at the caller's next poll; an ask or progress in that time shows when it ends.
-Reads of older tasks answer at once.
+closes. For the task's first `read_hold` (250 ms), a `tasks/get` of it first waits
+for the close, so a short task's result reaches the caller as soon as it exists
+instead of at the caller's next poll; an ask or progress in that time shows when it
+ends. The hold is short because a client's request timeout cuts a held read short
+with an error. Reads of older tasks answer at once.
 """
 
 from __future__ import annotations

@@ -125,10 +125,11 @@ class TemporalTasksSettings(BaseSettings):
         description="For this long after it starts, a leg heartbeats every 200 ms, so a cancel reaches it at once.",
     )
     read_hold: timedelta = Field(
-        default=timedelta(seconds=1),
+        default=timedelta(milliseconds=250),
         description="For this long after this server started a task, a tasks/get of it waits for the task "
         "to finish: a short task's result reaches the caller as soon as it exists, and an ask or progress "
-        "in that time shows when it ends. 0 answers at once.",
+        "in that time shows when it ends. Keep it below your clients' request timeouts (a held read "
+        "outlasting one fails with 'Request tasks/get timed out'). 0 answers at once.",
     )
 
     # How to reach a secured Temporal (Temporal Cloud or your own). Each one left unset
