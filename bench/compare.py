@@ -42,6 +42,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from mcp_types import ElicitRequest, InputRequiredResult
 
 RESULTS = Path(__file__).parent / "results"
@@ -130,11 +131,12 @@ class McpEngine:
         self.temporal: Any = None
         self.metrics: _Metrics | None = None
         self.parked_bodies = 0
+        self.requests: collections.Counter[str] = collections.Counter()
 
     async def __aenter__(self) -> McpEngine:
         from fastmcp import Client, FastMCP
 
-        mcp = FastMCP("bench")
+        mcp = FastMCP("bench", middleware=[_RequestCounter(self.requests)])
         if self.kind.startswith("temporal"):
             from temporalio.client import Client as TemporalClient
 
@@ -153,6 +155,10 @@ class McpEngine:
 
         @mcp.tool(task=True)
         async def trivial(n: int) -> int:
+            return n
+
+        @mcp.tool
+        async def no_task(n: int) -> int:
             return n
 
         if self.kind == "temporal":
@@ -218,6 +224,9 @@ class McpEngine:
             )
         out["get_finished"] += await _timed_thrice(task.status)
         out["get_running"] += await _timed_thrice(self.running.status)
+        # What a tools/call costs here before an engine does anything: the floor under submit.
+        # (The floor under tasks/get is "tasks/get finished": answered without calling Temporal.)
+        out["mcp_call_floor"] += await _timed_thrice(lambda: self.client.call_tool("no_task", {"n": 1}))
 
         key = uuid.uuid4().hex
         held = await self._submit("hold", {"key": key})
@@ -251,10 +260,14 @@ class McpEngine:
 
     async def _burst(self, n: int, tool: str = "trivial") -> dict[str, Any]:
         before = self.metrics.snapshot() if self.metrics else {}
+        reads_before = self.requests["tasks/get"]
         t0 = time.perf_counter()
         await asyncio.gather(*(self.client.call_tool(tool, {"n": i}) for i in range(n)))
         elapsed = time.perf_counter() - t0
-        out: dict[str, Any] = {"tasks_per_s": n / elapsed}
+        out: dict[str, Any] = {
+            "tasks_per_s": n / elapsed,
+            "task_reads_per_task": round((self.requests["tasks/get"] - reads_before) / n, 1),
+        }
         if self.metrics:
             out["rpcs_per_task"] = _delta(self.metrics.snapshot(), before, n)
         return out
@@ -304,6 +317,17 @@ class McpEngine:
             "rss_after_mb": after,
             "mb_per_1000": (after - before) * 1000 / n,
         }
+
+
+class _RequestCounter(Middleware):
+    """Counts the MCP requests the server answers, by method."""
+
+    def __init__(self, counts: collections.Counter[str]) -> None:
+        self.counts = counts
+
+    async def on_request(self, context: MiddlewareContext[Any], call_next: CallNext[Any, Any]) -> Any:
+        self.counts[context.method or "?"] += 1
+        return await call_next(context)
 
 
 class BareEngine:
@@ -674,6 +698,8 @@ async def _measure(args: argparse.Namespace, children: dict[str, Child], notes: 
     for kind in order:
         entry = {metric: _summary(values) for metric, values in samples[kind].items()}
         entry["throughput_tasks_per_s"] = round(statistics.median(b["tasks_per_s"] for b in bursts[kind]), 1)
+        if "task_reads_per_task" in bursts[kind][-1]:
+            entry["task_reads_per_task"] = statistics.median(b["task_reads_per_task"] for b in bursts[kind])
         if "local_leg_tasks_per_s" in bursts[kind][-1]:
             local_leg = statistics.median(b["local_leg_tasks_per_s"] for b in bursts[kind])
             entry["throughput_local_leg_tasks_per_s"] = round(local_leg, 1)
@@ -751,6 +777,13 @@ def _ratios(engines: dict[str, Any]) -> dict[str, Any]:
         ours, ref = engines["temporal"], engines[base]
         entry = {f"{m}_p50": round(ours[m]["p50"] / ref[m]["p50"], 2) for m in metrics if m in ref}
         entry["throughput"] = round(ours["throughput_tasks_per_s"] / ref["throughput_tasks_per_s"], 2)
+        if base == "bare":  # the lowest ratio a request through the MCP stack could reach
+            entry["submit_floor_p50"] = _over(
+                ref["submit"]["p50"] + ours["mcp_call_floor"]["p50"], ref["submit"]
+            )
+            entry["get_running_floor_p50"] = _over(
+                ref["get_running"]["p50"] + ours["get_finished"]["p50"], ref["get_running"]
+            )
         if base == "bare" and "end_to_end_local_leg" in ours:  # a leg="local" tool against the bare default
             local_p50 = ours["end_to_end_local_leg"]["p50"]
             entry["end_to_end_local_leg_p50"] = round(local_p50 / ref["end_to_end"]["p50"], 2)
@@ -763,6 +796,10 @@ def _ratios(engines: dict[str, Any]) -> dict[str, Any]:
             engines["temporal"]["history"]["events"] - engines["bare"]["history"]["events"]
         )
     return ratios
+
+
+def _over(value: float, base: dict[str, float]) -> float:
+    return round(value / base["p50"], 2)
 
 
 def chart(report: dict[str, Any], path: Path) -> None:
@@ -824,6 +861,7 @@ def print_table(report: dict[str, Any]) -> None:
         ("workflow duration in Temporal", "workflow_duration"),
         ("end to end, tool as a local activity", "end_to_end_local_activity"),
         ("end to end, `leg=\"local\"` tool", "end_to_end_local_leg"),
+        ("MCP floor: a tools/call of a plain tool", "mcp_call_floor"),
     ]
     print("| p50 / p95 ms | " + " | ".join(LABELS[e] for e in engines) + " |")
     print("| --- |" + " --- |" * len(engines))
@@ -838,6 +876,10 @@ def print_table(report: dict[str, Any]) -> None:
         (
             "throughput, `leg=\"local\"` tool (tasks/s)",
             lambda v: "—" if (rate := v.get("throughput_local_leg_tasks_per_s")) is None else f"{rate:.0f}",
+        ),
+        (
+            "MCP tasks/get requests per task (burst)",
+            lambda v: "—" if (reads := v.get("task_reads_per_task")) is None else f"{reads:.1f}",
         ),
         ("history events per trivial task", lambda v: str(v["history"]["events"]) if "history" in v else "—"),
         (
