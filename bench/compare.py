@@ -42,6 +42,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from fastmcp import FastMCP
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from mcp_types import ElicitRequest, InputRequiredResult
 
@@ -134,7 +135,7 @@ class McpEngine:
         self.requests: collections.Counter[str] = collections.Counter()
 
     async def __aenter__(self) -> McpEngine:
-        from fastmcp import Client, FastMCP
+        from fastmcp import Client
 
         mcp = FastMCP("bench", middleware=[_RequestCounter(self.requests)])
         if self.kind.startswith("temporal"):
@@ -153,14 +154,7 @@ class McpEngine:
             url = "memory://" if self.kind == "tasks-memory" else self.redis_url
             mcp.add_extension(TasksExtension(url=url, name=f"bench-{uuid.uuid4().hex[:8]}"))
 
-        @mcp.tool(task=True)
-        async def trivial(n: int) -> int:
-            return n
-
-        @mcp.tool
-        async def no_task(n: int) -> int:
-            return n
-
+        add_trivial_tools(mcp)
         if self.kind == "temporal":
             from fastmcp_temporal import execution_policy
 
@@ -317,6 +311,18 @@ class McpEngine:
             "rss_after_mb": after,
             "mb_per_1000": (after - before) * 1000 / n,
         }
+
+
+def add_trivial_tools(mcp: FastMCP) -> None:
+    """`trivial`, a task tool that returns its argument, and `no_task`, the same as a plain tool."""
+
+    @mcp.tool(task=True)
+    async def trivial(n: int) -> int:
+        return n
+
+    @mcp.tool
+    async def no_task(n: int) -> int:
+        return n
 
 
 class _RequestCounter(Middleware):

@@ -20,6 +20,7 @@ import time
 import uuid
 from typing import Any
 
+from compare import add_trivial_tools
 from fastmcp import Client, FastMCP
 from fastmcp_tasks.client import call_tool_task
 from temporalio.client import Client as TemporalClient
@@ -56,15 +57,7 @@ async def measure(calls: int) -> None:
         temporal.start_workflow = start_without  # type: ignore[method-assign]
         mcp = FastMCP("bench")
         mcp.add_extension(TemporalTasksExtension(client=temporal, task_queue=f"bench-{uuid.uuid4().hex[:8]}"))
-
-        @mcp.tool(task=True)
-        async def trivial(n: int) -> int:
-            return n
-
-        @mcp.tool
-        async def no_task(n: int) -> int:
-            return n
-
+        add_trivial_tools(mcp)
         floor: list[float] = []
         async with Client(mcp) as client:
             for _ in range(10):  # warm up
