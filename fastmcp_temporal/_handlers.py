@@ -13,9 +13,11 @@ bounded in-process cache until its TTL ends, without calling Temporal.
 A task this process created is watched while it is young: one long poll of its
 result, as a bare Temporal client would make, fills that cache the moment the task
 closes. For the task's first `read_hold` (250 ms), a `tasks/get` of it first waits
-for the close, so a short task's result reaches the caller as soon as it exists
-instead of at the caller's next poll; an ask or progress in that time shows when it
-ends. The hold is short because a client's request timeout cuts a held read short
+for the task to change from what reads last answered, so a short task's result
+reaches the caller as soon as it exists instead of at the caller's next poll. The
+close ends the wait at once; an ask, progress or a cancel through another server
+shows at the next re-read (every `read_recheck`, 1 s; with the default hold, when it
+ends). The hold is short because a client's request timeout cuts a held read short
 with an error. Reads of older tasks answer at once.
 """
 
@@ -96,12 +98,17 @@ class _Task:
         return dict(self.memo.get("inputRequests") or {})
 
 
-@dataclass(frozen=True)
+_Shown = tuple[TaskStatus, str | None, frozenset[str]]
+_CREATED: _Shown = ("working", None, frozenset())
+
+
+@dataclass
 class _Watch:
-    """A young task's result, awaited by one long poll; reads wait for it until `hold_until`."""
+    """A young task's result, awaited by one long poll; reads wait for a change until `hold_until`."""
 
     result: asyncio.Task[None]
     hold_until: float
+    shown: _Shown = _CREATED  # what reads of the task last answered
 
 
 @dataclass(frozen=True)
@@ -146,13 +153,40 @@ class TaskMethods:
             watch.result.cancel()
 
     async def get(self, task_id: str) -> GetTaskResult:
-        closed = self._cached_closed(task_id) or await self._closed_within_hold(task_id)
-        if closed is not None:
+        if (closed := self._cached_closed(task_id)) is not None:
             return self._closed_result(task_id, closed)
-        task = await self._find(task_id, shared=True)
+        watch = self._watches.get(_key(task_id))
+        answer = await self._changed_within_hold(task_id, watch) if watch is not None else None
+        if answer is None:
+            answer = await self._answer(await self._find(task_id, shared=True))
+        if watch is not None:
+            watch.shown = _shown(answer)
+        return answer
+
+    async def _changed_within_hold(self, task_id: str, watch: _Watch) -> GetTaskResult | None:
+        """The task's answer once it differs from what reads last got, within the hold.
+
+        The close comes from the watch at once; anything else (an ask, progress, a cancel
+        through another server) from re-reading the task every `read_recheck`.
+        """
+        loop = asyncio.get_running_loop()
+        recheck = self._backend.settings.read_recheck.total_seconds()
+        while (hold := watch.hold_until - loop.time()) > 0:
+            last = hold <= recheck
+            await asyncio.wait([watch.result], timeout=min(hold, recheck))
+            if (closed := self._cached_closed(task_id)) is not None:
+                return self._closed_result(task_id, closed)
+            if last or watch.result.done():
+                return None
+            answer = await self._answer(await self._find(task_id, shared=True))
+            if _shown(answer) != watch.shown:
+                return answer
+        return None
+
+    async def _answer(self, task: _Task) -> GetTaskResult:
         fields: dict[str, Any] = {}
         if not task.running:
-            return self._closed_result(task_id, await self._close(task))
+            return self._closed_result(task.task_id, await self._close(task))
         if task.cancel_requested:
             status = "cancelled"
         elif outstanding := self._unanswered(task):
@@ -162,17 +196,6 @@ class TaskMethods:
         if status != "working":  # parked or cancelling: its close is no longer imminent
             self._unwatch(task.handle.id)
         return self._result(task, status, **fields)
-
-    async def _closed_within_hold(self, task_id: str) -> _Closed | None:
-        """A watched task's close, when it comes within this read's hold."""
-        watch = self._watches.get(_key(task_id))
-        if watch is None:
-            return None
-        hold = watch.hold_until - asyncio.get_running_loop().time()
-        if hold <= 0:
-            return None
-        await asyncio.wait([watch.result], timeout=hold)
-        return self._cached_closed(task_id)
 
     async def _await_close(
         self, handle: WorkflowHandle[Any, TaskOutcome], created_at: str, poll_interval_ms: int
@@ -404,6 +427,11 @@ class TaskMethods:
             poll_interval_ms=int(memo.get("pollIntervalMs") or DEFAULT_POLL_INTERVAL_MS),
             **fields,
         )
+
+
+def _shown(answer: GetTaskResult) -> _Shown:
+    """What a caller can tell apart between two answers."""
+    return answer.status, answer.status_message, frozenset(answer.input_requests or ())
 
 
 def _key(task_id: str) -> str:

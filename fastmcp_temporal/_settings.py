@@ -131,6 +131,11 @@ class TemporalTasksSettings(BaseSettings):
         "in that time shows when it ends. Keep it below your clients' request timeouts (a held read "
         "outlasting one fails with 'Request tasks/get timed out'). 0 answers at once.",
     )
+    read_recheck: timedelta = Field(
+        default=timedelta(seconds=1),
+        description="While a tasks/get waits (read_hold), how often it re-reads the task (one describe()) "
+        "for an ask, progress or a cancel through another server; the task's close ends the wait at once.",
+    )
 
     # How to reach a secured Temporal (Temporal Cloud or your own). Each one left unset
     # comes from Temporal's own environment variables or temporal.toml profile.
@@ -169,7 +174,7 @@ class TemporalTasksSettings(BaseSettings):
 
     @field_validator(
         "task_ttl", "heartbeat_timeout", "start_to_close_timeout", "shutdown_grace", "connect_timeout",
-        "heartbeat_interval", "heartbeat_fast_period", "read_hold",
+        "heartbeat_interval", "heartbeat_fast_period", "read_hold", "read_recheck",
         mode="before",
     )
     @classmethod
@@ -182,7 +187,7 @@ class TemporalTasksSettings(BaseSettings):
                 return value
         return value
 
-    @field_validator("task_ttl", "heartbeat_timeout", "start_to_close_timeout")
+    @field_validator("task_ttl", "heartbeat_timeout", "start_to_close_timeout", "read_recheck")
     @classmethod
     def _positive(cls, value: timedelta) -> timedelta:
         if value <= timedelta(0):

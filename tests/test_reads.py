@@ -1,9 +1,11 @@
-"""`tasks/get` of a task this server just created waits briefly for it to finish.
+"""`tasks/get` of a task this server just created waits briefly for it to change.
 
 Proves, on a real Temporal server over the MCP wire, that a read sent while a young
 task runs answers its result once the tool returns, from the server's own long poll of
-the result and with no `describe()` of the task; that `read_hold=0` answers at once;
-and that a read after `tasks/cancel` is not held, so the cancel shows immediately.
+the result and with no `describe()` of the task; that a held read answers an ask or
+progress at its next re-read instead of at the end of the hold; that `read_hold=0`
+answers at once; and that a read after `tasks/cancel` is not held, so the cancel shows
+immediately.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from typing import Any
 
 import anyio
 import pytest
-from fastmcp import Client, FastMCP
+from fastmcp import Client, Context, FastMCP
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 from fastmcp_tasks.client import call_tool_task
+from mcp_types import InputRequiredResult
 from temporalio.client import (
     Client as TemporalClient,
 )
@@ -30,11 +33,12 @@ from temporalio.client import (
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal._devserver import DevServer
-from task_wire import DEADLINE, tasks_cancel, tasks_get
+from task_wire import DEADLINE, ask, tasks_cancel, tasks_get
 
 pytestmark = pytest.mark.anyio
 
 LONG_HOLD = timedelta(seconds=DEADLINE * 4)
+RECHECK = timedelta(milliseconds=100)
 
 
 class _CountDescribes(Interceptor):
@@ -92,7 +96,9 @@ async def test_a_read_of_a_young_task_answers_its_result_once_the_tool_returns(
         await release.wait()
         return "done"
 
-    server, counter, reads = await _server(temporal_server, task_queue, gated, read_hold=LONG_HOLD)
+    server, counter, reads = await _server(
+        temporal_server, task_queue, gated, read_hold=LONG_HOLD, read_recheck=LONG_HOLD
+    )
     async with Client(server) as client:
         task = await call_tool_task(client, "gated")
         with anyio.fail_after(DEADLINE):
@@ -111,6 +117,65 @@ async def test_a_read_of_a_young_task_answers_its_result_once_the_tool_returns(
         assert answer.status == "completed"
         assert answer.result["structuredContent"] == {"result": "done"}
         assert counter.described[f"mcp-task/anon/{task.task_id}"] == 0
+
+
+async def _read_while(client: Client, task_id: str, reads: _ReadsArrive, release: anyio.Event) -> Any:
+    """Send a `tasks/get`, let the tool go on once the read reaches the server; the read's answer."""
+    answers: list[Any] = []
+
+    async def read() -> None:
+        answers.append(await tasks_get(client, task_id))
+
+    with anyio.fail_after(DEADLINE / 2):  # the hold is longer and the watch gives up after 30 s
+        async with anyio.create_task_group() as group:
+            group.start_soon(read)
+            await reads.arrived.wait()
+            release.set()
+    return answers[0]
+
+
+async def test_a_held_read_answers_an_ask_at_its_next_recheck(temporal_server: DevServer, task_queue: str) -> None:
+    started, release = anyio.Event(), anyio.Event()
+
+    async def asks() -> str | InputRequiredResult:
+        started.set()
+        await release.wait()
+        return ask("name")
+
+    server, _, reads = await _server(
+        temporal_server, task_queue, asks, read_hold=LONG_HOLD, read_recheck=RECHECK
+    )
+    async with Client(server) as client:
+        task = await call_tool_task(client, "asks")
+        with anyio.fail_after(DEADLINE):
+            await started.wait()
+        answer = await _read_while(client, task.task_id, reads, release)
+        assert answer.status == "input_required"
+        (request,) = answer.input_requests.values()
+        assert request["params"]["message"] == "name"
+
+
+async def test_a_held_read_answers_progress_at_its_next_recheck(temporal_server: DevServer, task_queue: str) -> None:
+    started, release, finish = anyio.Event(), anyio.Event(), anyio.Event()
+
+    async def reports(ctx: Context) -> str:
+        started.set()
+        await release.wait()
+        await ctx.report_progress(1, 2, "halfway")
+        await finish.wait()
+        return "done"
+
+    server, _, reads = await _server(
+        temporal_server, task_queue, reports, read_hold=LONG_HOLD, read_recheck=RECHECK
+    )
+    async with Client(server) as client:
+        task = await call_tool_task(client, "reports")
+        with anyio.fail_after(DEADLINE):
+            await started.wait()
+        answer = await _read_while(client, task.task_id, reads, release)
+        assert (answer.status, answer.status_message) == ("working", "halfway")
+        finish.set()
+        assert (await task.result()).structured_content == {"result": "done"}
 
 
 async def test_read_hold_zero_answers_a_running_task_at_once(temporal_server: DevServer, task_queue: str) -> None:
