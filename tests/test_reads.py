@@ -19,7 +19,7 @@ import anyio
 import pytest
 from fastmcp import Client, Context, FastMCP
 from fastmcp.server.middleware import Middleware, MiddlewareContext
-from fastmcp_tasks.client import call_tool_task
+from fastmcp_tasks.client import ToolTask, call_tool_task
 from mcp_types import InputRequiredResult
 from temporalio.client import (
     Client as TemporalClient,
@@ -86,6 +86,27 @@ async def _server(
     return server, counter, reads
 
 
+async def _read_while_running(
+    client: Client, tool: str, started: anyio.Event, reads: _ReadsArrive, release: anyio.Event
+) -> tuple[ToolTask, Any]:
+    """Start `tool` as a task; once it runs, send a `tasks/get` and let the tool go on when the read
+    reaches the server. The task and the read's answer."""
+    task = await call_tool_task(client, tool)
+    with anyio.fail_after(DEADLINE):
+        await started.wait()
+    answers: list[Any] = []
+
+    async def read() -> None:
+        answers.append(await tasks_get(client, task.task_id))
+
+    with anyio.fail_after(DEADLINE / 2):  # the hold is longer and the watch gives up after 30 s
+        async with anyio.create_task_group() as group:
+            group.start_soon(read)
+            await reads.arrived.wait()
+            release.set()
+    return task, answers[0]
+
+
 async def test_a_read_of_a_young_task_answers_its_result_once_the_tool_returns(
     temporal_server: DevServer, task_queue: str
 ) -> None:
@@ -100,38 +121,10 @@ async def test_a_read_of_a_young_task_answers_its_result_once_the_tool_returns(
         temporal_server, task_queue, gated, read_hold=LONG_HOLD, read_recheck=LONG_HOLD
     )
     async with Client(server) as client:
-        task = await call_tool_task(client, "gated")
-        with anyio.fail_after(DEADLINE):
-            await started.wait()
-        async with anyio.create_task_group() as group:
-            answers: list[Any] = []
-
-            async def read() -> None:
-                answers.append(await tasks_get(client, task.task_id))
-
-            group.start_soon(read)
-            with anyio.fail_after(DEADLINE):
-                await reads.arrived.wait()
-            release.set()
-        (answer,) = answers
+        task, answer = await _read_while_running(client, "gated", started, reads, release)
         assert answer.status == "completed"
         assert answer.result["structuredContent"] == {"result": "done"}
         assert counter.described[f"mcp-task/anon/{task.task_id}"] == 0
-
-
-async def _read_while(client: Client, task_id: str, reads: _ReadsArrive, release: anyio.Event) -> Any:
-    """Send a `tasks/get`, let the tool go on once the read reaches the server; the read's answer."""
-    answers: list[Any] = []
-
-    async def read() -> None:
-        answers.append(await tasks_get(client, task_id))
-
-    with anyio.fail_after(DEADLINE / 2):  # the hold is longer and the watch gives up after 30 s
-        async with anyio.create_task_group() as group:
-            group.start_soon(read)
-            await reads.arrived.wait()
-            release.set()
-    return answers[0]
 
 
 async def test_a_held_read_answers_an_ask_at_its_next_recheck(temporal_server: DevServer, task_queue: str) -> None:
@@ -146,10 +139,7 @@ async def test_a_held_read_answers_an_ask_at_its_next_recheck(temporal_server: D
         temporal_server, task_queue, asks, read_hold=LONG_HOLD, read_recheck=RECHECK
     )
     async with Client(server) as client:
-        task = await call_tool_task(client, "asks")
-        with anyio.fail_after(DEADLINE):
-            await started.wait()
-        answer = await _read_while(client, task.task_id, reads, release)
+        _, answer = await _read_while_running(client, "asks", started, reads, release)
         assert answer.status == "input_required"
         (request,) = answer.input_requests.values()
         assert request["params"]["message"] == "name"
@@ -169,10 +159,7 @@ async def test_a_held_read_answers_progress_at_its_next_recheck(temporal_server:
         temporal_server, task_queue, reports, read_hold=LONG_HOLD, read_recheck=RECHECK
     )
     async with Client(server) as client:
-        task = await call_tool_task(client, "reports")
-        with anyio.fail_after(DEADLINE):
-            await started.wait()
-        answer = await _read_while(client, task.task_id, reads, release)
+        task, answer = await _read_while_running(client, "reports", started, reads, release)
         assert (answer.status, answer.status_message) == ("working", "halfway")
         finish.set()
         assert (await task.result()).structured_content == {"result": "done"}
