@@ -126,10 +126,11 @@ class TemporalTasksSettings(BaseSettings):
     )
     read_hold: timedelta = Field(
         default=timedelta(milliseconds=250),
-        description="For this long after this server started a task, a tasks/get of it waits for the task "
-        "to finish: a short task's result reaches the caller as soon as it exists, and an ask or progress "
-        "in that time shows when it ends. Keep it below your clients' request timeouts (a held read "
-        "outlasting one fails with 'Request tasks/get timed out'). 0 answers at once.",
+        description="For this long after this server started a task (at most 30 s), a tasks/get of it "
+        "waits for the task to change: its close answers at once, so a short task's result reaches the "
+        "caller as soon as it exists; an ask or progress shows at the next read_recheck or when the hold "
+        "ends. Keep it below your clients' request timeouts (a held read outlasting one fails with "
+        "'Request tasks/get timed out'). 0 answers at once.",
     )
     read_recheck: timedelta = Field(
         default=timedelta(seconds=1),
