@@ -11,7 +11,7 @@ immediately.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -86,6 +86,17 @@ async def _server(
     return server, counter, reads
 
 
+def _gated(started: anyio.Event, release: anyio.Event) -> Callable[[], Awaitable[str]]:
+    """A tool, `gated`, that says it started and returns "done" once released."""
+
+    async def gated() -> str:
+        started.set()
+        await release.wait()
+        return "done"
+
+    return gated
+
+
 async def _read_while_running(
     client: Client, tool: str, started: anyio.Event, reads: _ReadsArrive, release: anyio.Event
 ) -> tuple[ToolTask, Any]:
@@ -111,11 +122,7 @@ async def test_a_read_of_a_young_task_answers_its_result_once_the_tool_returns(
     temporal_server: DevServer, task_queue: str
 ) -> None:
     started, release = anyio.Event(), anyio.Event()
-
-    async def gated() -> str:
-        started.set()
-        await release.wait()
-        return "done"
+    gated = _gated(started, release)
 
     server, counter, reads = await _server(
         temporal_server, task_queue, gated, read_hold=LONG_HOLD, read_recheck=LONG_HOLD
@@ -167,11 +174,7 @@ async def test_a_held_read_answers_progress_at_its_next_recheck(temporal_server:
 
 async def test_read_hold_zero_answers_a_running_task_at_once(temporal_server: DevServer, task_queue: str) -> None:
     started, release = anyio.Event(), anyio.Event()
-
-    async def gated() -> str:
-        started.set()
-        await release.wait()
-        return "done"
+    gated = _gated(started, release)
 
     server, _, _ = await _server(temporal_server, task_queue, gated, read_hold=timedelta(0))
     async with Client(server) as client:
