@@ -8,6 +8,8 @@ histories then replay with `Replayer`, which fails on any command that differs.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 import pytest
 from fastmcp import Client, Context
@@ -16,6 +18,7 @@ from mcp_types import InputRequiredResult
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
+from fastmcp_temporal import encrypted_data_converter
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal.workflows.task import McpTaskWorkflow
 from servers import server_with, square
@@ -68,3 +71,18 @@ async def test_histories_of_every_task_shape_replay(make_extension) -> None:
     replayer = Replayer(workflows=[McpTaskWorkflow], data_converter=temporal.data_converter)
     for history in histories:
         await replayer.replay_workflow(history)
+
+
+RELEASE_HISTORIES = sorted((Path(__file__).parent / "histories").glob("*/*.json"))
+
+
+@pytest.mark.parametrize("recorded", RELEASE_HISTORIES, ids=lambda path: f"{path.parent.name}/{path.stem}")
+async def test_every_release_history_replays_on_the_current_code(recorded: Path) -> None:
+    """A task in flight during an upgrade replays its history, recorded by an older release."""
+    history = WorkflowHistory.from_json(f"recorded/{recorded.stem}", recorded.read_text())
+    replayer = Replayer(workflows=[McpTaskWorkflow], data_converter=encrypted_data_converter(None))
+    await replayer.replay_workflow(history)
+
+
+def test_every_release_has_recorded_histories() -> None:
+    assert {path.parent.name for path in RELEASE_HISTORIES} >= {"0.2.0"}

@@ -1,0 +1,149 @@
+"""Record a release's task histories, which every later release must replay.
+
+A task in flight replays its history on whatever code the next deploy brings, so the
+histories of every task shape, recorded on each release that changes the workflow,
+are committed under `tests/histories/<version>/` and replayed by
+`tests/test_replay.py`. Run on a checkout of the release, from the repo's root:
+
+    .venv/bin/python tests/histories/record.py 0.2.0
+
+It starts its own dev server (stopped when it ends) and writes one JSON history per
+shape; a shape whose task continued as new writes one file per run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+from fastmcp import Client, Context, FastMCP
+from fastmcp_tasks.client import call_tool_task
+from mcp_types import InputRequiredResult
+from temporalio.client import Client as TemporalClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fastmcp_temporal import TemporalTasksExtension, execution_policy  # noqa: E402
+from fastmcp_temporal._devserver import start_dev_server  # noqa: E402
+from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id  # noqa: E402
+from servers import NoTasksClient, server_with, square  # noqa: E402
+from task_wire import accept, ask, tasks_update  # noqa: E402
+
+
+async def greet(ctx: Context) -> str | InputRequiredResult:
+    if not ctx.input_responses:
+        return ask("name")
+    return f"hello {ctx.input_responses['name'].content['value']}"
+
+
+async def three_rounds(ctx: Context) -> str | InputRequiredResult:
+    round_ = int(ctx.request_state or 0)
+    if round_ < 3:
+        return ask(f"answer{round_}", state=str(round_ + 1))
+    return "three answers"
+
+
+async def is_error() -> str:
+    raise RuntimeError("the tool failed")
+
+
+@execution_policy(start_to_close_timeout=timedelta(seconds=1), maximum_attempts=1)
+async def overran() -> str:
+    await anyio.sleep(30)
+    return "never"
+
+
+async def sleeper() -> str:
+    await anyio.sleep(60)
+    return "late"
+
+
+@execution_policy(leg="local")
+async def local_square(n: int) -> int:
+    return n * n
+
+
+async def answer_all(client: Client, task_id: str, task: Any, rounds: int) -> None:
+    for _ in range(rounds):
+        status = await task.wait(state="input_required", timeout=30)
+        (key,) = status.input_requests
+        await tasks_update(client, task_id, {key: accept("Ada")})
+
+
+def main(version: str) -> None:
+    server = start_dev_server(ui=False)
+    try:
+        asyncio.run(record(version, server.address))
+    finally:
+        server.stop()
+
+
+async def record(version: str, address: str) -> None:
+    folder = Path(__file__).parent / version
+    folder.mkdir(parents=True, exist_ok=True)
+    if True:
+        options: dict[str, Any] = {
+            "address": address,
+            "task_queue": f"record-{uuid.uuid4().hex[:8]}",
+            "heartbeat_timeout": timedelta(seconds=2),
+            "shutdown_grace": timedelta(0),
+        }
+        main = TemporalTasksExtension(**options, task_ttl=timedelta(seconds=3), history_events_limit=20,
+                                      sync_calls="workflow")
+        tools = (square, greet, three_rounds, is_error, overran, sleeper, local_square)
+        mcp: FastMCP = server_with(main, *tools)
+        shapes: dict[str, tuple[str, str]] = {}
+        async with Client(mcp) as client:
+            done = await call_tool_task(client, "square", {"n": 3})
+            errored = await call_tool_task(client, "is_error")
+            failed = await call_tool_task(client, "overran")
+            local = await call_tool_task(client, "local_square", {"n": 4})
+            one = await call_tool_task(client, "greet")
+            three = await call_tool_task(client, "three_rounds")
+            parked = await call_tool_task(client, "greet")
+            expired = await call_tool_task(client, "greet")
+            running = await call_tool_task(client, "sleeper")
+            await answer_all(client, one.task_id, one, 1)
+            await answer_all(client, three.task_id, three, 3)
+            await parked.wait(state="input_required", timeout=30)
+            await parked.cancel()
+            await running.wait(state="working", timeout=30)
+            await anyio.sleep(1)  # the leg has started: this records a cancel of a running leg
+            await running.cancel()
+            for name, task in [("completed", done), ("is_error", errored), ("failed", failed),
+                               ("local_leg", local), ("one_round", one), ("three_rounds_continued", three),
+                               ("cancelled_parked", parked), ("expired_parked", expired),
+                               ("cancelled_running", running)]:
+                shapes[name] = ("task", task.task_id)
+        async with NoTasksClient(mcp) as plain:
+            result = await plain.call_tool("square", {"n": 5})
+            assert result.data == 25
+        temporal = await TemporalClient.connect(address)
+        for name, (kind, task_id) in shapes.items():
+            await write_runs(temporal, folder, name, workflow_id(ANONYMOUS_SCOPE_TAG, task_id, kind))
+        calls = [w async for w in temporal.list_workflows(f"TaskQueue='{options['task_queue']}'")]
+        (call,) = [w for w in calls if w.id.startswith("mcp-call/")]
+        await write_runs(temporal, folder, "sync_call", call.id)
+
+
+async def write_runs(temporal: TemporalClient, folder: Path, name: str, wf_id: str) -> None:
+    """Every run of the workflow, once its last run has closed."""
+    with contextlib.suppress(Exception):
+        await temporal.get_workflow_handle(wf_id).result()
+    runs = [w async for w in temporal.list_workflows(f"WorkflowId='{wf_id}'")]
+    runs.sort(key=lambda w: w.start_time)
+    for index, run in enumerate(runs):
+        history = await temporal.get_workflow_handle(wf_id, run_id=run.run_id).fetch_history()
+        suffix = f"-run{index + 1}" if len(runs) > 1 else ""
+        (folder / f"{name}{suffix}.json").write_text(history.to_json())
+        print(f"{name}{suffix}: {len(history.events)} events")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
