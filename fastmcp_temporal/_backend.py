@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from cryptography.fernet import InvalidToken
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR
 from temporalio.client import Client
@@ -34,9 +35,18 @@ class Backend:
         return limits_of(self.client.data_converter, settings.payload_limit, settings.stored_payload_limit)
 
 
+class UnreadablePayloadError(Exception):
+    """A task's stored payload is lost for good (`_unreadable`); the message says which and why."""
+
+
 @contextmanager
 def temporal_errors(action: str) -> Iterator[None]:
-    """Report Temporal being unreachable or refusing as a retryable -32603, not a crash."""
+    """Report what stops a request, and what to do, as a -32603 instead of a bare crash.
+
+    Temporal unreachable or refusing, a payload this server cannot decrypt, a payload
+    store that is down or has lost the payload: each says so and names the fix,
+    without a key or a payload's content in the message.
+    """
     try:
         yield
     except RPCError as exc:
@@ -44,3 +54,28 @@ def temporal_errors(action: str) -> Iterator[None]:
             code=INTERNAL_ERROR,
             message=f"Temporal could not {action} ({exc.status.name}: {exc.message}); retry the request.",
         ) from exc
+    except (UnreadablePayloadError, InvalidToken, RuntimeError, OSError) as exc:
+        message = _payload_fault(action, exc)
+        if message is None:
+            raise
+        raise MCPError(code=INTERNAL_ERROR, message=message) from exc
+
+
+def _payload_fault(action: str, exc: BaseException) -> str | None:
+    chain = [exc]
+    while chain[-1].__cause__ is not None and len(chain) < 8:
+        chain.append(chain[-1].__cause__)
+    if isinstance(exc, UnreadablePayloadError):
+        return f"Could not {action}: {exc}"
+    if any(isinstance(link, InvalidToken) for link in chain):
+        return (
+            f"Could not {action}: this server cannot decrypt the task's payloads, which were encrypted with "
+            "another key. Give every server and worker of the task queue the same "
+            "FASTMCP_TEMPORAL_ENCRYPTION_KEY."
+        )
+    if any(str(link).startswith("S3StorageDriver") or isinstance(link, OSError) for link in chain):
+        return (
+            f"Could not {action}: the payload store (FASTMCP_TEMPORAL_PAYLOAD_STORE) failed: {exc}. "
+            "Retry the request once the store is reachable."
+        )
+    return None

@@ -178,12 +178,11 @@ async def _converted_call(backend: Backend, task: TaskInput) -> tuple[RawValue, 
     """The workflow's input, converted once, and its encoded size; refused as a bad call is
     when it cannot be kept.
 
-    Without a payload store, it also tells the workflow how large a leg's input may grow
-    with answers, so it never schedules one that Temporal would refuse.
+    It also tells the workflow how large a leg's input may grow with answers (Temporal's
+    payload limit, or the store's), so it never schedules one that could not be kept.
     """
     converter, limits = backend.client.data_converter, backend.payload_limits
-    if not limits.stored:
-        task.leg_input_budget = await converter_budget(converter, limits.limit)
+    task.leg_input_budget = await converter_budget(converter, limits.limit)
     (payload,) = converter.payload_converter.to_payloads([task])
     size = await encoded_payload_size(converter, payload)
     if refusal := limits.refusal("The call's arguments", size):

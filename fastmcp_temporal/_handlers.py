@@ -49,14 +49,15 @@ from temporalio.client import (
 from temporalio.client import WorkflowExecutionStatus as Status
 from temporalio.service import RPCError, RPCStatusCode
 
-from fastmcp_temporal._backend import Backend
-from fastmcp_temporal._payloads import encoded_size
+from fastmcp_temporal._backend import Backend, UnreadablePayloadError
+from fastmcp_temporal._payloads import encoded_size, encoded_size_of
 from fastmcp_temporal._scope import current_scope_tag, workflow_id
 from fastmcp_temporal._wire import encode_answer
 from fastmcp_temporal.workflows.models import (
     SUBMIT_INPUT_SIGNAL,
     InputAnswers,
     TaskOutcome,
+    UnreadablePayload,
 )
 
 DEFAULT_POLL_INTERVAL_MS = 5000
@@ -273,14 +274,17 @@ class TaskMethods:
         return UpdateTaskResult()
 
     async def _refuse_oversize(self, task: _Task, answers: dict[str, Any]) -> None:
-        """Answers that cannot be kept are refused before anything is signalled."""
-        limits = self._backend.payload_limits
-        size = await encoded_size(self._backend.client.data_converter, InputAnswers(answers))
-        what = "The answers"
-        if not limits.stored:  # the next leg carries the arguments and the answers together
-            size += int(task.memo.get("inputBytes") or 0)
-            what = "The answers with the task's arguments"
-        if refusal := limits.refusal(what, size):
+        """Answers the next leg could not carry are refused before anything is signalled.
+
+        The next leg's input holds the task's arguments and every answer of this round,
+        so it is measured whole, against the limit that will apply to it (Temporal's
+        payload limit, or the store's); the workflow checks it again before the leg.
+        """
+        converter = self._backend.client.data_converter
+        size = await encoded_size(converter, InputAnswers(answers)) + int(task.memo.get("inputBytes") or 0)
+        size += await encoded_size_of(converter, _answered_bytes(task))
+        what = "The next leg's input (the task's arguments with this round's answers)"
+        if refusal := self._backend.payload_limits.refusal(what, size):
             raise MCPError(code=mcp_types.INVALID_PARAMS, message=refusal)
 
     async def cancel(self, task_id: str) -> CancelTaskResult:
@@ -372,7 +376,10 @@ class TaskMethods:
         if status == Status.CANCELED:
             return "cancelled", {}
         if status == Status.COMPLETED:
-            state = _outcome_state(await task.handle.result())
+            outcome = await task.handle.result()
+            if isinstance(outcome, UnreadablePayload):
+                raise UnreadablePayloadError(f"task {task.task_id} completed, but its result is lost. {outcome.reason}")
+            state = _outcome_state(outcome)
             if state is None:
                 raise task_not_found(task.task_id)
             return state
@@ -383,7 +390,7 @@ class TaskMethods:
         for pending in task.description.raw_description.pending_activities:
             if pending.heartbeat_details.payloads:
                 (details,) = await converter.decode(pending.heartbeat_details.payloads)
-                return details.get("statusMessage")
+                return details.get("statusMessage") if isinstance(details, dict) else None
         return None
 
     def _unanswered(self, task: _Task) -> dict[str, Any]:
@@ -427,6 +434,13 @@ class TaskMethods:
             poll_interval_ms=int(memo.get("pollIntervalMs") or DEFAULT_POLL_INTERVAL_MS),
             **fields,
         )
+
+
+def _answered_bytes(task: _Task) -> int:
+    """The converted size of answers already applied in the round the task is parked on."""
+    leg, size = task.memo.get("answeredBytes") or (None, 0)
+    parked_legs = {key.rpartition(":")[2].partition(".")[0] for key in task.outstanding()}
+    return int(size) if parked_legs == {str(leg)} else 0
 
 
 def _shown(answer: GetTaskResult) -> _Shown:

@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from temporalio.api.common.v1 import Payload
+from fastmcp_temporal._unreadable import UnreadablePayloadConverter
 from temporalio.converter import (
     AdvancedJSONEncoder,
     CompositePayloadConverter,
@@ -32,14 +33,16 @@ class OrderedJSONPayloadConverter(JSONPlainPayloadConverter):
 
 
 class TasksPayloadConverter(CompositePayloadConverter):
-    """Temporal's default payload converters, with `OrderedJSONPayloadConverter` for JSON."""
+    """Temporal's default payload converters, with `OrderedJSONPayloadConverter` for JSON,
+    and the stand-in a store returns for a payload it lost (`_unreadable`)."""
 
     def __init__(self) -> None:
         super().__init__(
+            UnreadablePayloadConverter(),
             *(
                 OrderedJSONPayloadConverter() if isinstance(converter, JSONPlainPayloadConverter) else converter
                 for converter in DefaultPayloadConverter.default_encoding_payload_converters
-            )
+            ),
         )
 
 

@@ -42,6 +42,7 @@ from temporalio.converter import (
 )
 
 from fastmcp_temporal._codec import EncryptionCodec
+from fastmcp_temporal._unreadable import LostPayloadsAsUnreadable
 from fastmcp_temporal._wire import error_result_json
 from fastmcp_temporal.workflows.models import LegOutcome, ToolCall
 
@@ -206,7 +207,7 @@ def payload_storage(
 
 
 def _storage(driver: StorageDriver) -> ExternalStorage:
-    return ExternalStorage(drivers=[driver], payload_size_threshold=STORE_THRESHOLD)
+    return ExternalStorage(drivers=[LostPayloadsAsUnreadable(driver)], payload_size_threshold=STORE_THRESHOLD)
 
 
 def limits_of(converter: DataConverter, payload_limit: int, stored_payload_limit: int) -> PayloadLimits:
@@ -228,11 +229,15 @@ async def encoded_payload_size(converter: DataConverter, payload: Payload) -> in
     The codec's growth is measured once per codec, so a size check never pays for
     encrypting a large value twice.
     """
-    size = payload.ByteSize()
+    return await encoded_size_of(converter, payload.ByteSize())
+
+
+async def encoded_size_of(converter: DataConverter, converted_size: int) -> int:
+    """The bytes a payload that converted to `converted_size` bytes takes once encoded."""
     if converter.payload_codec is None:
-        return size
+        return converted_size
     fixed, per_byte = await _growth(converter.payload_codec)
-    return math.ceil(fixed + per_byte * size) + _CODEC_SLACK
+    return math.ceil(fixed + per_byte * converted_size) + _CODEC_SLACK
 
 
 async def converter_budget(converter: DataConverter, encoded_limit: int) -> int:

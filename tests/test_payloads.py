@@ -32,6 +32,8 @@ from temporalio.client import Client as TemporalClient
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal._devserver import DevServer
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal._wire import encode_answer
+from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, InputAnswers
 from task_wire import DEADLINE, question, status_becomes, tasks_get, tasks_update
 
 pytestmark = pytest.mark.anyio
@@ -206,21 +208,32 @@ async def test_a_result_that_cannot_be_kept_ends_the_task_once_with_its_size(mak
     assert runs == ["produce"]
 
 
-async def test_answers_that_add_up_past_the_limit_fail_the_task_instead_of_wedging_it(
+async def test_answers_that_add_up_past_the_limit_are_refused_and_a_signal_past_it_fails_the_task(
     make_extension,
 ) -> None:
-    """Each answer fits with the arguments; together they cannot enter history, so the task fails."""
+    """Each answer fits with the arguments; the one that makes the next leg's input too big is
+    refused at `tasks/update`, and one that bypasses the check (another server's signal) ends
+    the task with the reason instead of wedging its workflow."""
     extension = make_extension()
     runs: list[str] = []
+    big = {"action": "accept", "content": {"value": "b" * 700 * 1024}}
     async with Client(_server(extension, runs)) as client:
         task = await call_tool_task(client, "ask_twice", {"blob": "a" * (700 * 1024)})
         parked = await status_becomes(
             task, "input_required", until=lambda r: len(r.input_requests or {}) == 2
         )
-        for key in parked.input_requests or {}:
-            await tasks_update(
-                client, task.task_id, {key: {"action": "accept", "content": {"value": "b" * 700 * 1024}}}
-            )
+        first, second = parked.input_requests or {}
+        await tasks_update(client, task.task_id, {first: big})
+        with pytest.raises(MCPError) as refused:
+            await tasks_update(client, task.task_id, {second: big})
+        assert refused.value.error.code == mcp_types.INVALID_PARAMS
+        assert "The next leg's input" in refused.value.error.message
+        assert "2,080,768 bytes" in refused.value.error.message
+        assert set((await tasks_get(client, task.task_id)).input_requests or {}) == {second}
+
+        assert extension.client is not None
+        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        await handle.signal(SUBMIT_INPUT_SIGNAL, InputAnswers({second: encode_answer({"method": "elicitation/create"}, big)}))
         failed = await status_becomes(task, "failed")
         assert "FASTMCP_TEMPORAL_PAYLOAD_STORE" in (failed.status_message or "")
         await _none_running(extension)

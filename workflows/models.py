@@ -80,13 +80,14 @@ class TaskInput:
     ttl_ms: int
     policy: LegPolicy
     search_attributes: bool = True
+    """Unread since 0.3.0 (the workflow reads its own search attributes); kept so 0.2.0's inputs decode."""
     history_events_limit: int = 2_000
     """Continue as new past this many events, far below Temporal's 51,200 limit."""
     resume: NextLeg | None = None
     """The next leg, when this run continues an earlier one (the call above is not repeated)."""
     leg_input_budget: int | None = None
-    """Without a payload store: the most bytes a leg's input may convert to and still fit
-    Temporal's payload limit once encoded. None when large payloads go to a store."""
+    """The most bytes a leg's input may convert to and still be kept once encoded: under
+    Temporal's payload limit, or the store's. None in tasks 0.2.0 started with a store."""
 
 
 @dataclass
@@ -131,3 +132,14 @@ class LateLegOutcome:
 
     leg: int
     outcome: LegOutcome
+
+
+@dataclass
+class UnreadablePayload:
+    """Where the workflow expected a value, a payload the store lost for good, and why.
+
+    The workflow gets it in place of its input, a leg's outcome or an answer, and ends
+    the task with the reason rather than failing its workflow tasks forever.
+    """
+
+    reason: str

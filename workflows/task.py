@@ -14,6 +14,7 @@ The module is deterministic and does no I/O; it imports no FastMCP code.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 from typing import Any
 
@@ -43,6 +44,7 @@ from fastmcp_temporal.workflows.models import (
     TaskInput,
     TaskOutcome,
     TaskState,
+    UnreadablePayload,
 )
 from fastmcp_temporal.workflows.ui import leg_summary, live_details
 
@@ -55,6 +57,13 @@ SCOPE_ATTRIBUTE = SearchAttributeKey.for_keyword(SCOPE_SEARCH_ATTRIBUTE)
 # it fails the task (published as failed) instead of leaving it running forever. Not
 # a NondeterminismError (a TemporalError): a task that no longer replays after an
 # upgrade waits for a worker with compatible code instead of failing.
+# Continue as new past this many bytes of history too (Temporal terminates a task at 50 MiB),
+# or when Temporal suggests it.
+_HISTORY_BYTES_LIMIT = 8 * 1024 * 1024
+# Patch ids, one per change to the workflow's commands since 0.2.0 (see CONTRIBUTING in README).
+_CONTINUE_ON_HISTORY_SIZE = "continue-as-new-on-history-size"
+_ANSWER_BYTES_IN_MEMO = "answer-bytes-in-memo"
+
 _BUGS = [
     ArithmeticError, AssertionError, AttributeError, LookupError, NameError, RuntimeError, TypeError, ValueError
 ]
@@ -74,9 +83,12 @@ class McpTaskWorkflow:
         self._late_outcome: LegOutcome | None = None
         self._leg = 0
         self._failure: str | None = None
+        self._lost_answers: str | None = None
 
     @workflow.run
     async def run(self, task: TaskInput) -> TaskOutcome:
+        if isinstance(task, UnreadablePayload):  # its stored input is gone: nothing can run
+            return self._finish("failed", TaskOutcome(error=_internal_error(task.reason)))
         self._task = task
         try:
             return await self._run_legs(task)
@@ -99,11 +111,15 @@ class McpTaskWorkflow:
                 if isinstance(err.cause, CancelledError):
                     raise
                 return self._finish("failed", TaskOutcome(error=_internal_error(_unfinished(err, task))))
+            if isinstance(outcome, UnreadablePayload):
+                return self._finish("failed", TaskOutcome(error=_internal_error(outcome.reason)))
             if outcome.input_requests is None:
                 final = TaskOutcome(result=outcome.result, error=outcome.error)
                 return self._finish("failed" if outcome.error else "completed", final)
             self._park(task, leg.leg, outcome)
             answered = await self._wait_for_answers(task)
+            if self._lost_answers is not None:
+                return self._finish("failed", TaskOutcome(error=_internal_error(self._lost_answers)))
             if not answered:
                 # Nobody answered within the TTL: the task ended without a result and nobody
                 # cancelled it, so operators find it among the failed ones. The wire answers
@@ -111,7 +127,7 @@ class McpTaskWorkflow:
                 return self._finish("failed", TaskOutcome(expired=True))
             leg = NextLeg(leg.leg + 1, self._answers, outcome.request_state)
             self._publish("working", {"inputRequests": None})
-            if workflow.info().get_current_history_length() > task.history_events_limit:
+            if _history_full(task):
                 task.resume = leg
                 workflow.continue_as_new(
                     task,
@@ -125,7 +141,13 @@ class McpTaskWorkflow:
         activity = _start_leg(task.policy, leg)
         self._running_leg, self._late_outcome = (leg.leg, activity), None
         try:
-            return await activity
+            return await asyncio.shield(activity)
+        except asyncio.CancelledError:
+            # The task's cancel wins over a late outcome that arrived with it.
+            activity.cancel()
+            with contextlib.suppress(ActivityError):
+                await activity
+            raise
         except ActivityError:
             if self._late_outcome is None:
                 raise
@@ -135,7 +157,13 @@ class McpTaskWorkflow:
 
     @workflow.signal(name=LEG_OUTCOME_SIGNAL)
     def leg_outcome(self, late: LateLegOutcome) -> None:
-        """Take a late outcome once for the running leg and cancel its retry, which would run it again."""
+        """Take a late outcome once for the running leg and cancel its retry, which would run it again.
+
+        An unreadable or malformed one is ignored: the leg's retry still delivers an outcome.
+        """
+        if not _well_formed_late(late):
+            workflow.logger.warning("Ignored a leg_outcome signal that is unreadable or malformed: %r", late)
+            return
         if self._running_leg is None or self._late_outcome is not None:
             return
         number, activity = self._running_leg
@@ -157,7 +185,7 @@ class McpTaskWorkflow:
         """Wait until every request is answered; False when the TTL ran out first."""
         try:
             await workflow.wait_condition(
-                lambda: not self._outstanding,
+                lambda: not self._outstanding or self._lost_answers is not None,
                 timeout=timedelta(milliseconds=task.ttl_ms),
             )
         except asyncio.TimeoutError:
@@ -166,7 +194,18 @@ class McpTaskWorkflow:
 
     @workflow.signal(name=SUBMIT_INPUT_SIGNAL)
     def submit_input(self, update: InputAnswers) -> None:
-        """Apply answers for outstanding keys; anything else is ignored."""
+        """Apply answers for outstanding keys; anything else is ignored.
+
+        Answers the store lost end the parked task (it cannot run on without them); a
+        malformed signal (not what `tasks/update` sends) is ignored with a warning.
+        """
+        if isinstance(update, UnreadablePayload):
+            if self._outstanding:
+                self._lost_answers = update.reason
+            return
+        if not _well_formed_answers(update):
+            workflow.logger.warning("Ignored a submit_input signal that is not {'answers': {key: answer}}: %r", update)
+            return
         answered = [key for key in update.answers if key in self._outstanding]
         if not answered:
             return
@@ -174,7 +213,10 @@ class McpTaskWorkflow:
             self._answers[self._outstanding.pop(key)] = update.answers[key]
             self._requests.pop(key, None)
         if self._outstanding:
-            workflow.upsert_memo({"inputRequests": self._requests})
+            memo: dict[str, Any] = {"inputRequests": self._requests}
+            if workflow.patched(_ANSWER_BYTES_IN_MEMO):  # for tasks/update's size check of the next leg
+                memo["answeredBytes"] = [self._leg, _converted_size(self._answers)]
+            workflow.upsert_memo(memo)
             self._show("input_required")
 
     def _finish(self, state: TaskState, outcome: TaskOutcome) -> TaskOutcome:
@@ -191,7 +233,7 @@ class McpTaskWorkflow:
         """
         if memo is not None:
             workflow.upsert_memo(memo)
-        if self._task is not None and self._task.search_attributes:
+        if workflow.info().typed_search_attributes.get(STATUS_ATTRIBUTE) is not None:  # created searchable
             workflow.upsert_search_attributes([STATUS_ATTRIBUTE.value_set(state)])
         self._show(state)
 
@@ -234,6 +276,31 @@ def _start_leg(policy: LegPolicy, leg: LegInput) -> workflow.ActivityHandle[LegO
     )
 
 
+def _history_full(task: TaskInput) -> bool:
+    """Whether the next leg should start a new run: by event count, or by size (patched in after 0.2.0)."""
+    info = workflow.info()
+    if info.get_current_history_length() > task.history_events_limit:
+        return True
+    too_big = info.is_continue_as_new_suggested() or info.get_current_history_size() > _HISTORY_BYTES_LIMIT
+    return too_big and workflow.patched(_CONTINUE_ON_HISTORY_SIZE)
+
+
+def _well_formed_answers(update: Any) -> bool:
+    answers = getattr(update, "answers", None)
+    return isinstance(answers, dict) and all(
+        isinstance(key, str) and isinstance(answer, dict) for key, answer in answers.items()
+    )
+
+
+def _well_formed_late(late: Any) -> bool:
+    return isinstance(late, LateLegOutcome) and isinstance(late.leg, int) and isinstance(late.outcome, LegOutcome)
+
+
+def _converted_size(value: Any) -> int:
+    (payload,) = workflow.payload_converter().to_payloads([value])
+    return payload.ByteSize()
+
+
 def _tool_name() -> str:
     """The tool as the caller named it, from the memo the task was created with."""
     return str(workflow.memo_value("tool", "tool"))
@@ -254,14 +321,16 @@ def _over_budget(task: TaskInput, leg: LegInput) -> str | None:
     """
     if task.leg_input_budget is None:
         return None
-    (payload,) = workflow.payload_converter().to_payloads([leg])
-    size = payload.ByteSize()
+    size = _converted_size(leg)
     if size <= task.leg_input_budget:
         return None
+    if task.call.outcome_stored:
+        where, fix = "the payload store takes", "raise FASTMCP_TEMPORAL_STORED_PAYLOAD_LIMIT, or answer with less"
+    else:
+        where, fix = "Temporal history takes", "set FASTMCP_TEMPORAL_PAYLOAD_STORE so large payloads are stored outside history"
     return (
         f"The tool's arguments and answers together are {size:,} bytes, more than the "
-        f"{task.leg_input_budget:,} bytes a leg's input may hold in Temporal history; set "
-        "FASTMCP_TEMPORAL_PAYLOAD_STORE so large payloads are stored outside history."
+        f"{task.leg_input_budget:,} bytes {where} for a leg's input; {fix}."
     )
 
 
