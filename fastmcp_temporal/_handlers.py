@@ -373,7 +373,7 @@ class TaskMethods:
 
     async def _closed_state(self, task: _Task) -> tuple[TaskStatus, dict[str, Any]]:
         status = task.description.status
-        if status == Status.CANCELED:
+        if status == Status.CANCELED or task.cancel_requested:  # once the wire said cancelled, it stays so
             return "cancelled", {}
         if status == Status.COMPLETED:
             outcome = await task.handle.result()

@@ -14,7 +14,6 @@ import json
 from typing import Any
 
 from temporalio.api.common.v1 import Payload
-from fastmcp_temporal._unreadable import UnreadablePayloadConverter
 from temporalio.converter import (
     AdvancedJSONEncoder,
     CompositePayloadConverter,
@@ -22,6 +21,8 @@ from temporalio.converter import (
     DefaultPayloadConverter,
     JSONPlainPayloadConverter,
 )
+
+from fastmcp_temporal._unreadable import UnreadablePayloadConverter
 
 
 class OrderedJSONPayloadConverter(JSONPlainPayloadConverter):

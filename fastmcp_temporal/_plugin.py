@@ -28,6 +28,7 @@ from temporalio.worker import Worker, WorkerConfig
 from fastmcp_temporal import _fastmcp_private
 from fastmcp_temporal._connection import require_codec, tasks_data_converter
 from fastmcp_temporal._heartbeat import HeartbeatCadence
+from fastmcp_temporal._lost_payloads import EndTasksWithLostPayloads
 from fastmcp_temporal._metrics import worker_interceptors
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.activities.tool_leg import ToolLegActivities
@@ -62,6 +63,7 @@ class McpTasksPlugin(SimplePlugin):
     def __init__(self, server: FastMCP, *, enter_server_lifespan: bool = True) -> None:
         self._server = server
         self._extension = tasks_extension(server)
+        self._lost_payloads = EndTasksWithLostPayloads()
         super().__init__(
             PLUGIN_NAME,
             data_converter=self._data_converter,
@@ -69,7 +71,7 @@ class McpTasksPlugin(SimplePlugin):
             activities=[
                 ToolLegActivities(server, heartbeat_cadence(self._extension.temporal_settings)).run_tool_leg
             ],
-            interceptors=worker_interceptors(),
+            interceptors=[*worker_interceptors(), self._lost_payloads],
         )
         self._enter_server_lifespan = enter_server_lifespan
 
@@ -98,14 +100,15 @@ class McpTasksPlugin(SimplePlugin):
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """Run the worker inside the server's lifespan, the extension serving through its client."""
-        if not self._enter_server_lifespan:
-            await next(worker)
-            return
-        async with (
-            self._extension.hosted_in_worker(worker.client),
-            _fastmcp_private.lifespan_manager(self._server),
-        ):
-            await next(worker)
+        async with self._lost_payloads.serving(worker.client):
+            if not self._enter_server_lifespan:
+                await next(worker)
+                return
+            async with (
+                self._extension.hosted_in_worker(worker.client),
+                _fastmcp_private.lifespan_manager(self._server),
+            ):
+                await next(worker)
 
 
 def heartbeat_cadence(settings: TemporalTasksSettings) -> HeartbeatCadence:

@@ -143,3 +143,8 @@ class UnreadablePayload:
     """
 
     reason: str
+
+
+class LostOnReplay(Exception):
+    """A lost payload met on replay, where the workflow cannot take another path: the
+    worker terminates the task's run with this reason (`_lost_payloads`)."""

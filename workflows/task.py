@@ -40,6 +40,7 @@ from fastmcp_temporal.workflows.models import (
     LegInput,
     LegOutcome,
     LegPolicy,
+    LostOnReplay,
     NextLeg,
     TaskInput,
     TaskOutcome,
@@ -88,10 +89,12 @@ class McpTaskWorkflow:
     @workflow.run
     async def run(self, task: TaskInput) -> TaskOutcome:
         if isinstance(task, UnreadablePayload):  # its stored input is gone: nothing can run
-            return self._finish("failed", TaskOutcome(error=_internal_error(task.reason)))
+            return self._lost(task.reason)
         self._task = task
         try:
             return await self._run_legs(task)
+        except LostOnReplay:
+            raise
         except BaseException as err:
             if _is_cancellation(err):
                 self._publish("cancelled")
@@ -112,14 +115,14 @@ class McpTaskWorkflow:
                     raise
                 return self._finish("failed", TaskOutcome(error=_internal_error(_unfinished(err, task))))
             if isinstance(outcome, UnreadablePayload):
-                return self._finish("failed", TaskOutcome(error=_internal_error(outcome.reason)))
+                return self._lost(outcome.reason)
             if outcome.input_requests is None:
                 final = TaskOutcome(result=outcome.result, error=outcome.error)
                 return self._finish("failed" if outcome.error else "completed", final)
             self._park(task, leg.leg, outcome)
             answered = await self._wait_for_answers(task)
             if self._lost_answers is not None:
-                return self._finish("failed", TaskOutcome(error=_internal_error(self._lost_answers)))
+                return self._lost(self._lost_answers)
             if not answered:
                 # Nobody answered within the TTL: the task ended without a result and nobody
                 # cancelled it, so operators find it among the failed ones. The wire answers
@@ -218,6 +221,12 @@ class McpTaskWorkflow:
                 memo["answeredBytes"] = [self._leg, _converted_size(self._answers)]
             workflow.upsert_memo(memo)
             self._show("input_required")
+
+    def _lost(self, reason: str) -> TaskOutcome:
+        """End the task whose stored payload is lost; on replay, the worker ends it (`LostOnReplay`)."""
+        if workflow.unsafe.is_replaying():
+            raise LostOnReplay(reason)
+        return self._finish("failed", TaskOutcome(error=_internal_error(reason)))
 
     def _finish(self, state: TaskState, outcome: TaskOutcome) -> TaskOutcome:
         self._failure = (outcome.error or {}).get("message")

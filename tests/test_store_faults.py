@@ -1,0 +1,297 @@
+"""Faults outside the tool never wedge a task: a lost payload, a malformed signal, a race, a big history.
+
+Most tests runs a task whose arguments, answer or result go to a real store (a folder,
+or a standalone moto S3 server), damages what the store holds for it (deletes,
+truncates or alters it), and drives the task on over the MCP wire. The worker keeps
+no workflow in its cache, so every step replays the history and reads the store
+again, as after a worker restart. Each test ends by finding no RUNNING workflow on
+its queue, and counts the tool's real runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+import mcp_types
+import pytest
+from fastmcp import Client, Context, FastMCP
+from fastmcp_tasks.client import call_tool_task
+from mcp.shared.exceptions import MCPError
+from mcp_types import InputRequiredResult
+from temporalio.client import Client as TemporalClient
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.worker import Worker
+
+from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension
+from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.workflows.models import (
+    LEG_OUTCOME_SIGNAL,
+    SUBMIT_INPUT_SIGNAL,
+    LateLegOutcome,
+    LegOutcome,
+)
+from task_wire import accept, ask, eventually, status_becomes, tasks_get, tasks_update, workflow_closed
+from test_payloads import _none_running, s3_endpoint  # noqa: F401  (a fixture)
+
+pytestmark = pytest.mark.anyio
+
+BIG = 300 * 1024  # over the 256 KiB at which payloads go to the store
+LOST = "no longer in the payload store"
+
+
+class Store(Protocol):
+    setting: str
+
+    def keys(self) -> set[str]: ...
+    def damage(self, key: str, how: str) -> None: ...
+
+
+class FolderStore:
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.setting = folder, str(folder)
+
+    def keys(self) -> set[str]:
+        return {str(path) for path in self.folder.rglob("*") if path.is_file() and not path.name.startswith(".")}
+
+    def damage(self, key: str, how: str) -> None:
+        path = Path(key)
+        data = path.read_bytes()
+        if how == "delete":
+            path.unlink()
+        else:
+            path.write_bytes(data[: len(data) // 2] if how == "truncate" else data[:-1] + bytes([data[-1] ^ 1]))
+
+
+class S3Store:
+    def __init__(self, endpoint: str) -> None:
+        import boto3
+
+        self.s3 = boto3.client("s3", endpoint_url=endpoint)
+        self.s3.create_bucket(Bucket="faults")
+        self.setting = "s3://faults/tasks"
+
+    def keys(self) -> set[str]:
+        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket="faults")
+        return {item["Key"] for page in pages for item in page.get("Contents", [])}
+
+    def damage(self, key: str, how: str) -> None:
+        data = self.s3.get_object(Bucket="faults", Key=key)["Body"].read()
+        if how == "delete":
+            self.s3.delete_object(Bucket="faults", Key=key)
+            return
+        damaged = data[: len(data) // 2] if how == "truncate" else data[:-1] + bytes([data[-1] ^ 1])
+        self.s3.put_object(Bucket="faults", Key=key, Body=damaged)
+
+
+@pytest.fixture(params=["folder", "s3"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "folder":
+        folder = tmp_path / "payloads"
+        folder.mkdir(mode=0o700)
+        yield FolderStore(folder)
+    else:
+        yield S3Store(request.getfixturevalue("s3_endpoint"))
+
+
+def _server(extension: TemporalTasksExtension, runs: list[str]) -> FastMCP:
+    mcp = FastMCP("store-faults")
+    mcp.add_extension(extension)
+
+    @mcp.tool(task=True)
+    async def two_rounds(blob: str, ctx: Context) -> str | InputRequiredResult:
+        """Asks twice; its arguments are `blob`."""
+        runs.append("two_rounds")
+        round_ = int(ctx.request_state or 0)
+        if round_ < 2:
+            return ask(f"answer{round_}", state=str(round_ + 1))
+        return "both answered"
+
+    @mcp.tool(task=True)
+    async def produce(size: int) -> str:
+        runs.append("produce")
+        return "r" * size
+
+    return mcp
+
+
+def _extension(make_extension: Callable[..., TemporalTasksExtension], store: Store, **options: Any):
+    return make_extension(payload_store=store.setting, max_cached_workflows=0, **options)
+
+
+def _damage_new(store: Store, before: set[str], how: str) -> None:
+    new = store.keys() - before
+    assert new, "the step stored nothing, so there is nothing to damage"
+    for key in new:
+        store.damage(key, how)
+
+
+async def _answer(client: Client, task: Any, value: str) -> None:
+    parked = await task.wait(state="input_required", timeout=30)
+    (key,) = parked.input_requests
+    await tasks_update(client, task.task_id, {key: accept(value)})
+
+
+HOW = ["delete", "truncate", "tamper"]
+
+
+@pytest.mark.parametrize("how", HOW)
+async def test_lost_arguments_end_the_task_on_its_next_step(make_extension, store: Store, how: str) -> None:
+    extension, runs = _extension(make_extension, store), []
+    before = store.keys()
+    async with Client(_server(extension, runs)) as client:
+        task = await call_tool_task(client, "two_rounds", {"blob": "a" * BIG})
+        await task.wait(state="input_required", timeout=30)
+        _damage_new(store, before, how)
+        await _answer(client, task, "small")
+        failed = await status_becomes(task, "failed")
+        assert LOST in (failed.status_message or "")
+        await _none_running(extension)
+    assert runs == ["two_rounds"]
+
+
+@pytest.mark.parametrize("how", HOW)
+async def test_a_lost_answer_ends_the_task_on_its_next_step(make_extension, store: Store, how: str) -> None:
+    extension, runs = _extension(make_extension, store), []
+    async with Client(_server(extension, runs)) as client:
+        task = await call_tool_task(client, "two_rounds", {"blob": "small"})
+        await task.wait(state="input_required", timeout=30)
+        before = store.keys()
+        await _answer(client, task, "b" * BIG)
+        await status_becomes(task, "input_required", until=lambda r: any(":2." in k for k in r.input_requests or {}))
+        _damage_new(store, before, how)
+        await _answer(client, task, "small")
+        failed = await status_becomes(task, "failed")
+        assert LOST in (failed.status_message or "")
+        await _none_running(extension)
+    assert runs == ["two_rounds", "two_rounds"]
+
+
+@pytest.mark.parametrize("how", HOW)
+async def test_a_lost_result_is_named_by_tasks_get(make_extension, store: Store, how: str) -> None:
+    extension, runs = _extension(make_extension, store), []
+    before = store.keys()
+    async with Client(_server(extension, runs)) as client:
+        task = await call_tool_task(client, "produce", {"size": BIG})
+        await _closed(extension, task.task_id)
+        _damage_new(store, before, how)
+        with pytest.raises(MCPError) as lost:
+            await tasks_get(client, task.task_id)
+        await _none_running(extension)
+    assert lost.value.error.code == mcp_types.INTERNAL_ERROR
+    assert LOST in lost.value.error.message and "FASTMCP_TEMPORAL_PAYLOAD_STORE" in lost.value.error.message
+    assert runs == ["produce"]
+
+
+@pytest.mark.parametrize("end", ["cancel", "ttl"])
+async def test_a_task_whose_arguments_are_lost_still_closes_on_cancel_and_ttl(
+    make_extension, tmp_path: Path, end: str
+) -> None:
+    store = FolderStore(tmp_path)
+    extension, runs = _extension(make_extension, store, task_ttl=timedelta(seconds=3)), []
+    async with Client(_server(extension, runs)) as client:
+        task = await call_tool_task(client, "two_rounds", {"blob": "a" * BIG})
+        await task.wait(state="input_required", timeout=30)
+        _damage_new(store, set(), "delete")
+        if end == "cancel":
+            await task.cancel()
+            assert (await tasks_get(client, task.task_id)).status == "cancelled"
+        status = await _closed(extension, task.task_id)
+        assert status != WorkflowExecutionStatus.RUNNING
+        expected = "cancelled" if end == "cancel" else "failed"
+        assert (await tasks_get(client, task.task_id)).status == expected
+        await _none_running(extension)
+    assert runs == ["two_rounds"]
+
+
+async def _closed(extension: TemporalTasksExtension, task_id: str) -> WorkflowExecutionStatus | None:
+    await workflow_closed(extension, task_id)
+    assert extension.client is not None
+    handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
+    return (await handle.describe()).status
+
+
+async def test_a_cancel_arriving_with_a_late_leg_outcome_wins(make_extension, temporal_server, task_queue) -> None:
+    """A late leg outcome and the task's cancel in one workflow task: the task ends cancelled."""
+    started: list[str] = []
+
+    def definition(extension: TemporalTasksExtension) -> FastMCP:
+        mcp = FastMCP("late-and-cancelled")
+        mcp.add_extension(extension)
+
+        @mcp.tool(task=True)
+        async def slow() -> str:
+            started.append("slow")
+            await anyio.sleep(3600)
+            return "never"
+
+        return mcp
+
+    api_extension = make_extension(worker=False)
+    api = definition(api_extension)
+    hosted = definition(make_extension())
+
+    async def worker_client() -> TemporalClient:
+        return await TemporalClient.connect(temporal_server.address, plugins=[McpTasksPlugin(hosted)])
+
+    async with Client(api) as client:
+        async with Worker(await worker_client(), task_queue=task_queue):
+            task = await call_tool_task(client, "slow")
+            await eventually(lambda: started == ["slow"])
+        # No worker now: the signal and the cancel reach the workflow in one workflow task.
+        assert api_extension.client is not None
+        handle = api_extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        late = LegOutcome(result={"content": [{"type": "text", "text": "late"}], "isError": False})
+        await handle.signal(LEG_OUTCOME_SIGNAL, LateLegOutcome(1, late))
+        await task.cancel()
+        async with Worker(await worker_client(), task_queue=task_queue):
+            with anyio.fail_after(30):
+                while (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+                    await anyio.sleep(0.05)
+        assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+        assert (await tasks_get(client, task.task_id)).status == "cancelled"
+
+
+async def test_a_malformed_answer_signal_is_ignored_and_the_task_goes_on(make_extension, tmp_path: Path) -> None:
+    """An operator's (or a future client's) signal that is not `{answers: {key: answer}}`."""
+    extension, runs = make_extension(), []
+    async with Client(_server(extension, runs)) as client:
+        task = await call_tool_task(client, "two_rounds", {"blob": "small"})
+        parked = await task.wait(state="input_required", timeout=30)
+        assert extension.client is not None
+        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        for malformed in ({"answers": "nonsense"}, {"answers": {next(iter(parked.input_requests)): "no"}}):
+            await handle.signal(SUBMIT_INPUT_SIGNAL, malformed)
+        await _answer(client, task, "first")
+        await _answer(client, task, "second")
+        assert (await task.result()).data == "both answered"
+        await _none_running(extension)
+    assert runs == ["two_rounds"] * 3
+
+
+async def test_many_rounds_with_big_arguments_continue_as_new_before_history_fills(make_extension) -> None:
+    """Without a store every leg's input repeats the arguments: history grows by megabytes a round."""
+    extension, runs = make_extension(payload_store="none"), []
+    mcp = FastMCP("many-rounds")
+    mcp.add_extension(extension)
+
+    @mcp.tool(task=True)
+    async def rounds(blob: str, ctx: Context) -> str | InputRequiredResult:
+        runs.append("rounds")
+        round_ = int(ctx.request_state or 0)
+        return ask(f"r{round_}", state=str(round_ + 1)) if round_ < 7 else f"{len(blob)} after 7 rounds"
+
+    async with Client(mcp) as client:
+        task = await call_tool_task(client, "rounds", {"blob": "a" * (1400 * 1024)})
+        for _ in range(7):
+            await _answer(client, task, "next")
+        assert (await task.result()).data == f"{1400 * 1024} after 7 rounds"
+        await _none_running(extension)
+        assert extension.client is not None
+        wf_id = workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id)
+        runs_in_temporal = [w async for w in extension.client.list_workflows(f"WorkflowId = '{wf_id}'")]
+    assert len(runs_in_temporal) >= 2
+    assert runs == ["rounds"] * 8
