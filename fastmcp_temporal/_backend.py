@@ -13,6 +13,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from fastmcp_temporal._payloads import PayloadLimits, limits_of
+from fastmcp_temporal._scope import CallerScope, current_scope, scope_secret
 from fastmcp_temporal._settings import TemporalTasksSettings
 
 
@@ -33,6 +34,11 @@ class Backend:
     def payload_limits(self) -> PayloadLimits:
         settings = self.settings
         return limits_of(self.client.data_converter, settings.payload_limit, settings.stored_payload_limit)
+
+    def caller_scope(self) -> CallerScope:
+        """The scope of the request being served, tagged with this deployment's scope secret."""
+        key = self.settings.encryption_key
+        return current_scope(scope_secret(key.get_secret_value() if key is not None else None))
 
 
 class UnreadablePayloadError(Exception):

@@ -5,7 +5,7 @@ workers write — the workflow input (arguments, caller snapshot), answers, resu
 memo and heartbeat details — is Fernet-encrypted before it leaves the process, and so
 are failure messages and stack traces (moved into an encoded attribute).
 Search attributes are never encrypted; they hold only tool names, states and scope
-hashes. `fastmcp-temporal codec-server` (`_codec_server`) serves the Temporal UI's
+tags. `fastmcp-temporal codec-server` (`_codec_server`) serves the Temporal UI's
 remote codec endpoint, so an operator who holds the key can read payloads in the UI.
 
 Every server and worker on a task queue must share the key: a process without it
@@ -63,13 +63,22 @@ class EncryptionCodec(PayloadCodec):
         return decrypted
 
 
-@lru_cache(maxsize=4)
 def _fernet(key: str) -> Fernet:
-    """The key stretch (PBKDF2, about a second) is paid once per key and process."""
     from cryptography.fernet import Fernet
+
+    return Fernet(stretched_key(key))
+
+
+@lru_cache(maxsize=4)
+def stretched_key(key: str) -> bytes:
+    """The payload key stretched from `key` (PBKDF2, about a second: paid once per key and process).
+
+    Scope tags derive their own secret from it (`_scope.scope_secret`), so guessing a weak
+    key from a tag costs as much as from a ciphertext.
+    """
     from fastmcp.server.auth.jwt_issuer import derive_jwt_key
 
-    return Fernet(derive_jwt_key(low_entropy_material=key, salt=_KEY_SALT))
+    return derive_jwt_key(low_entropy_material=key, salt=_KEY_SALT)
 
 
 def with_encryption(converter: DataConverter, key: str) -> DataConverter:

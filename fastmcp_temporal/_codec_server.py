@@ -4,13 +4,16 @@ The Temporal UI and CLI call a codec server's `POST /encode` and `POST /decode` 
 Payloads as protobuf JSON. Whoever reaches this endpoint can read every task, so it
 guarantees:
 
-- a bearer token (`Authorization: Bearer <token>`, compared in constant time) on
-  every call, unless it was explicitly started open on a loopback address;
+- a bearer token (`Authorization: Bearer <token>`, the scheme in any case as RFC 9110
+  allows, the token compared in constant time) on every call, unless it was explicitly
+  started open on a loopback address;
 - a `Host` header naming the bound host, a loopback name or an `--allowed-host`
   (no DNS rebinding), and an `Origin`, when a browser sends one, among the
   `--cors-origin`s (no other web page can call it);
 - JSON bodies only (a cross-site form or `text/plain` post is refused, since
-  browsers send those without a CORS preflight), at most `max_body` bytes.
+  browsers send those without a CORS preflight), at most `max_body` bytes;
+- a payload it cannot decrypt or parse (another key, altered or garbage bytes) is a
+  400 with the reason, never a 500, and the answer holds no key, token or payload bytes.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from cryptography.fernet import InvalidToken
 from google.protobuf import json_format
+from google.protobuf.message import DecodeError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -58,15 +63,13 @@ def codec_app(
 ) -> Starlette:
     """The HTTP endpoint the Temporal UI and CLI call; ``token=None`` serves without auth."""
     allowed_origins = frozenset(cors_origins)
-    expected = f"Bearer {token}".encode() if token is not None else None
+    expected = token.encode() if token is not None else None
 
     async def checked_payloads(request: Request) -> Payloads:
         origin = request.headers.get("origin")
         if origin is not None and origin not in allowed_origins:
             raise _Refused(403, f"Origin {origin} is not allowed; start the codec server with --cors-origin")
-        if expected is not None and not hmac.compare_digest(
-            request.headers.get("authorization", "").encode(), expected
-        ):
+        if expected is not None and not hmac.compare_digest(_bearer_token(request), expected):
             raise _Refused(401, "Send Authorization: Bearer <token>", {"WWW-Authenticate": "Bearer"})
         media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
         if media_type != "application/json":
@@ -83,16 +86,29 @@ def codec_app(
         except json_format.ParseError as exc:
             raise _Refused(400, f"The body is not Payloads JSON: {exc}") from None
 
+    async def converted(payloads: Payloads, encode: bool) -> Payloads:
+        try:
+            return Payloads(payloads=await (codec.encode if encode else codec.decode)(payloads.payloads))
+        except InvalidToken:
+            raise _Refused(
+                400,
+                "A payload could not be decrypted: it was encrypted with another key, or altered. "
+                "Start the codec server with the FASTMCP_TEMPORAL_ENCRYPTION_KEY your workers use.",
+            ) from None
+        except DecodeError:
+            raise _Refused(
+                400,
+                "A payload decrypted to bytes that are not a Temporal Payload: "
+                "fastmcp-temporal did not write it.",
+            ) from None
+
     def endpoint(encode: bool) -> Any:
         async def convert(request: Request) -> Response:
             try:
-                payloads = await checked_payloads(request)
+                result = await converted(await checked_payloads(request), encode)
             except _Refused as refused:
                 return JSONResponse({"error": str(refused)}, refused.status, refused.headers)
-            converted = await (codec.encode if encode else codec.decode)(payloads.payloads)
-            return Response(
-                json_format.MessageToJson(Payloads(payloads=converted)), media_type="application/json"
-            )
+            return Response(json_format.MessageToJson(result), media_type="application/json")
 
         return convert
 
@@ -111,6 +127,12 @@ def codec_app(
             ),
         ],
     )
+
+
+def _bearer_token(request: Request) -> bytes:
+    """The credentials of an `Authorization: Bearer` header (any case of the scheme), else empty."""
+    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+    return credentials.strip(" ").encode() if scheme.lower() == "bearer" else b""
 
 
 def add_codec_server_command(commands: Any) -> None:

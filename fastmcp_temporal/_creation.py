@@ -37,7 +37,7 @@ from fastmcp_temporal import _fastmcp_private
 from fastmcp_temporal._backend import Backend
 from fastmcp_temporal._payloads import converter_budget, encoded_payload_size
 from fastmcp_temporal._policy import policy_of
-from fastmcp_temporal._scope import WorkflowKind, current_scope_tag, new_task_id, workflow_id
+from fastmcp_temporal._scope import WorkflowKind, new_task_id, workflow_id
 from fastmcp_temporal._ui_metadata import task_user_metadata
 from fastmcp_temporal._wire import encode_answers
 from fastmcp_temporal.workflows.models import (
@@ -94,7 +94,7 @@ async def start_tool_workflow(
     validate_arguments(component, raw_arguments, strict=context.fastmcp.strict_input_validation)
 
     task_id = new_task_id()
-    scope_tag = current_scope_tag()
+    scope_tag = backend.caller_scope().tag
     created_at = datetime.now(timezone.utc).isoformat()
     poll_interval_ms = int(component.task_config.poll_interval.total_seconds() * 1000)
     snapshot = TaskContextSnapshot.capture(owning_tool_name=tool.name, owning_tool_version=tool.version)

@@ -3,7 +3,8 @@
 Reads use `describe()` and the memo the workflow keeps, plus the result from
 history once the workflow is closed, so they need no worker online. An update is a
 signal that Temporal has persisted before we acknowledge it; the workflow applies
-it. Every lookup derives the workflow id from the caller's own scope, so a missing,
+it. Every lookup derives the workflow id from the caller's own scope tag (and, only
+when nothing is found under it, the caller's legacy tag: see `_scope`), so a missing,
 expired or foreign task id all get the same -32602.
 
 Reads are cheap because the MCP client polls: concurrent reads of one task share one
@@ -51,7 +52,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal._backend import Backend, UnreadablePayloadError
 from fastmcp_temporal._payloads import encoded_size, encoded_size_of
-from fastmcp_temporal._scope import current_scope_tag, workflow_id
+from fastmcp_temporal._scope import workflow_id
 from fastmcp_temporal._wire import encode_answer
 from fastmcp_temporal.workflows.models import (
     SUBMIT_INPUT_SIGNAL,
@@ -141,7 +142,7 @@ class TaskMethods:
         """Await the result of a task just created here (see the module docstring)."""
         if len(self._watches) >= _WATCHED_TASKS:
             return
-        handle = self._handle(task_id)
+        handle = self._handle(self._key(task_id))
         interval = poll_interval_ms or DEFAULT_POLL_INTERVAL_MS
         result = asyncio.create_task(self._await_close(handle, created_at, interval))
         hold_until = asyncio.get_running_loop().time() + self._backend.settings.read_hold.total_seconds()
@@ -156,7 +157,7 @@ class TaskMethods:
     async def get(self, task_id: str) -> GetTaskResult:
         if (closed := self._cached_closed(task_id)) is not None:
             return self._closed_result(task_id, closed)
-        watch = self._watches.get(_key(task_id))
+        watch = self._watches.get(self._key(task_id))
         answer = await self._changed_within_hold(task_id, watch) if watch is not None else None
         if answer is None:
             answer = await self._answer(await self._find(task_id, shared=True))
@@ -246,8 +247,12 @@ class TaskMethods:
         if watch is not None:
             watch.result.cancel()
 
-    def _handle(self, task_id: str) -> WorkflowHandle[Any, TaskOutcome]:
-        return self._backend.client.get_workflow_handle(_key(task_id), result_type=TaskOutcome)
+    def _key(self, task_id: str) -> str:
+        """The caller's task's workflow id: what every cache and watch here is keyed by."""
+        return workflow_id(self._backend.caller_scope().tag, task_id)
+
+    def _handle(self, key: str) -> WorkflowHandle[Any, TaskOutcome]:
+        return self._backend.client.get_workflow_handle(key, result_type=TaskOutcome)
 
     async def update(self, task_id: str, responses: dict[str, Any]) -> UpdateTaskResult:
         if self._cached_closed(task_id) is not None:
@@ -303,17 +308,18 @@ class TaskMethods:
         Writes (update, cancel) read fresh and drop the shared read, so no read that
         starts after their acknowledgement returns an older state.
         """
-        scope_tag = current_scope_tag()
-        handle = self._handle(task_id)
-        try:
-            description, memo = await (self._shared_read(handle) if shared else _read(handle))
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND and not _namespace_missing(exc):
-                raise task_not_found(task_id) from None
-            raise
-        if memo.get("scope") != scope_tag or _expired(description, memo):
-            raise task_not_found(task_id)
-        return _Task(task_id, handle, description, memo)
+        for scope_tag in self._backend.caller_scope().lookup_tags:  # a legacy tag only on NOT_FOUND
+            handle = self._handle(workflow_id(scope_tag, task_id))
+            try:
+                description, memo = await (self._shared_read(handle) if shared else _read(handle))
+            except RPCError as exc:
+                if exc.status == RPCStatusCode.NOT_FOUND and not _namespace_missing(exc):
+                    continue
+                raise
+            if memo.get("scope") != scope_tag or _expired(description, memo):
+                raise task_not_found(task_id)
+            return _Task(task_id, handle, description, memo)
+        raise task_not_found(task_id)
 
     async def _shared_read(
         self, handle: WorkflowHandle[Any, Any]
@@ -332,7 +338,7 @@ class TaskMethods:
             done.exception()  # every reader may have gone; the error is theirs, not the loop's
 
     def _cached_closed(self, task_id: str) -> _Closed | None:
-        key = _key(task_id)
+        key = self._key(task_id)
         closed = self._closed.get(key)
         if closed is not None and closed.expires_at < datetime.now(timezone.utc):
             del self._closed[key]
@@ -351,7 +357,7 @@ class TaskMethods:
             poll_interval_ms=int(memo.get("pollIntervalMs") or DEFAULT_POLL_INTERVAL_MS),
             expires_at=_expires_at(task.description, memo),
         )
-        self._remember_closed(task.handle.id, closed)
+        self._remember_closed(self._key(task.task_id), closed)  # a legacy task's too
         return closed
 
     def _remember_closed(self, key: str, closed: _Closed) -> None:
@@ -446,11 +452,6 @@ def _answered_bytes(task: _Task) -> int:
 def _shown(answer: GetTaskResult) -> _Shown:
     """What a caller can tell apart between two answers."""
     return answer.status, answer.status_message, frozenset(answer.input_requests or ())
-
-
-def _key(task_id: str) -> str:
-    """The caller's task's workflow id: what every cache and watch here is keyed by."""
-    return workflow_id(current_scope_tag(), task_id)
 
 
 def task_not_found(task_id: str) -> MCPError:

@@ -2,7 +2,7 @@
 
 An operator holds the Temporal namespace, not a caller's token, so every command
 works across scopes: a task id is found by its workflow id (`mcp-task/<scope
-hash>/<task id>`), directly when the scope is given or anonymous, else by a bounded
+tag>/<task id>`), directly when the scope is given or anonymous, else by a bounded
 visibility scan over `McpTaskWorkflow` executions (visibility cannot match an id
 suffix). `cancel` has the semantics of `tasks/cancel`; `terminate` ends a task now,
 without running its cleanup. `--json` output is stable (see the README).
@@ -63,7 +63,7 @@ def add_tasks_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     listing = verbs.add_parser("list", help="Tasks, newest first.")
     listing.add_argument("--tool", help="Only tasks of this tool")
     listing.add_argument("--status", choices=MCP_STATUSES, help="Only tasks in this MCP status")
-    listing.add_argument("--scope", help="Only tasks of this caller scope hash (McpScope)")
+    listing.add_argument("--scope", help="Only tasks of this caller scope tag (McpScope)")
     listing.add_argument("--limit", type=int, default=50, help="At most this many tasks (default 50)")
     listing.add_argument("--json", action="store_true", help="A JSON array instead of a table")
     listing.set_defaults(run=_list)
@@ -75,7 +75,7 @@ def add_tasks_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     terminate.add_argument("--reason", required=True, help="Recorded in the workflow's history")
     for verb, run in ((show, _show), (cancel, _cancel), (terminate, _terminate)):
         verb.add_argument("task_id", help="The MCP taskId (or the full workflow id)")
-        verb.add_argument("--scope", help="The task's scope hash, to skip the search across scopes")
+        verb.add_argument("--scope", help="The task's scope tag, to skip the search across scopes")
         verb.add_argument(
             "--scan-limit",
             type=int,

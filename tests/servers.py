@@ -29,6 +29,9 @@ TOKENS: dict[str, dict[str, Any]] = {
     "token-b": {"client_id": "client-b", "scopes": ["read"]},
     "token-u1": {"client_id": "shared-app", "sub": "user-1"},
     "token-u2": {"client_id": "shared-app", "sub": "user-2"},
+    # Two scopes that `fastmcp_tasks` joins into the same string, "tenant-app|alice-user"
+    "token-sub": {"client_id": "tenant-app", "sub": "alice-user"},
+    "token-pipe": {"client_id": "tenant-app|alice-user"},
 }
 
 

@@ -129,14 +129,16 @@ async def status_becomes(
     return await polled_until(task.status, status, until)
 
 
-async def workflow_closed(extension: TemporalTasksExtension, task_id: str) -> None:
-    """Wait in Temporal itself until an anonymous task's workflow has closed.
+async def workflow_closed(
+    extension: TemporalTasksExtension, task_id: str, scope_tag: str = ANONYMOUS_SCOPE_TAG
+) -> None:
+    """Wait in Temporal itself until a task's workflow (an anonymous one's by default) has closed.
 
     Only for proving that nothing more happens afterwards; what users see is read
     over the wire.
     """
     assert extension.client is not None, "the extension's server must be running"
-    handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
+    handle = extension.client.get_workflow_handle(workflow_id(scope_tag, task_id))
     with anyio.fail_after(DEADLINE):
         while (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
             await anyio.sleep(0.05)

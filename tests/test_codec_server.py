@@ -1,7 +1,8 @@
-"""`fastmcp-temporal codec-server` over real HTTP: it decrypts for the operator holding its token,
-and for no one else — no token, wrong token, foreign Host (DNS rebinding), foreign Origin, a
-cross-site `text/plain` post or an oversize body are refused; it does not start without a token
-unless told to run open on loopback.
+"""`fastmcp-temporal codec-server` over real HTTP: it decrypts for the operator holding its token
+(the `Bearer` scheme in any case), and for no one else — no token, wrong token, foreign Host (DNS
+rebinding), foreign Origin, a cross-site `text/plain` post or an oversize body are refused; a payload
+it cannot decrypt or parse is a 400 that says why; it does not start without a token unless told
+to run open on loopback.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 from google.protobuf import json_format
-from temporalio.api.common.v1 import Payloads
+from temporalio.api.common.v1 import Payload, Payloads
 
 from fastmcp_temporal import EncryptionCodec, encrypted_data_converter
+from fastmcp_temporal._codec import ENCODING, _fernet
 from fastmcp_temporal._devserver import free_port
 
 KEY = "a-test-key-that-is-long-enough-for-fernet"
@@ -93,6 +95,39 @@ def test_it_decrypts_only_for_a_caller_with_the_token(serving) -> None:
     assert SECRET not in missing.text + wrong.text
     encode = httpx.post(f"{url}/encode", content=body, headers=JSON)
     assert encode.status_code == 401
+
+
+def test_the_bearer_scheme_is_case_insensitive_the_token_is_not(serving) -> None:
+    url = serving()
+    body = encrypted_body()
+    for scheme in ("bearer", "BEARER", "bEaReR"):
+        ok = httpx.post(f"{url}/decode", content=body, headers={**JSON, "authorization": f"{scheme} {TOKEN}"})
+        assert ok.status_code == 200 and decoded(ok) == [{"secret": SECRET}], scheme
+    for credentials in (f"Bearer {TOKEN.upper()}", f"Basic {TOKEN}", f"Bearer{TOKEN}", TOKEN):
+        refused = httpx.post(f"{url}/decode", content=body, headers={**JSON, "authorization": credentials})
+        assert refused.status_code == 401, credentials
+
+
+def test_a_payload_it_cannot_decrypt_or_parse_is_a_400_that_says_why(serving) -> None:
+    url = serving()
+    garbage = b"garbage-ciphertext-bytes"
+    cases = {
+        "not a Fernet token": garbage,
+        "another key's": _fernet("another-key-that-is-long-enough-for-fernet").encrypt(garbage),
+        "ours, but not a Payload": _fernet(KEY).encrypt(b"\xff" + garbage),
+    }
+    reasons = []
+    for case, data in cases.items():
+        payload = Payload(metadata={"encoding": ENCODING}, data=data)
+        body = json_format.MessageToJson(Payloads(payloads=[payload]))
+        response = httpx.post(f"{url}/decode", content=body, headers=AUTH)
+        assert response.status_code == 400, (case, response.text)
+        reasons.append(response.json()["error"])
+        for leaked in (KEY, TOKEN, garbage.decode(), json_format.MessageToDict(payload)["data"]):
+            assert leaked not in response.text, case
+    assert reasons[0] == reasons[1]
+    assert "another key" in reasons[0] and "FASTMCP_TEMPORAL_ENCRYPTION_KEY" in reasons[0]
+    assert "not a Temporal Payload" in reasons[2]
 
 
 def test_it_refuses_foreign_hosts_origins_content_types_and_big_bodies(serving) -> None:

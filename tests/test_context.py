@@ -9,9 +9,12 @@ a loopback port) with FastMCP's `StaticTokenVerifier`:
   `CurrentAccessToken`, `CurrentHeaders`); an expired token is not restored; back to
   back tasks on one worker never see each other's identity;
 - a task is "not found" (-32602, the unknown-id message) for every other scope on
-  `tasks/get|update|cancel` (other client id, same client id with another `sub`,
-  anonymous vs authenticated both ways) and the scope never appears in clear in the
-  workflow id, memo or search attributes;
+  `tasks/get|update|cancel` (other client id, same client id with another `sub`, a
+  client id holding the `|` that `fastmcp_tasks` joins them with, anonymous vs
+  authenticated both ways) and the scope never appears in clear in the workflow id,
+  memo or search attributes; the scope tag is keyed by the encryption key; a task
+  created under the legacy (unkeyed) tag stays readable and cancellable by its owner
+  and by no colliding caller;
 - with `FASTMCP_TASKS_ENCRYPTION_KEY` the snapshot is encrypted in Temporal and still
   restored; a worker with another key, or none, fails the task instead of running it
   anonymously;
@@ -31,10 +34,11 @@ fails to resolve ends the task `failed`, exactly as the reference does.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -66,9 +70,11 @@ from fastmcp_tasks.encryption import clear_codec_cache
 from mcp.shared.exceptions import MCPError
 from mcp_types import InputRequiredResult
 from pydantic import SecretStr
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
 from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal._backend import Backend
+from fastmcp_temporal._scope import CallerScope, workflow_id
 from servers import TOKENS, http_client, identity, server_with, serving_http, verifier, whoami
 from task_wire import (
     DEADLINE,
@@ -84,6 +90,7 @@ from task_wire import (
     tasks_get,
     tasks_update,
     text_of,
+    workflow_closed,
 )
 
 pytestmark = pytest.mark.anyio
@@ -147,8 +154,13 @@ async def test_token_claims_and_headers_are_restored_without_ctx(make_extension)
 
 @pytest.mark.parametrize(
     ("owner", "intruder"),
-    [("token-a", "token-b"), ("token-u1", "token-u2")],
-    ids=["other-client-id", "same-client-id-other-sub"],
+    [
+        ("token-a", "token-b"),
+        ("token-u1", "token-u2"),
+        ("token-sub", "token-pipe"),
+        ("token-pipe", "token-sub"),
+    ],
+    ids=["other-client-id", "same-client-id-other-sub", "client-id-holding-the-separator", "its-reverse"],
 )
 async def test_another_scope_cannot_see_update_or_cancel_a_task(make_extension, owner: str, intruder: str) -> None:
     extension = make_extension()
@@ -194,6 +206,61 @@ async def test_anonymous_and_authenticated_callers_cannot_see_each_others_tasks(
             err = await task_error(alice, method, anons.task_id)
             assert (err.code, err.message) == (NOT_FOUND, f"Task {anons.task_id} not found")
         assert (await alices.status()).status == (await anons.status()).status == "input_required"
+
+
+async def test_the_scope_tag_is_keyed_by_the_encryption_key(make_extension, task_queue: str) -> None:
+    """The same caller gets another tag under another key, and does not find its tasks there."""
+    first = make_extension(encryption_key="the-first-key-that-keys-scope-tags")
+    second = make_extension(
+        encryption_key="the-second-key-that-keys-scope-tags", task_queue=f"{task_queue}-2"
+    )
+    tags: list[str] = []
+    task_ids: list[str] = []
+    async with AsyncExitStack() as stack:
+        for extension in (first, second):
+            server = server_with(extension, whoami, auth=verifier())
+            url = await stack.enter_async_context(serving_http(server))
+            client = await stack.enter_async_context(http_client(url, "token-a"))
+            task = await call_tool_task(client, "whoami")
+            assert (await finished(task)).status == "completed"
+            tags.append((await workflow_of(extension, task.task_id)).id.split("/")[1])
+            task_ids.append(task.task_id)
+        first_task = task_ids[0]
+        err = await task_error(client, "tasks/get", first_task)  # asked of the second server
+        assert (err.code, err.message) == (NOT_FOUND, f"Task {first_task} not found")
+    assert tags[0] != tags[1]
+    assert all(tag.startswith("v2-") and len(tag) == 35 for tag in tags)
+
+
+LEGACY_SCOPE = "tenant-app|alice-user"  # token-sub's scope string, and token-pipe's
+
+
+def legacy_tag(scope: str) -> str:
+    """The tag `fastmcp_tasks`' scope string got before keyed tags: its unkeyed SHA-256."""
+    return hashlib.sha256(scope.encode()).hexdigest()[:32]
+
+
+async def test_a_task_from_before_keyed_tags_stays_its_owners_only(make_extension, monkeypatch) -> None:
+    """A task of ("tenant-app", sub "alice-user") started under its legacy tag, as the old code did."""
+    extension = make_extension()
+    server = server_with(extension, hold, auth=verifier())
+    async with serving_http(server) as url:
+        async with http_client(url, "token-sub") as owner, http_client(url, "token-pipe") as colliding:
+            with monkeypatch.context() as old_code:
+                old_code.setattr(Backend, "caller_scope", lambda _: CallerScope(legacy_tag(LEGACY_SCOPE)))
+                task = await call_tool_task(owner, "hold")
+            handle = extension.client.get_workflow_handle(workflow_id(legacy_tag(LEGACY_SCOPE), task.task_id))
+            assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+
+            (key,) = (await status_becomes(task, "input_required")).input_requests
+            for method in TASK_METHODS:
+                err = await task_error(colliding, method, task.task_id, key)
+                assert (err.code, err.message) == (NOT_FOUND, f"Task {task.task_id} not found")
+            assert (await task.status()).status == "input_required"
+            await tasks_cancel(owner, task.task_id)
+            await status_becomes(task, "cancelled")
+            await workflow_closed(extension, task.task_id, legacy_tag(LEGACY_SCOPE))
+            assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
 
 
 # --- 3. no leaks between tasks on one worker -----------------------------------------------
