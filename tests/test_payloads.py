@@ -8,13 +8,14 @@ kept is refused before anything runs and no workflow is left running.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import socket
 import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -26,12 +27,22 @@ from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
 from mcp.shared.exceptions import MCPError
 from mcp_types import InputRequiredResult
+from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client as TemporalClient
+from temporalio.converter import (
+    ExternalStorage,
+    StorageDriver,
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+)
 
-from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal import TemporalTasksExtension, encrypted_data_converter
 from fastmcp_temporal._devserver import DevServer
+from fastmcp_temporal._payloads import STORE_THRESHOLD, FolderStorageDriver
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.activities import tool_leg
 from task_wire import DEADLINE, question, status_becomes, tasks_get, tasks_update
 
 pytestmark = pytest.mark.anyio
@@ -225,6 +236,51 @@ async def test_answers_that_add_up_past_the_limit_fail_the_task_instead_of_wedgi
         assert "FASTMCP_TEMPORAL_PAYLOAD_STORE" in (failed.status_message or "")
         await _none_running(extension)
     assert runs == ["ask_twice"]
+
+
+class _DownForFirstWrites(StorageDriver):
+    """A folder store that refuses its first `failures` writes (down for a moment), then works."""
+
+    def __init__(self, folder: Path, failures: int) -> None:
+        self._folder = FolderStorageDriver(folder)
+        self.failures = failures
+
+    def name(self) -> str:
+        return self._folder.name()
+
+    async def store(
+        self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
+    ) -> list[StorageDriverClaim]:
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("the payload store is unreachable")
+        return await self._folder.store(context, payloads)
+
+    async def retrieve(
+        self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
+    ) -> list[Payload]:
+        return await self._folder.retrieve(context, claims)
+
+
+async def test_a_result_the_store_failed_to_take_is_stored_by_a_retry_without_running_the_tool_again(
+    make_extension, temporal_server: DevServer, tmp_path: Path
+) -> None:
+    folder = tmp_path / "payloads"
+    store = _DownForFirstWrites(folder, failures=2)
+    storage = ExternalStorage(drivers=[store], payload_size_threshold=STORE_THRESHOLD)
+    converter = dataclasses.replace(encrypted_data_converter(None), external_storage=storage)
+    temporal = await TemporalClient.connect(temporal_server.address, data_converter=converter)
+    extension = make_extension(client=temporal, payload_store=f"file://{folder}", maximum_attempts=5)
+    runs: list[str] = []
+    async with Client(_server(extension, runs)) as client:
+        task = await call_tool_task(client, "produce", {"size": 300 * 1024})
+        result = await task.result()
+        await _none_running(extension)
+
+    assert result.data == "r" * (300 * 1024)
+    assert runs == ["produce"]
+    assert store.failures == 0 and list(folder.iterdir())
+    assert tool_leg._runs == {}
 
 
 # --- S3, through the SDK's driver, against a local moto server ---------------------------
