@@ -211,7 +211,7 @@ async def _outcome_in_place(run: _LegRun) -> LegOutcome | RawValue:
 
 
 async def _stop_body(run: _LegRun) -> None:
-    """Cancel the body and its keep step for the leg's own cancel (not the tool's); wait until both stopped."""
+    """Cancel the body and its keep step for the leg's own cancel (not the tool's); wait until they stop."""
     _cancelled_bodies.add(run.body)
     running = [future for future in (run.body, run.kept) if future is not None]
     for future in running:
