@@ -109,7 +109,7 @@ class _LegRun:
     def keeping(self) -> asyncio.Future[LegOutcome | RawValue]:
         """The keep step of the body's outcome: the one in flight or done, or a new one after a failure."""
         if self.kept is None or (self.kept.done() and (self.kept.cancelled() or self.kept.exception())):
-            self.kept = asyncio.ensure_future(_kept_outcome(self.body, self.call))
+            self.kept = asyncio.create_task(_kept_outcome(self.body, self.call))
         return self.kept
 
 
