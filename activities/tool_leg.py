@@ -16,6 +16,13 @@ in its own asyncio task, registered by leg: a later attempt on this worker joins
 instead of running it, and the abandoned attempt hands its outcome to the workflow
 by the `leg_outcome` signal, which the workflow takes once.
 
+Keeping the outcome (its size check, and storing a large one in the payload store) is
+a step of its own after the body: an attempt whose keep step failed (a store down for
+a moment) fails, and its retry keeps the same outcome again without running the body.
+A leg's registry entry goes when an attempt returns, when the leg is cancelled, and
+`_UNCOLLECTED_KEPT` after the last attempt that failed or was given up on, so no entry
+outlives its leg.
+
 A local attempt (`execution_policy(leg="local")`) runs inside the workflow task of the
 worker that scheduled it. It cannot heartbeat (its progress never reaches `tasks/get`,
 its checkpoints stay in this process), and Temporal starts no other attempt while it
@@ -90,18 +97,29 @@ class _LegRun:
     """One execution of a leg's body in this process, which a retry of the same leg joins."""
 
     tool: str
-    body: asyncio.Future[LegOutcome | RawValue]
+    call: ToolCall
+    body: asyncio.Future[LegOutcome]
     progress: LegProgress
     cadence: HeartbeatCadence
+    kept: asyncio.Future[LegOutcome | RawValue] | None = None
+    """The outcome as it will be kept: in flight or done, shared by the attempts until it fails."""
+    expiry: asyncio.TimerHandle | None = None
     delivered_late: bool = False
+
+    def keeping(self) -> asyncio.Future[LegOutcome | RawValue]:
+        """The keep step of the body's outcome: the one in flight or done, or a new one after a failure."""
+        if self.kept is None or (self.kept.done() and (self.kept.cancelled() or self.kept.exception())):
+            self.kept = asyncio.create_task(_kept_outcome(self.body, self.call))
+        return self.kept
 
 
 _LegKey = tuple[str, str, str]
 _runs: dict[_LegKey, _LegRun] = {}
 _deliveries: set[asyncio.Task[None]] = set()
-_cancelled_bodies: weakref.WeakSet[asyncio.Future[LegOutcome | RawValue]] = weakref.WeakSet()
-# A late outcome waits this long for a retry of its leg to collect it on this worker.
-_LATE_OUTCOME_KEPT = timedelta(minutes=10)
+_cancelled_bodies: weakref.WeakSet[asyncio.Future[LegOutcome]] = weakref.WeakSet()
+# A leg's outcome waits this long on this worker for a retry of the leg to collect it,
+# after an attempt that Temporal gave up on or that failed to keep the outcome.
+_UNCOLLECTED_KEPT = timedelta(minutes=10)
 
 
 class ToolLegActivities:
@@ -124,19 +142,23 @@ class ToolLegActivities:
             return await _outcome_in_place(await self._start(leg))
         key = (info.workflow_id, info.workflow_run_id, info.activity_id)
         run = _runs.get(key)
-        started_here = run is None
         if run is None:
-            run = await self._start(leg)
-            _runs[key] = run
+            run = _runs[key] = await self._start(leg)
         else:
             logger.info("Attempt %d of a %r leg takes the outcome of its earlier attempt", info.attempt, run.tool)
-        outcome, late = await self._attend(run, key)
-        if late and not run.delivered_late:
+            _disarm(run)
+        try:
+            outcome, late = await self._attend(run, key)
+        except Exception:
+            _forget_unless_retried(key, run)
+            raise
+        if not late:
+            _forget(key, run)
+            return outcome
+        if not run.delivered_late:
             run.delivered_late = True
             _deliver_late(leg.leg, outcome)
-            asyncio.get_running_loop().call_later(_LATE_OUTCOME_KEPT.total_seconds(), _forget, key, run)
-        elif started_here:
-            _forget(key, run)
+        _expire(key, run)
         return outcome
 
     async def _start(self, leg: LegInput) -> _LegRun:
@@ -149,7 +171,7 @@ class ToolLegActivities:
         except (MCPError, SnapshotRestoreError) as exc:
             failed = asyncio.get_running_loop().create_future()
             failed.set_result(LegOutcome(error=_protocol_error(exc)))
-            return _LegRun(call.component_key, failed, progress, self._cadence)
+            return _LegRun(call.component_key, call, failed, progress, self._cadence)
         owner = await _fastmcp_private.resolve_owning_server(snapshot) or self._server
         running = RunningLeg(
             task_id=call.task_id,
@@ -160,8 +182,8 @@ class ToolLegActivities:
             request_state=leg.request_state,
         )
         with leg_scope(running), progress_scope(call.task_id, progress):
-            body = asyncio.create_task(_kept_outcome(component, owner, call))
-        return _LegRun(component.name, body, progress, _tool_cadence(component, self._cadence))
+            body = asyncio.create_task(_run_component(component, owner, call.arguments, call.synchronous))
+        return _LegRun(component.name, call, body, progress, _tool_cadence(component, self._cadence))
 
     async def _attend(self, run: _LegRun, key: _LegKey) -> tuple[LegOutcome | RawValue, bool]:
         """Heartbeat until the body's outcome; whether Temporal gave up on this attempt meanwhile.
@@ -180,35 +202,38 @@ class ToolLegActivities:
 
 
 async def _outcome_in_place(run: _LegRun) -> LegOutcome | RawValue:
-    """The body's outcome for a local attempt: no heartbeats, no joining, nothing delivered late."""
+    """The kept outcome for a local attempt: no heartbeats, no joining, nothing delivered late."""
     try:
-        return await asyncio.shield(run.body)
+        return await asyncio.shield(run.keeping())
     except asyncio.CancelledError:
         await _stop_body(run)
         raise
 
 
 async def _stop_body(run: _LegRun) -> None:
-    """Cancel the body for the leg's own cancel (not the tool's) and wait until it has stopped."""
+    """Cancel the body and its keep step for the leg's own cancel (not the tool's); wait until they stop."""
     _cancelled_bodies.add(run.body)
-    run.body.cancel()
-    await asyncio.wait([run.body])
+    running = [future for future in (run.body, run.kept) if future is not None]
+    for future in running:
+        future.cancel()
+    await asyncio.wait(running)
 
 
 async def _outcome_of(run: _LegRun, ticker: Ticker) -> tuple[LegOutcome | RawValue, bool]:
-    """The body's outcome, and whether Temporal abandoned this attempt while waiting for it.
+    """The kept outcome, and whether Temporal abandoned this attempt while waiting for it.
 
     Temporal tells an attempt it no longer knows ("not found") both when its heartbeat
     timed out and when the task closed; only the ticker can tell the two apart.
     """
     abandoned = False
+    kept = run.keeping()
     while True:
         try:
-            return await asyncio.shield(run.body), abandoned
+            return await asyncio.shield(kept), abandoned
         except asyncio.CancelledError:
             details = activity.cancellation_details()
             gone = details is not None and (details.not_found or details.timed_out)
-            if run.body.done() or activity.is_worker_shutdown() or not (gone and ticker.timed_out):
+            if kept.done() or activity.is_worker_shutdown() or not (gone and ticker.timed_out):
                 raise
             abandoned = True
 
@@ -238,8 +263,31 @@ async def _signal(
 
 
 def _forget(key: _LegKey, run: _LegRun) -> None:
+    _disarm(run)
     if _runs.get(key) is run:
         del _runs[key]
+
+
+def _forget_unless_retried(key: _LegKey, run: _LegRun) -> None:
+    """After a failed attempt: forget the leg now if it was the last, else once no retry came for it."""
+    info = activity.info()
+    most = info.retry_policy.maximum_attempts if info.retry_policy else 0
+    if most and info.attempt >= most:
+        _forget(key, run)
+    else:
+        _expire(key, run)
+
+
+def _expire(key: _LegKey, run: _LegRun) -> None:
+    """Forget the leg `_UNCOLLECTED_KEPT` from now, unless a retry joins it first."""
+    _disarm(run)
+    run.expiry = asyncio.get_running_loop().call_later(_UNCOLLECTED_KEPT.total_seconds(), _forget, key, run)
+
+
+def _disarm(run: _LegRun) -> None:
+    if run.expiry is not None:
+        run.expiry.cancel()
+        run.expiry = None
 
 
 def _tool_cadence(component: Tool, default: HeartbeatCadence) -> HeartbeatCadence:
@@ -248,10 +296,9 @@ def _tool_cadence(component: Tool, default: HeartbeatCadence) -> HeartbeatCadenc
     return replace(default, interval=interval) if interval is not None else default
 
 
-async def _kept_outcome(component: Tool, owner: FastMCP, call: ToolCall) -> LegOutcome | RawValue:
+async def _kept_outcome(body: asyncio.Future[LegOutcome], call: ToolCall) -> LegOutcome | RawValue:
     """The body's outcome as it will be kept: size-checked and stored while the leg still heartbeats."""
-    outcome = await _run_component(component, owner, call.arguments, call.synchronous)
-    return await keepable(outcome, call, activity.client().data_converter)
+    return await keepable(await asyncio.shield(body), call, activity.client().data_converter)
 
 
 async def _run_component(

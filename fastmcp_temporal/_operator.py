@@ -5,7 +5,10 @@ works across scopes: a task id is found by its workflow id (`mcp-task/<scope
 tag>/<task id>`), directly when the scope is given or anonymous, else by a bounded
 visibility scan over `McpTaskWorkflow` executions (visibility cannot match an id
 suffix). `cancel` has the semantics of `tasks/cancel`; `terminate` ends a task now,
-without running its cleanup. `--json` output is stable (see the README).
+without running its cleanup. `list --stuck` finds what no worker can move, whatever
+the cause (a worker without the key, a store it cannot reach, a bug in workflow
+code): running tasks whose workflow task has failed at least once and is being
+retried, with the reason Temporal recorded. `--json` output is stable (see the README).
 
 The connection options are local to this module for now; they read the same
 `FASTMCP_TEMPORAL_*` environment as the extension.
@@ -26,7 +29,10 @@ from urllib.parse import quote
 
 from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
+from temporalio.api.common.v1 import WorkflowExecution as ExecutionRef
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription, WorkflowHandle
 from temporalio.client import WorkflowExecutionStatus as Status
 from temporalio.service import RPCError, RPCStatusCode
@@ -49,6 +55,11 @@ _STATUS_QUERY = {
     "cancelled": "(McpTaskStatus = 'cancelled' OR ExecutionStatus = 'Canceled')",
 }
 _FAILED = (Status.FAILED, Status.TERMINATED, Status.TIMED_OUT)
+_STUCK_FROM_ATTEMPT = 2
+"""A workflow task on this attempt or later has failed or timed out before, and is retried."""
+_DESCRIBED_AT_ONCE = 20
+_DECRYPTION_FAILURES = frozenset({"InvalidToken"})
+"""Failure types of a worker whose key cannot decrypt a task (Fernet's)."""
 
 
 class OperatorError(Exception):
@@ -64,7 +75,18 @@ def add_tasks_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     listing.add_argument("--tool", help="Only tasks of this tool")
     listing.add_argument("--status", choices=MCP_STATUSES, help="Only tasks in this MCP status")
     listing.add_argument("--scope", help="Only tasks of this caller scope tag (McpScope)")
-    listing.add_argument("--limit", type=int, default=50, help="At most this many tasks (default 50)")
+    listing.add_argument("--limit", type=_positive, default=50, help="At most this many tasks (default 50)")
+    listing.add_argument(
+        "--stuck",
+        action="store_true",
+        help="Only running tasks whose workflow task keeps failing (no worker moves them), with the reason",
+    )
+    listing.add_argument(
+        "--scan-limit",
+        type=_positive,
+        default=_DEFAULT_SCAN_LIMIT,
+        help=f"Newest running tasks --stuck checks (default {_DEFAULT_SCAN_LIMIT})",
+    )
     listing.add_argument("--json", action="store_true", help="A JSON array instead of a table")
     listing.set_defaults(run=_list)
 
@@ -78,7 +100,7 @@ def add_tasks_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         verb.add_argument("--scope", help="The task's scope tag, to skip the search across scopes")
         verb.add_argument(
             "--scan-limit",
-            type=int,
+            type=_positive,
             default=_DEFAULT_SCAN_LIMIT,
             help=f"Newest tasks searched for the id when the scope is unknown (default {_DEFAULT_SCAN_LIMIT})",
         )
@@ -91,17 +113,32 @@ def add_tasks_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         add_connection_options(verb)
 
 
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {number}")
+    return number
+
+
 # --- commands ----------------------------------------------------------------
 
 
 def _list(args: argparse.Namespace) -> None:
     async def run(client: Client, _: str) -> None:
-        rows = [_row(e) async for e in client.list_workflows(_list_query(args), limit=args.limit)]
+        if args.stuck:
+            rows = await _stuck_rows(client, args)
+        else:
+            rows = [_row(e) async for e in client.list_workflows(_list_query(args), limit=args.limit)]
         rows.sort(key=lambda row: row["createdAt"], reverse=True)
+        rows = rows[: args.limit]
         if args.json:
             _print_json(rows)
         else:
-            _print_rows(rows)
+            _print_rows(rows, stuck=args.stuck)
 
     _execute(args, run)
 
@@ -256,6 +293,71 @@ def _quoted(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+# --- stuck tasks -------------------------------------------------------------
+
+
+async def _stuck_rows(client: Client, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The running tasks of the query whose workflow task keeps failing, described a few at a time."""
+    query = f"{_list_query(args)} AND ExecutionStatus = 'Running'"
+    executions = [e async for e in client.list_workflows(query, limit=args.scan_limit)]
+    gate = asyncio.Semaphore(_DESCRIBED_AT_ONCE)
+
+    async def checked(execution: WorkflowExecution) -> dict[str, Any] | None:
+        async with gate:
+            return await _stuck_row(client, execution)
+
+    return [row for row in await asyncio.gather(*map(checked, executions)) if row is not None]
+
+
+async def _stuck_row(client: Client, execution: WorkflowExecution) -> dict[str, Any] | None:
+    """The task's row with its workflow task's attempt and why it failed, or None when it moves."""
+    found = await _describe(client, execution.id)
+    if found is None or found[1].run_id != execution.run_id:
+        return None  # gone, or continued as new since it was listed
+    attempt = found[1].raw_description.pending_workflow_task.attempt
+    if attempt < _STUCK_FROM_ATTEMPT:
+        return None
+    row = _row(execution)
+    row.update(workflowTaskAttempt=attempt, reason=await _workflow_task_problem(client, execution))
+    return row
+
+
+async def _workflow_task_problem(client: Client, execution: WorkflowExecution) -> str:
+    """Why the newest workflow task failed or timed out, read from the end of the history."""
+    request = GetWorkflowExecutionHistoryReverseRequest(
+        namespace=client.namespace,
+        execution=ExecutionRef(workflow_id=execution.id, run_id=execution.run_id),
+        maximum_page_size=100,
+    )
+    while True:
+        page = await client.workflow_service.get_workflow_execution_history_reverse(request)
+        for event in page.history.events:
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                return await _failure_reason(client, event)
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+                return "The workflow task timed out: its worker crashed or blocked while running it."
+        if not page.next_page_token:
+            return "No failed workflow task is recorded yet."
+        request.next_page_token = page.next_page_token
+
+
+async def _failure_reason(client: Client, event: HistoryEvent) -> str:
+    """What the failure says, decoded with the key when the worker encrypted it, explained when known."""
+    failure = event.workflow_task_failed_event_attributes.failure
+    kind = failure.application_failure_info.type or "Failure"
+    message = failure.message
+    if failure.HasField("encoded_attributes"):
+        message = _field(await _decoded(client, [failure.encoded_attributes]), "message") or None
+    if kind in _DECRYPTION_FAILURES:
+        return (
+            f"A worker could not decrypt the task's payloads ({kind}): every worker of the task queue "
+            "needs the FASTMCP_TEMPORAL_ENCRYPTION_KEY the task was created with."
+        )
+    if message is None:
+        return f"{kind}: its message is encrypted with a key this command does not hold (--encryption-key)."
+    return f"{kind}: {message}"
+
+
 # --- what is shown -----------------------------------------------------------
 
 
@@ -357,20 +459,26 @@ def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, default=str))
 
 
-def _print_rows(rows: list[dict[str, Any]]) -> None:
+def _print_rows(rows: list[dict[str, Any]], *, stuck: bool = False) -> None:
     from rich.console import Console
     from rich.table import Table
 
     table = Table("TASK ID", "TOOL", "STATUS", "CREATED", "DURATION", "SCOPE")
+    if stuck:
+        table.add_column("ATTEMPT")
+        table.add_column("REASON")
     for row in rows:
-        table.add_row(
+        cells = [
             row["taskId"],
             row["tool"] or "",
             row["status"],
             row["createdAt"][:19].replace("T", " "),
             f"{row['durationSeconds']:.1f}s",
             row["scope"],
-        )
+        ]
+        if stuck:
+            cells += [str(row["workflowTaskAttempt"]), row["reason"]]
+        table.add_row(*cells)
     Console(width=200).print(table)
 
 

@@ -3,8 +3,9 @@
 An operator lists tasks by tool, status and scope; shows a task of any scope by its id
 alone (legs, input requests, result, UI link); cancels one with `tasks/cancel`'s
 semantics and terminates another, which the MCP wire then reports; an unknown id is a
-clear error with exit code 1; and an encrypted task's result is readable only with
-the key.
+clear error with exit code 1; an encrypted task's result is readable only with
+the key; `list --stuck` shows a task no worker can decrypt, with the reason, and not
+a healthy one; and a negative limit is refused by name.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from task_wire import DEADLINE, question, status_becomes, tasks_update
 pytestmark = pytest.mark.anyio
 
 KEY = "a-test-key-that-is-long-enough-for-fernet"
+OTHER_KEY = "another-test-key-that-is-long-enough-for-fernet"
 QUESTION = "Which region, operator?"
 
 
@@ -231,3 +233,39 @@ async def test_show_counts_the_legs_of_every_run_of_a_continued_task(
     code, out, err = await cli(temporal_server, "show", "--json", "--", task.task_id)
     assert code == 0, err
     assert json.loads(out)["legs"] == rounds + 1
+
+
+async def test_list_stuck_shows_a_task_no_worker_can_decrypt_with_the_reason(
+    make_extension, temporal_server: DevServer, task_queue: str
+) -> None:
+    tool = f"hold_{uuid.uuid4().hex[:8]}"
+    api = server_with(make_extension(encryption_key=KEY, worker=False))
+    wrong_key_worker = server_with(make_extension(encryption_key=OTHER_KEY))
+    healthy = server_with(make_extension(task_queue=f"{task_queue}-healthy"))
+    for server in (api, wrong_key_worker, healthy):
+        server.tool(hold, name=tool, task=True)
+    async with Client(api) as client, Client(wrong_key_worker), Client(healthy) as healthy_client:
+        stuck = await call_tool_task(client, tool)
+        moving = await call_tool_task(healthy_client, tool)
+        await listed(temporal_server, "--tool", tool, "--status", "working", until=lambda rows: len(rows) > 1)
+
+        (row,) = await listed(temporal_server, "--stuck", "--tool", tool, until=lambda rows: bool(rows))
+        assert (row["taskId"], row["status"]) == (stuck.task_id, "working")
+        assert row["workflowTaskAttempt"] >= 2
+        assert "could not decrypt" in row["reason"] and "FASTMCP_TEMPORAL_ENCRYPTION_KEY" in row["reason"]
+        code, table, err = await cli(temporal_server, "list", "--stuck", "--tool", tool)
+        assert code == 0, err
+        assert stuck.task_id in table and moving.task_id not in table and "ATTEMPT" in table
+
+        for task_id in (stuck.task_id, moving.task_id):
+            code, _, err = await cli(temporal_server, "terminate", "--reason", "test over", "--", task_id)
+            assert code == 0, err
+    await listed(temporal_server, "--tool", tool, "--status", "failed", until=lambda rows: len(rows) == 2)
+    await listed(temporal_server, "--tool", tool, "--status", "working", until=lambda rows: rows == [])
+
+
+@pytest.mark.parametrize("option", ["--limit", "--scan-limit"])
+async def test_negative_limits_are_refused_by_name(temporal_server: DevServer, option: str) -> None:
+    code, out, err = await cli(temporal_server, "list", option, "-1")
+    assert code == 2 and out == ""
+    assert f"argument {option}: must be 1 or more, got -1" in err

@@ -8,13 +8,14 @@ kept is refused before anything runs and no workflow is left running.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import socket
 import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -26,13 +27,23 @@ from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
 from mcp.shared.exceptions import MCPError
 from mcp_types import InputRequiredResult
+from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client as TemporalClient
+from temporalio.converter import (
+    ExternalStorage,
+    StorageDriver,
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+)
 
-from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal import TemporalTasksExtension, encrypted_data_converter
 from fastmcp_temporal._devserver import DevServer
+from fastmcp_temporal._payloads import STORE_THRESHOLD, FolderStorageDriver
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal._wire import encode_answer
+from fastmcp_temporal.activities import tool_leg
 from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, InputAnswers
 from task_wire import DEADLINE, question, status_becomes, tasks_get, tasks_update
 
@@ -238,6 +249,60 @@ async def test_answers_that_add_up_past_the_limit_are_refused_and_a_signal_past_
         assert "FASTMCP_TEMPORAL_PAYLOAD_STORE" in (failed.status_message or "")
         await _none_running(extension)
     assert runs == ["ask_twice"]
+
+
+class _DownForFirstWrites(StorageDriver):
+    """A folder store that refuses its first `failures` writes (down for a moment), then works."""
+
+    def __init__(self, folder: Path, failures: int) -> None:
+        self._folder = FolderStorageDriver(folder)
+        self.failures = failures
+
+    def name(self) -> str:
+        return self._folder.name()
+
+    async def store(
+        self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
+    ) -> list[StorageDriverClaim]:
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("the payload store is unreachable")
+        return await self._folder.store(context, payloads)
+
+    async def retrieve(
+        self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
+    ) -> list[Payload]:
+        return await self._folder.retrieve(context, claims)
+
+
+@pytest.mark.parametrize(
+    ("down_for", "ends"), [(2, "completed"), (3, "failed")], ids=["back-for-a-retry", "down-for-every-attempt"]
+)
+async def test_a_result_the_store_failed_to_take_is_stored_by_a_retry_without_running_the_tool_again(
+    make_extension, temporal_server: DevServer, tmp_path: Path, down_for: int, ends: str
+) -> None:
+    """The retries of the leg (3 attempts) store the result again; the tool runs once, and its
+    worker forgets the leg when the task ends either way."""
+    folder, size = tmp_path / "payloads", 300 * 1024
+    store = _DownForFirstWrites(folder, failures=down_for)
+    storage = ExternalStorage(drivers=[store], payload_size_threshold=STORE_THRESHOLD)
+    converter = dataclasses.replace(encrypted_data_converter(None), external_storage=storage)
+    temporal = await TemporalClient.connect(temporal_server.address, data_converter=converter)
+    extension = make_extension(client=temporal, payload_store=f"file://{folder}", maximum_attempts=3)
+    runs: list[str] = []
+    async with Client(_server(extension, runs)) as client:
+        task = await call_tool_task(client, "produce", {"size": size}, raise_on_error=False)
+        done = await task.wait(timeout=DEADLINE)
+        await _none_running(extension)
+
+    assert done.status == ends, done.status_message
+    if ends == "completed":
+        assert done.result is not None and done.result["structuredContent"] == {"result": "r" * size}
+    else:
+        assert "the payload store is unreachable" in (done.status_message or "")
+    assert runs == ["produce"]
+    assert store.failures == 0
+    assert [leg for leg in tool_leg._runs if leg[0] == workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id)] == []
 
 
 # --- S3, through the SDK's driver, against a local moto server ---------------------------
