@@ -41,6 +41,7 @@ from temporalio.worker import (
 
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.workflows.models import RUN_TOOL_LEG, WORKFLOW_NAME
+from fastmcp_temporal.workflows.task import WORKFLOW_BUGS
 
 
 def client_runtime(settings: TemporalTasksSettings) -> Runtime | None:
@@ -102,7 +103,7 @@ class _TaskMetrics(WorkflowInboundInterceptor):
             _task_counter("mcp_tasks_created", "MCP tasks a worker started running").add(1)
         try:
             outcome = await self.next.execute_workflow(input)
-        except (FailureError, asyncio.CancelledError) as exc:  # not eviction or continue-as-new
+        except (FailureError, asyncio.CancelledError, *WORKFLOW_BUGS) as exc:  # not eviction, continue-as-new, replay
             cancelled = is_cancelled_exception(exc) or (
                 isinstance(exc, ActivityError) and isinstance(exc.cause, CancelledError)
             )

@@ -20,7 +20,7 @@ from mcp_types import InputRequiredResult
 from fastmcp_temporal import execution_policy
 from fastmcp_temporal._devserver import free_port
 from servers import server_with, square
-from task_wire import DEADLINE, accept, ask, status_becomes, tasks_update
+from task_wire import DEADLINE, accept, ask, start_broken_task, status_becomes, tasks_update
 
 pytestmark = pytest.mark.anyio
 
@@ -78,10 +78,12 @@ async def test_prometheus_serves_sdk_and_task_metrics_after_real_tasks(make_exte
         held = await call_tool_task(client, "hold")
         await held.cancel()
         await status_becomes(held, "cancelled")
+        await start_broken_task(extension, "broken-workflow-code")  # a bug in workflow code fails it too
 
         expected = {
-            ("mcp_tasks_created", "square", ""): 1,
+            ("mcp_tasks_created", "square", ""): 2,
             ("mcp_tasks_finished", "square", "completed"): 1,
+            ("mcp_tasks_finished", "square", "failed"): 1,
             ("mcp_tasks_finished", "confirm", "completed"): 1,
             ("mcp_task_input_rounds", "confirm", ""): 1,
             ("mcp_tasks_finished", "flaky", "completed"): 1,

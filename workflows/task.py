@@ -65,15 +65,15 @@ _HISTORY_BYTES_LIMIT = 8 * 1024 * 1024
 _CONTINUE_ON_HISTORY_SIZE = "continue-as-new-on-history-size"
 _ANSWER_BYTES_IN_MEMO = "answer-bytes-in-memo"
 
-_BUGS = [
+WORKFLOW_BUGS = (
     ArithmeticError, AssertionError, AttributeError, LookupError, NameError, RuntimeError, TypeError, ValueError
-]
+)
 
 
 # Unsandboxed: this module is reviewed to be deterministic, and a sandbox per task
 # (re-importing this package, and a sandbox round trip per payload) was a fifth of
 # a trivial task's CPU in the worker.
-@workflow.defn(name=WORKFLOW_NAME, failure_exception_types=_BUGS, sandboxed=False)
+@workflow.defn(name=WORKFLOW_NAME, failure_exception_types=list(WORKFLOW_BUGS), sandboxed=False)
 class McpTaskWorkflow:
     def __init__(self) -> None:
         self._outstanding: dict[str, str] = {}
