@@ -61,7 +61,7 @@ SCOPE_ATTRIBUTE = SearchAttributeKey.for_keyword(SCOPE_SEARCH_ATTRIBUTE)
 # Continue as new past this many bytes of history too (Temporal terminates a task at 50 MiB),
 # or when Temporal suggests it.
 _HISTORY_BYTES_LIMIT = 8 * 1024 * 1024
-# Patch ids, one per change to the workflow's commands since 0.2.0 (see CONTRIBUTING in README).
+# Patch ids, one per change to the workflow's commands since 0.2.0 (see CONTRIBUTING.md).
 _CONTINUE_ON_HISTORY_SIZE = "continue-as-new-on-history-size"
 _ANSWER_BYTES_IN_MEMO = "answer-bytes-in-memo"
 
