@@ -34,7 +34,16 @@ from fastmcp_temporal.workflows.models import (
     LateLegOutcome,
     LegOutcome,
 )
-from task_wire import accept, ask, eventually, status_becomes, tasks_get, tasks_update, workflow_closed
+from task_wire import (
+    accept,
+    ask,
+    eventually,
+    status_becomes,
+    tasks_cancel,
+    tasks_get,
+    tasks_update,
+    workflow_closed,
+)
 from test_payloads import _none_running, s3_endpoint  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.anyio
@@ -295,3 +304,51 @@ async def test_many_rounds_with_big_arguments_continue_as_new_before_history_fil
         runs_in_temporal = [w async for w in extension.client.list_workflows(f"WorkflowId = '{wf_id}'")]
     assert len(runs_in_temporal) >= 2
     assert runs == ["rounds"] * 8
+
+
+async def test_an_answer_that_makes_the_next_leg_too_big_for_the_store_is_refused(
+    make_extension, store: Store
+) -> None:
+    """700 KB of arguments and a 700 KB answer, each under a 1 MiB store limit, not together."""
+    extension, runs = _extension(make_extension, store, stored_payload_limit=1024 * 1024), []
+    async with Client(_server(extension, runs)) as client:
+        task = await call_tool_task(client, "two_rounds", {"blob": "a" * 700 * 1024})
+        parked = await task.wait(state="input_required", timeout=30)
+        (key,) = parked.input_requests
+        with pytest.raises(MCPError) as refused:
+            await tasks_update(client, task.task_id, {key: accept("b" * 700 * 1024)})
+        assert refused.value.error.code == mcp_types.INVALID_PARAMS
+        assert "1,048,576 bytes" in refused.value.error.message
+        assert "STORED_PAYLOAD_LIMIT" in refused.value.error.message
+        await _answer(client, task, "small")
+        await _answer(client, task, "small")
+        assert (await task.result()).data == "both answered"
+        await _none_running(extension)
+    assert runs == ["two_rounds"] * 3
+
+
+async def test_an_unreachable_store_at_tools_call_says_so(make_extension, s3_endpoint: str) -> None:  # noqa: F811
+    extension, runs = make_extension(payload_store="s3://nowhere/tasks"), []
+    S3Store(s3_endpoint)  # the moto server runs, but the bucket does not exist
+    async with Client(_server(extension, runs)) as client:
+        with pytest.raises(MCPError) as refused:
+            await call_tool_task(client, "two_rounds", {"blob": "a" * BIG})
+        await _none_running(extension)
+    assert refused.value.error.code == mcp_types.INTERNAL_ERROR
+    assert "payload store (FASTMCP_TEMPORAL_PAYLOAD_STORE) failed" in refused.value.error.message
+    assert runs == []
+
+
+async def test_a_server_with_another_key_says_the_keys_differ(make_extension) -> None:
+    writer = make_extension(encryption_key="the-key-the-task-was-written-with-0123")
+    reader = make_extension(encryption_key="another-key-that-cannot-read-the-task-99", worker=False)
+    async with Client(_server(writer, [])) as client:
+        task = await call_tool_task(client, "produce", {"size": 10})
+        await task.result()
+        async with Client(_server(reader, [])) as other:
+            for method in (tasks_get, lambda c, t: tasks_update(c, t, {}), tasks_cancel):
+                with pytest.raises(MCPError) as refused:
+                    await method(other, task.task_id)
+                assert refused.value.error.code == mcp_types.INTERNAL_ERROR
+                assert "another key" in refused.value.error.message
+                assert "FASTMCP_TEMPORAL_ENCRYPTION_KEY" in refused.value.error.message
