@@ -142,6 +142,7 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
         return {}
 
     def registered(self, server: FastMCP) -> None:
+        """Let the server's streamable-HTTP app take requests as large as `http_request_limit`."""
         limit_http_requests(server, lambda: self._settings.http_request_limit)
 
     def methods(self) -> Sequence[MethodBinding]:
