@@ -17,11 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastmcp.exceptions import NotFoundError, ToolError
 from fastmcp.server.dependencies import extract_version_spec, get_http_request
-from fastmcp.server.extensions import (
-    MethodBinding,
-    ServerExtension,
-    read_client_extension_settings,
-)
+from fastmcp.server.extensions import MethodBinding, read_client_extension_settings
 from fastmcp.utilities.tasks import TASKS_EXTENSION_ID
 from fastmcp.utilities.versions import VersionSpec
 from fastmcp_tasks import wire_production
@@ -49,6 +45,7 @@ from fastmcp_temporal._backend import Backend, temporal_errors
 from fastmcp_temporal._connection import require_codec, require_reachable, searchable, temporal_client
 from fastmcp_temporal._creation import start_task
 from fastmcp_temporal._handlers import TaskMethods, task_not_found
+from fastmcp_temporal._http_limit import limit_http_requests
 from fastmcp_temporal._plugin import McpTasksPlugin
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal._sync_calls import call_through_workflow, runs_as_workflow
@@ -64,7 +61,7 @@ logger = logging.getLogger("fastmcp_temporal")
 _TASK_METHOD_VERSIONS = frozenset(MODERN_PROTOCOL_VERSIONS)
 
 
-class TemporalTasksExtension(ServerExtension):
+class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
     """Run `task=True` tools as Temporal workflows.
 
     Every argument falls back to its `FASTMCP_TEMPORAL_*` environment variable and
@@ -143,6 +140,10 @@ class TemporalTasksExtension(ServerExtension):
 
     def settings(self) -> dict[str, Any]:
         return {}
+
+    def registered(self, server: FastMCP) -> None:
+        """Let the server's streamable-HTTP app take requests as large as `http_request_limit`."""
+        limit_http_requests(server, lambda: self._settings.http_request_limit)
 
     def methods(self) -> Sequence[MethodBinding]:
         return [

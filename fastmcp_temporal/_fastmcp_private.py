@@ -13,9 +13,13 @@ from contextlib import AbstractAsyncContextManager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from fastmcp.server.extensions import ServerExtension
+from starlette.routing import Route
+
 if TYPE_CHECKING:
     from fastmcp import FastMCP
     from fastmcp.server.context import Context
+    from fastmcp.server.http import StarletteWithLifespan
     from fastmcp.tools.function_tool import FunctionTool
     from fastmcp_tasks.context import TaskContextSnapshot
     from pydantic import TypeAdapter
@@ -102,3 +106,62 @@ def _call_shape_adapter(fn: Callable[..., Any], run_in_thread: bool) -> TypeAdap
     from fastmcp_tasks.components import _call_shape_probe
 
     return get_cached_typeadapter(_call_shape_probe(without_injected_parameters(fn, run_in_thread=run_in_thread)))
+
+
+if "_bind" not in vars(ServerExtension):
+    raise ImportError(
+        "fastmcp_temporal needs FastMCP's ServerExtension._bind, which this FastMCP no longer has; "
+        "install a FastMCP in the range pyproject.toml pins."
+    )
+
+
+class RegisteredExtension(ServerExtension):
+    """A `ServerExtension` told when it is registered: FastMCP's private `_bind` is the only hook
+    that runs before the server builds its HTTP app."""
+
+    def _bind(self, server: FastMCP) -> None:
+        super()._bind(server)
+        self.registered(server)
+
+    def registered(self, server: FastMCP) -> None:
+        """Called once this extension is bound to `server`."""
+
+
+def streamable_http_route(app: StarletteWithLifespan) -> Route:
+    """The route serving MCP in a FastMCP streamable-HTTP app, whose session manager FastMCP builds
+    with mcp's 4 MiB body cap and no way to pass another."""
+    for route in app.routes:
+        if isinstance(route, Route) and route.path == app.state.path and _session_app(route) is not None:
+            return route
+    raise RuntimeError(
+        f"FastMCP's streamable-HTTP app has no MCP route at {app.state.path!r} that fastmcp_temporal "
+        "recognises, so it cannot raise mcp's request size cap; install a FastMCP in the range "
+        "pyproject.toml pins."
+    )
+
+
+def raise_session_body_limit(route: Route, limit: int) -> None:
+    """Raise the body cap of the session manager behind `route` (built anew in each lifespan) to `limit`."""
+    from mcp.server.transport_security import RequestBodyLimitMiddleware
+
+    session_app = _session_app(route)
+    manager = getattr(session_app, "session_manager", None)
+    capped = getattr(manager, "asgi_app", None)
+    if not isinstance(capped, RequestBodyLimitMiddleware):
+        raise RuntimeError(
+            "mcp's streamable-HTTP session manager no longer caps request bodies where fastmcp_temporal "
+            "raises the cap (StreamableHTTPSessionManager.asgi_app); install an mcp in the range "
+            "pyproject.toml pins."
+        )
+    capped.max_body_size = manager.max_request_body_size = limit
+
+
+def _session_app(route: Route) -> Any:
+    """FastMCP's `StreamableHTTPASGIApp` behind `route`, under its auth guard if there is one."""
+    from fastmcp.server.auth.middleware import RequireAuthMiddleware
+    from fastmcp.server.http import StreamableHTTPASGIApp
+
+    endpoint = route.endpoint
+    if isinstance(endpoint, RequireAuthMiddleware):
+        endpoint = endpoint.app
+    return endpoint if isinstance(endpoint, StreamableHTTPASGIApp) else None

@@ -108,6 +108,14 @@ class TemporalTasksSettings(BaseSettings):
         ge=64 * 1024,
         description="The largest encoded argument, answer or result a payload store takes.",
     )
+    http_request_limit: int = Field(
+        default=64 * 1024 * 1024,
+        ge=64 * 1024,
+        description=(
+            "The largest request body the server takes over streamable HTTP (mcp's own default is 4 MiB); "
+            "the default fits what a payload store takes (stored_payload_limit) with the JSON-RPC envelope."
+        ),
+    )
     state_dir: Path | None = Field(
         default=None, description="Where the embedded dev server keeps its sqlite file."
     )

@@ -15,12 +15,14 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import mcp_types
 import pytest
 from fastmcp import Client, Context, FastMCP
@@ -45,6 +47,7 @@ from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal._wire import encode_answer
 from fastmcp_temporal.activities import tool_leg
 from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, InputAnswers
+from servers import serving_http
 from task_wire import DEADLINE, question, status_becomes, tasks_get, tasks_update
 
 pytestmark = pytest.mark.anyio
@@ -127,12 +130,19 @@ async def _none_running(extension: TemporalTasksExtension) -> None:
     assert running == []
 
 
-async def _round_trip(extension: TemporalTasksExtension, size: int) -> tuple[str, str, str]:
-    """Run `echo` with `size` characters of arguments and of answer; return them and the task id."""
-    blob, answer, runs = _marked(size), _marked(size), []
-    async with Client(_server(extension, runs), elicitation_handler=_answering(answer)) as client:
+async def _round_trip(
+    extension: TemporalTasksExtension, size: int, *, answer_size: int | None = None, over_http: bool = False
+) -> tuple[str, str, str]:
+    """Run `echo` with `size` characters of arguments and `answer_size` (default `size`) of answer,
+    in memory or over streamable HTTP; return them and the task id."""
+    blob, answer, runs = _marked(size), _marked(answer_size or size), []
+    async with AsyncExitStack() as stack:
+        server = _server(extension, runs)
+        target = await stack.enter_async_context(serving_http(server)) if over_http else server
+        client = await stack.enter_async_context(Client(target, elicitation_handler=_answering(answer)))
         task = await call_tool_task(client, "echo", {"blob": blob})
         result = await task.result()
+        await _none_running(extension)
     assert result.data == blob + answer
     assert runs == ["echo", "echo"]
     return blob, answer, task.task_id
@@ -164,6 +174,46 @@ async def test_the_embedded_dev_server_stores_big_payloads_in_its_state_folder(
     extension = TemporalTasksExtension(state_dir=tmp_path / "state", task_queue=task_queue, ui=False)
     await _round_trip(extension, 3 * MB)
     assert list((tmp_path / "state" / "payloads").iterdir())
+
+
+async def test_a_26_mb_argument_passes_over_http_and_its_result_comes_back_whole(
+    make_extension, tmp_path: Path
+) -> None:
+    folder = tmp_path / "payloads"
+    extension = make_extension(payload_store=str(folder))
+
+    blob, _, _ = await _round_trip(extension, 26_000_000, answer_size=1, over_http=True)
+
+    stored_arguments = [path for path in folder.iterdir() if blob[:64].encode() in path.read_bytes()[:256]]
+    assert stored_arguments and stored_arguments[0].stat().st_size > len(blob)
+
+
+async def test_a_request_over_http_request_limit_is_refused_with_its_size_and_the_setting(
+    make_extension, tmp_path: Path
+) -> None:
+    extension = make_extension(payload_store=str(tmp_path / "payloads"), http_request_limit=MB)
+    runs: list[str] = []
+    async with serving_http(_server(extension, runs)) as url, Client(url) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.session.call_tool("echo", {"blob": "a" * (2 * MB)}, allow_claimed=True)
+        assert refused.value.error.code == mcp_types.INVALID_REQUEST
+        message = refused.value.error.message
+        assert "2,097," in message and "limit of 1,048,576 bytes" in message
+        assert "FASTMCP_TEMPORAL_HTTP_REQUEST_LIMIT" in message
+
+        async def undeclared_length() -> AsyncIterator[bytes]:
+            yield b" " * MB
+            yield b" "
+
+        async with httpx.AsyncClient() as raw:
+            streamed = await raw.post(url, content=undeclared_length(), headers=_MCP_POST_HEADERS)
+        assert streamed.status_code == 413
+        assert "more than 1,048,577 bytes" in streamed.json()["error"]["message"]
+        await _none_running(extension)
+    assert runs == []
+
+
+_MCP_POST_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
 
 async def test_oversize_arguments_are_refused_like_a_bad_call_and_start_nothing(make_extension) -> None:
