@@ -111,13 +111,13 @@ def _server(extension: TemporalTasksExtension, runs: list[str]) -> FastMCP:
     mcp.add_extension(extension)
 
     @mcp.tool(task=True)
-    async def two_rounds(blob: str, ctx: Context) -> str | InputRequiredResult:
-        """Asks twice; its arguments are `blob`."""
+    async def two_rounds(blob: str, ctx: Context, rounds: int = 2) -> str | InputRequiredResult:
+        """Asks `rounds` times (twice by default); its arguments are `blob`."""
         runs.append("two_rounds")
         round_ = int(ctx.request_state or 0)
-        if round_ < 2:
+        if round_ < rounds:
             return ask(f"answer{round_}", state=str(round_ + 1))
-        return "both answered"
+        return "both answered" if rounds == 2 else f"{len(blob)} after {rounds} rounds"
 
     @mcp.tool(task=True)
     async def produce(size: int) -> str:
@@ -284,17 +284,8 @@ async def test_a_malformed_answer_signal_is_ignored_and_the_task_goes_on(make_ex
 async def test_many_rounds_with_big_arguments_continue_as_new_before_history_fills(make_extension) -> None:
     """Without a store every leg's input repeats the arguments: history grows by megabytes a round."""
     extension, runs = make_extension(payload_store="none"), []
-    mcp = FastMCP("many-rounds")
-    mcp.add_extension(extension)
-
-    @mcp.tool(task=True)
-    async def rounds(blob: str, ctx: Context) -> str | InputRequiredResult:
-        runs.append("rounds")
-        round_ = int(ctx.request_state or 0)
-        return ask(f"r{round_}", state=str(round_ + 1)) if round_ < 7 else f"{len(blob)} after 7 rounds"
-
-    async with Client(mcp) as client:
-        task = await call_tool_task(client, "rounds", {"blob": "a" * (1400 * 1024)})
+    async with Client(_server(extension, runs)) as client:
+        task = await call_tool_task(client, "two_rounds", {"blob": "a" * (1400 * 1024), "rounds": 7})
         for _ in range(7):
             await _answer(client, task, "next")
         assert (await task.result()).data == f"{1400 * 1024} after 7 rounds"
@@ -303,7 +294,7 @@ async def test_many_rounds_with_big_arguments_continue_as_new_before_history_fil
         wf_id = workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id)
         runs_in_temporal = [w async for w in extension.client.list_workflows(f"WorkflowId = '{wf_id}'")]
     assert len(runs_in_temporal) >= 2
-    assert runs == ["rounds"] * 8
+    assert runs == ["two_rounds"] * 8
 
 
 async def test_an_answer_that_makes_the_next_leg_too_big_for_the_store_is_refused(
