@@ -9,12 +9,7 @@ kept is refused before anything runs and no workflow is left running.
 from __future__ import annotations
 
 import secrets
-import socket
 import stat
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -137,8 +132,9 @@ async def test_big_arguments_answers_and_results_go_to_the_folder_store(
     history = await _history_bytes(temporal_server.address, task_id)
     assert len(history) < 256 * 1024
     assert blob[:64].encode() not in history and answer[:64].encode() not in history
-    stored = list(folder.iterdir())
-    assert stored and stat.S_IMODE(folder.stat().st_mode) == 0o700
+    stored = [path for path in folder.rglob("*") if path.is_file()]
+    folders = [folder, *(path for path in folder.rglob("*") if path.is_dir())]
+    assert stored and {stat.S_IMODE(path.stat().st_mode) for path in folders} == {0o700}
     assert {stat.S_IMODE(path.stat().st_mode) for path in stored} == {0o600}
     in_store = b"".join(path.read_bytes() for path in stored)
     assert (blob[:64].encode() in in_store) is (key is None)
@@ -150,7 +146,7 @@ async def test_the_embedded_dev_server_stores_big_payloads_in_its_state_folder(
     monkeypatch.delenv("FASTMCP_TEMPORAL_ADDRESS", raising=False)
     extension = TemporalTasksExtension(state_dir=tmp_path / "state", task_queue=task_queue, ui=False)
     await _round_trip(extension, 3 * MB)
-    assert list((tmp_path / "state" / "payloads").iterdir())
+    assert list((tmp_path / "state" / "payloads").rglob("*"))
 
 
 async def test_oversize_arguments_are_refused_like_a_bad_call_and_start_nothing(make_extension) -> None:
@@ -228,45 +224,6 @@ async def test_answers_that_add_up_past_the_limit_fail_the_task_instead_of_wedgi
 
 
 # --- S3, through the SDK's driver, against a local moto server ---------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture
-def s3_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A standalone moto S3 server on a free loopback port, with the AWS env pointing at it."""
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + DEADLINE
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError("moto server did not start") from None
-                time.sleep(0.1)
-        for name, value in {
-            "AWS_ENDPOINT_URL": endpoint,
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }.items():
-            monkeypatch.setenv(name, value)
-        yield endpoint
-    finally:
-        process.terminate()
-        process.wait(timeout=DEADLINE)
 
 
 async def test_big_payloads_go_to_s3_encrypted(

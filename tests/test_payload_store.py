@@ -1,0 +1,184 @@
+"""The payload store keeps each task's payloads apart, so expiring one task never loses another's.
+
+Two tasks with byte-identical results run against a folder store and a moto S3 store;
+the first task's stored payloads are aged the way the README's expiry rule (or an S3
+lifecycle rule) sees them, and the second task's result must still read intact, with
+every payload of its history. The store itself is read to prove each task's payloads
+sit under that task's own name.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from fastmcp import Client
+from fastmcp_tasks.client import call_tool_task
+from temporalio.api.common.v1 import Payload
+from temporalio.api.history.v1 import HistoryEvent
+
+from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from servers import server_with
+from task_wire import status_becomes, tasks_get, text_of
+
+pytestmark = pytest.mark.anyio
+
+RESULT_SIZE = 540 * 1024
+DAY = 24 * 3600
+_LEG_HEARTBEAT = timedelta(seconds=30)  # a leg fetches its input from moto before it heartbeats
+
+
+async def produce(size: int) -> str:
+    """The same `size` characters for every task: results that are byte-identical in the store."""
+    return "r" * size
+
+
+def _encoded(workflow: str) -> str:
+    """A workflow id as one path segment (what S3 keys and the folder store both use here)."""
+    return quote(workflow, safe="")
+
+
+class _Store(ABC):
+    """One payload store as a test sees it: its objects, and an expiry rule acting on their age."""
+
+    url: str
+
+    @abstractmethod
+    def names(self) -> set[str]:
+        """Every stored object, by its name relative to the store."""
+
+    @abstractmethod
+    def age(self, names: set[str]) -> None:
+        """Make `names` as old as a task's payloads are two days later."""
+
+    @abstractmethod
+    def expire(self) -> None:
+        """Apply the documented age-based rule: remove what is older than a day."""
+
+    @abstractmethod
+    def task_prefix(self, workflow: str) -> str:
+        """Where a task's payloads are named in this store."""
+
+
+class _FolderStore(_Store):
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.url = f"file://{folder}"
+
+    def names(self) -> set[str]:
+        return {str(path.relative_to(self.folder)) for path in self.folder.rglob("*") if path.is_file()}
+
+    def age(self, names: set[str]) -> None:
+        two_days_ago = time.time() - 2 * DAY
+        for name in names:
+            os.utime(self.folder / name, (two_days_ago, two_days_ago))
+
+    def expire(self) -> None:
+        """`find FOLDER -type f -mtime +0 -delete`, the README's advice before per-task names."""
+        for name in self.names():
+            if (self.folder / name).stat().st_mtime < time.time() - DAY:
+                (self.folder / name).unlink()
+
+    def task_prefix(self, workflow: str) -> str:
+        return f"default/{_encoded(workflow).replace('.', '%2E')}/"
+
+
+class _S3Store(_Store):
+    """S3 cannot backdate an object: aging remembers its LastModified, and expiry removes it
+    if it was not written since, which is what a lifecycle rule does once two days pass."""
+
+    def __init__(self, endpoint: str) -> None:
+        import boto3
+
+        self.s3 = boto3.client("s3", endpoint_url=endpoint)
+        self.s3.create_bucket(Bucket="tasks")
+        self.url = "s3://tasks/mcp/payloads"
+        self.aged: dict[str, object] = {}
+
+    def _listed(self) -> dict[str, object]:
+        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket="tasks")
+        return {item["Key"]: item["LastModified"] for page in pages for item in page.get("Contents", [])}
+
+    def names(self) -> set[str]:
+        return set(self._listed())
+
+    def age(self, names: set[str]) -> None:
+        listed = self._listed()
+        self.aged = {name: listed[name] for name in names}
+
+    def expire(self) -> None:
+        for name, written in self._listed().items():
+            if self.aged.get(name) == written:
+                self.s3.delete_object(Bucket="tasks", Key=name)
+
+    def task_prefix(self, workflow: str) -> str:
+        return f"mcp/payloads/v0/ns/default/wt/McpTaskWorkflow/wi/{_encoded(workflow)}/"
+
+
+@pytest.fixture(params=["folder", "s3"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> _Store:
+    if request.param == "folder":
+        return _FolderStore(tmp_path / "payloads")
+    return _S3Store(request.getfixturevalue("s3_endpoint"))
+
+
+async def _history_payloads_readable(extension: TemporalTasksExtension, workflow: str) -> int:
+    """Decode every payload of the workflow's history through the store; how many were stored."""
+    assert extension.client is not None
+    converter = extension.client.data_converter
+    history = await extension.client.get_workflow_handle(workflow).fetch_history()
+    stored = 0
+    for event in history.events:
+        for payloads in _payload_lists(event):
+            stored += sum(bool(payload.external_payloads) for payload in payloads)
+            await converter.decode(payloads)
+    return stored
+
+
+_PAYLOAD_FIELDS = (
+    ("workflow_execution_started_event_attributes", "input"),
+    ("activity_task_scheduled_event_attributes", "input"),
+    ("activity_task_completed_event_attributes", "result"),
+    ("workflow_execution_signaled_event_attributes", "input"),
+    ("workflow_execution_completed_event_attributes", "result"),
+)
+
+
+def _payload_lists(event: HistoryEvent) -> Iterator[Sequence[Payload]]:
+    """The payloads an event carries: inputs, leg outcomes, answers, the workflow's result."""
+    for attributes, field in _PAYLOAD_FIELDS:
+        if event.HasField(attributes):
+            yield getattr(getattr(event, attributes), field).payloads
+
+
+async def test_expiring_one_task_never_loses_another_tasks_identical_payloads(
+    make_extension, store: _Store
+) -> None:
+    extension = make_extension(payload_store=store.url, heartbeat_timeout=_LEG_HEARTBEAT)
+    async with Client(server_with(extension, produce)) as client:
+        first = await call_tool_task(client, "produce", {"size": RESULT_SIZE})
+        await status_becomes(first, "completed")
+        first_names = store.names()
+        store.age(first_names)
+
+        second = await call_tool_task(client, "produce", {"size": RESULT_SIZE})
+        await status_becomes(second, "completed")
+        store.expire()
+
+        read = await tasks_get(client, second.task_id)
+        assert read.status == "completed" and text_of(read) == "r" * RESULT_SIZE
+        second_workflow = workflow_id(ANONYMOUS_SCOPE_TAG, second.task_id)
+        assert await _history_payloads_readable(extension, second_workflow) >= 2
+
+    first_prefix = store.task_prefix(workflow_id(ANONYMOUS_SCOPE_TAG, first.task_id))
+    second_prefix = store.task_prefix(second_workflow)
+    second_names = store.names() - first_names
+    assert first_names and all(name.startswith(first_prefix) for name in first_names)
+    assert second_names and all(name.startswith(second_prefix) for name in second_names)
