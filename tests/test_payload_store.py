@@ -17,16 +17,22 @@ from datetime import timedelta
 from pathlib import Path
 from urllib.parse import quote
 
+import anyio
 import pytest
-from fastmcp import Client
+from fastmcp import Client, Context
 from fastmcp_tasks.client import call_tool_task
-from temporalio.api.common.v1 import Payload
+from mcp_types import InputRequiredResult
+from temporalio.api.common.v1 import Payload, WorkflowExecution
 from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
+from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal._devserver import DevServer
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from servers import server_with
-from task_wire import status_becomes, tasks_get, text_of
+from task_wire import DEADLINE, accept, question, status_becomes, tasks_get, tasks_update, text_of
+from test_operator_cli import fastmcp_temporal_cli
 
 pytestmark = pytest.mark.anyio
 
@@ -49,6 +55,7 @@ class _Store(ABC):
     """One payload store as a test sees it: its objects, and an expiry rule acting on their age."""
 
     url: str
+    kind: str
 
     @abstractmethod
     def names(self) -> set[str]:
@@ -68,6 +75,8 @@ class _Store(ABC):
 
 
 class _FolderStore(_Store):
+    kind = "folder"
+
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.url = f"file://{folder}"
@@ -93,6 +102,8 @@ class _FolderStore(_Store):
 class _S3Store(_Store):
     """S3 cannot backdate an object: aging remembers its LastModified, and expiry removes it
     if it was not written since, which is what a lifecycle rule does once two days pass."""
+
+    kind = "s3"
 
     def __init__(self, endpoint: str) -> None:
         import boto3
@@ -122,9 +133,9 @@ class _S3Store(_Store):
         return f"mcp/payloads/v0/ns/default/wt/McpTaskWorkflow/wi/{_encoded(workflow)}/"
 
 
-@pytest.fixture(params=["folder", "s3"])
+@pytest.fixture(params=[_FolderStore.kind, _S3Store.kind])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> _Store:
-    if request.param == "folder":
+    if request.param == _FolderStore.kind:
         return _FolderStore(tmp_path / "payloads")
     return _S3Store(request.getfixturevalue("s3_endpoint"))
 
@@ -182,3 +193,97 @@ async def test_expiring_one_task_never_loses_another_tasks_identical_payloads(
     second_names = store.names() - first_names
     assert first_names and all(name.startswith(first_prefix) for name in first_names)
     assert second_names and all(name.startswith(second_prefix) for name in second_names)
+
+
+async def hold_with(blob: str, ctx: Context) -> str | InputRequiredResult:
+    """Waits for an answer, so its stored arguments belong to a live task."""
+    if ctx.input_responses is None:
+        return InputRequiredResult(result_type="input_required", input_requests={"go": question("go")})
+    return f"{len(blob)} characters kept"
+
+
+async def _delete_workflow(extension: TemporalTasksExtension, workflow: str) -> None:
+    """Delete a closed task's workflow from Temporal, as retention does; wait until it is gone.
+
+    The dev server removes it only once its visibility records are acknowledged (up to a minute).
+    """
+    assert extension.client is not None
+    await extension.client.workflow_service.delete_workflow_execution(
+        DeleteWorkflowExecutionRequest(
+            namespace=extension.client.namespace, workflow_execution=WorkflowExecution(workflow_id=workflow)
+        )
+    )
+    handle = extension.client.get_workflow_handle(workflow)
+    with anyio.fail_after(3 * DEADLINE):
+        while True:
+            try:
+                await handle.describe()
+            except RPCError as gone:
+                assert gone.status == RPCStatusCode.NOT_FOUND
+                return
+            await anyio.sleep(0.2)
+
+
+async def test_gc_removes_only_the_payloads_of_tasks_temporal_no_longer_has(
+    make_extension, temporal_server: DevServer, task_queue: str, tmp_path: Path, s3_endpoint: str
+) -> None:
+    """Both stores at once, each on its own queue: the wait for Temporal's deletion overlaps."""
+    async with anyio.create_task_group() as cases:
+        for store in (_FolderStore(tmp_path / "payloads"), _S3Store(s3_endpoint)):
+            extension = make_extension(
+                payload_store=store.url, heartbeat_timeout=_LEG_HEARTBEAT, task_queue=f"{task_queue}-{store.kind}"
+            )
+            cases.start_soon(_gc_case, temporal_server, extension, store)
+
+
+async def _gc_case(temporal_server: DevServer, extension: TemporalTasksExtension, store: _Store) -> None:
+    """A closed task whose workflow Temporal deleted, and a live one: gc removes the first's payloads only."""
+    async with Client(server_with(extension, produce, hold_with)) as client:
+        closed = await call_tool_task(client, "produce", {"size": RESULT_SIZE})
+        await status_becomes(closed, "completed")
+        closed_workflow = workflow_id(ANONYMOUS_SCOPE_TAG, closed.task_id)
+        live = await call_tool_task(client, "hold_with", {"blob": "b" * RESULT_SIZE})
+        (asked,) = (await status_becomes(live, "input_required")).input_requests or {}
+        live_workflow = workflow_id(ANONYMOUS_SCOPE_TAG, live.task_id)
+        await _delete_workflow(extension, closed_workflow)
+        before = store.names()
+        closed_names = {name for name in before if name.startswith(store.task_prefix(closed_workflow))}
+        live_names = {name for name in before if name.startswith(store.task_prefix(live_workflow))}
+        assert closed_names and live_names
+
+        async def gc(*options: str) -> str:
+            code, out, err = await fastmcp_temporal_cli(
+                temporal_server, "payloads", "gc", "--payload-store", store.url, *options
+            )
+            assert code == 0, err
+            return out
+
+        dry_run = await gc("--grace", "0")
+        assert f"would remove  {closed_workflow}  {len(closed_names)} payloads" in dry_run
+        assert live_workflow not in dry_run and "Dry run: nothing removed" in dry_run
+        assert (await gc("--delete")).startswith("Removed the payloads of 0 task(s)")  # within the grace
+        assert store.names() == before
+
+        removed = await gc("--grace", "0", "--delete")
+        assert f"removed  {closed_workflow}" in removed and live_workflow not in removed
+        assert store.names() == before - closed_names
+
+        await tasks_update(client, live.task_id, {asked: accept("yes")})
+        assert text_of(await status_becomes(live, "completed")) == f"{RESULT_SIZE} characters kept"
+
+
+async def test_a_store_folder_other_users_can_open_is_refused_with_the_fix(make_extension, tmp_path: Path) -> None:
+    folder = tmp_path / "shared payloads"
+    folder.mkdir()
+    folder.chmod(0o777)
+    with pytest.raises(RuntimeError) as refused:
+        async with Client(server_with(make_extension(payload_store=str(folder)), produce)):
+            pass
+    assert f"Payload store folder {folder} is open to other users (mode 0777)" in str(refused.value)
+    assert f"chmod 700 '{folder}'" in str(refused.value)
+
+    folder.chmod(0o700)
+    async with Client(server_with(make_extension(payload_store=str(folder)), produce)) as client:
+        task = await call_tool_task(client, "produce", {"size": RESULT_SIZE})
+        assert text_of(await status_becomes(task, "completed")) == "r" * RESULT_SIZE
+    assert [path for path in folder.rglob("*") if path.is_file()]
