@@ -8,8 +8,10 @@ converter and the encryption codec), goes to an external store through temporali
 what the codec produced, an encrypted payload is ciphertext in the store too.
 
 The store is chosen by `payload_store`: a folder on this host (the default with the
-embedded dev server), S3 through `temporalio.contrib.aws.s3driver`, or none. What a
-store cannot take (over `stored_payload_limit`, or over `payload_limit` without a
+embedded dev server), S3 through `temporalio.contrib.aws.s3driver`, or none. Either
+store names every payload under its task's workflow id and shares none between
+tasks, so removing one task's payloads (`fastmcp-temporal payloads gc`, or an age
+rule) can never take another task's. What a store cannot take (over `stored_payload_limit`, or over `payload_limit` without a
 store) is refused up front: arguments at `tools/call`, answers at `tasks/update`, a
 result by ending the task once with an error naming the size.
 """
