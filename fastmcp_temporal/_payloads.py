@@ -11,9 +11,10 @@ The store is chosen by `payload_store`: a folder on this host (the default with 
 embedded dev server), S3 through `temporalio.contrib.aws.s3driver`, or none. Either
 store names every payload under its task's workflow id and shares none between
 tasks, so removing one task's payloads (`fastmcp-temporal payloads gc`, or an age
-rule) can never take another task's. What a store cannot take (over `stored_payload_limit`, or over `payload_limit` without a
-store) is refused up front: arguments at `tools/call`, answers at `tasks/update`, a
-result by ending the task once with an error naming the size.
+rule) can never take another task's. What a store cannot take (over
+`stored_payload_limit`, or over `payload_limit` without a store) is refused up
+front: arguments at `tools/call`, answers at `tasks/update`, a result by ending the
+task once with an error naming the size.
 """
 
 from __future__ import annotations
@@ -329,7 +330,10 @@ class _PrefixedS3Client(S3StorageDriverClient):
         async with self._s3() as s3:
             for start in range(0, len(keys), 1000):  # S3's most per request
                 batch = [{"Key": self._key(key)} for key in keys[start : start + 1000]]
-                await s3.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
+                answer = await s3.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
+                if errors := answer.get("Errors"):
+                    first = errors[0]
+                    raise OSError(f"S3 kept {len(errors)} object(s), e.g. {first['Key']}: {first['Message']}")
 
 
 class TaskS3StorageDriver(S3StorageDriver):

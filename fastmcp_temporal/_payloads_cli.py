@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from pydantic import TypeAdapter, ValidationError
@@ -79,13 +82,15 @@ def _duration(text: str) -> timedelta:
 def _gc(args: argparse.Namespace) -> None:
     async def run(client: Client, _: str) -> None:
         driver = _store(args)
-        contents = await driver.contents(client.namespace)
-        unreadable, live, young = await _sorted_out(client, contents.tasks, args.grace)
-        for task in unreadable:
+        with _store_failure("list"):
+            contents = await driver.contents(client.namespace)
+        verdicts = await _verdicts(client, contents.tasks, args.grace)
+        for task in verdicts.unreadable:
             if args.delete:
-                await driver.remove(task)
+                with _store_failure(f"remove the payloads of {task.workflow_id} from"):
+                    await driver.remove(task)
             print(f"{'removed' if args.delete else 'would remove'}  {_summary(task)}")
-        _report(args, client.namespace, contents, unreadable, live, young)
+        _report(args, client.namespace, contents, verdicts)
 
     _execute(args, run)
 
@@ -93,7 +98,8 @@ def _gc(args: argparse.Namespace) -> None:
 def _store(args: argparse.Namespace) -> FolderStorageDriver | TaskS3StorageDriver:
     """The store the settings name, resolved as servers and workers resolve it ('auto': the state folder)."""
     settings = _operator_settings(args)
-    driver = store_driver(settings.payload_store, embedded_payload_folder(settings), settings.stored_payload_limit)
+    folder = embedded_payload_folder(settings)
+    driver = store_driver(settings.payload_store, folder, settings.stored_payload_limit)
     if driver is None:
         raise OperatorError(
             "No payload store to collect: FASTMCP_TEMPORAL_PAYLOAD_STORE is 'none'. Pass --payload-store "
@@ -102,10 +108,28 @@ def _store(args: argparse.Namespace) -> FolderStorageDriver | TaskS3StorageDrive
     return driver
 
 
-async def _sorted_out(
-    client: Client, tasks: list[StoredTask], grace: timedelta
-) -> tuple[list[StoredTask], list[StoredTask], list[StoredTask]]:
-    """The tasks nobody can read any more; those Temporal still has; those gone but within the grace."""
+@contextlib.contextmanager
+def _store_failure(doing: str) -> Iterator[None]:
+    """A store that fails (unreachable, access denied) stops gc with what it was doing."""
+    try:
+        yield
+    except Exception as exc:
+        raise OperatorError(
+            f"Could not {doing} the payload store: {exc}. Fix access and run gc again."
+        ) from exc
+
+
+@dataclass
+class _Verdicts:
+    unreadable: list[StoredTask] = field(default_factory=list)
+    """Temporal no longer has the workflow, and nothing was written within the grace."""
+    live: list[StoredTask] = field(default_factory=list)
+    """Temporal still has the workflow: running, or closed within the retention."""
+    young: list[StoredTask] = field(default_factory=list)
+    """Temporal does not have the workflow (yet), but a payload was written within the grace."""
+
+
+async def _verdicts(client: Client, tasks: list[StoredTask], grace: timedelta) -> _Verdicts:
     limit = asyncio.Semaphore(_CONCURRENT_DESCRIBES)
 
     async def exists(task: StoredTask) -> bool:
@@ -114,37 +138,36 @@ async def _sorted_out(
 
     found = await asyncio.gather(*(exists(task) for task in tasks))
     oldest_kept = datetime.now(timezone.utc) - grace
-    unreadable: list[StoredTask] = []
-    live: list[StoredTask] = []
-    young: list[StoredTask] = []
+    verdicts = _Verdicts()
     for task, present in zip(tasks, found):
-        (live if present else young if task.newest > oldest_kept else unreadable).append(task)
-    return unreadable, live, young
+        kind = (
+            verdicts.live if present else verdicts.young if task.newest > oldest_kept else verdicts.unreadable
+        )
+        kind.append(task)
+    return verdicts
 
 
 def _summary(task: StoredTask) -> str:
-    count = len(task.names)
-    return f"{task.workflow_id}  {count} payload{'s' * (count != 1)}, {task.size:,} bytes, last written {task.newest:%Y-%m-%d %H:%M:%S}Z"
+    count = f"{len(task.names)} payload{'s' * (len(task.names) != 1)}"
+    return (
+        f"{task.workflow_id}  {count}, {task.size:,} bytes, last written {task.newest:%Y-%m-%d %H:%M:%S} UTC"
+    )
 
 
-def _report(
-    args: argparse.Namespace,
-    namespace: str,
-    contents: StoreContents,
-    unreadable: list[StoredTask],
-    live: list[StoredTask],
-    young: list[StoredTask],
-) -> None:
-    freed = sum(task.size for task in unreadable)
+def _report(args: argparse.Namespace, namespace: str, contents: StoreContents, verdicts: _Verdicts) -> None:
+    freed = sum(task.size for task in verdicts.unreadable)
+    kept = sum(task.size for task in verdicts.live)
     verb = "Removed" if args.delete else "Would remove"
-    print(f"{verb} the payloads of {len(unreadable)} task(s) no longer in namespace {namespace!r}: {freed:,} bytes.")
-    print(f"Kept {len(live)} task(s) Temporal still has ({sum(t.size for t in live):,} bytes).")
-    print(f"Kept {len(young)} task(s) not in Temporal but written within the grace of {args.grace}.")
+    print(
+        f"{verb} the payloads of {len(verdicts.unreadable)} task(s) gone from {namespace!r}: {freed:,} bytes."
+    )
+    print(f"Kept {len(verdicts.live)} task(s) Temporal still has ({kept:,} bytes).")
+    print(f"Kept {len(verdicts.young)} task(s) not in Temporal but written within the grace of {args.grace}.")
     if contents.shared_count:
         print(
-            f"Never removed by gc: {contents.shared_count} payload(s), {contents.shared_size:,} bytes, not under a "
-            "task's name (earlier versions shared them across tasks). Delete them by hand once every task "
-            "started before the upgrade is past its TTL and the namespace retention."
+            f"Never removed by gc: {contents.shared_count} payload(s), {contents.shared_size:,} bytes, "
+            "not under a task's name (earlier versions shared them across tasks). Delete them by hand once "
+            "every task started before the upgrade is past its TTL and the namespace retention."
         )
-    if unreadable and not args.delete:
+    if verdicts.unreadable and not args.delete:
         print("Dry run: nothing removed. Pass --delete to remove them.")

@@ -231,7 +231,9 @@ async def test_gc_removes_only_the_payloads_of_tasks_temporal_no_longer_has(
     async with anyio.create_task_group() as cases:
         for store in (_FolderStore(tmp_path / "payloads"), _S3Store(s3_endpoint)):
             extension = make_extension(
-                payload_store=store.url, heartbeat_timeout=_LEG_HEARTBEAT, task_queue=f"{task_queue}-{store.kind}"
+                payload_store=store.url,
+                heartbeat_timeout=_LEG_HEARTBEAT,
+                task_queue=f"{task_queue}-{store.kind}",
             )
             cases.start_soon(_gc_case, temporal_server, extension, store)
 
@@ -261,7 +263,10 @@ async def _gc_case(temporal_server: DevServer, extension: TemporalTasksExtension
         dry_run = await gc("--grace", "0")
         assert f"would remove  {closed_workflow}  {len(closed_names)} payloads" in dry_run
         assert live_workflow not in dry_run and "Dry run: nothing removed" in dry_run
-        assert (await gc("--delete")).startswith("Removed the payloads of 0 task(s)")  # within the grace
+        within_grace = await gc("--delete")
+        assert within_grace.startswith("Removed the payloads of 0 task(s)")
+        assert "Kept 1 task(s) Temporal still has" in within_grace
+        assert "Kept 1 task(s) not in Temporal but written within the grace of 1 day" in within_grace
         assert store.names() == before
 
         removed = await gc("--grace", "0", "--delete")
@@ -272,7 +277,9 @@ async def _gc_case(temporal_server: DevServer, extension: TemporalTasksExtension
         assert text_of(await status_becomes(live, "completed")) == f"{RESULT_SIZE} characters kept"
 
 
-async def test_a_store_folder_other_users_can_open_is_refused_with_the_fix(make_extension, tmp_path: Path) -> None:
+async def test_a_store_folder_other_users_can_open_is_refused_with_the_fix(
+    make_extension, tmp_path: Path
+) -> None:
     folder = tmp_path / "shared payloads"
     folder.mkdir()
     folder.chmod(0o777)
