@@ -1,14 +1,17 @@
-"""The payload store keeps each task's payloads apart, so expiring one task never loses another's.
+"""The payload store keeps each task's payloads apart, and only `payloads gc` removes them.
 
 Two tasks with byte-identical results run against a folder store and a moto S3 store;
-the first task's stored payloads are aged the way the README's expiry rule (or an S3
-lifecycle rule) sees them, and the second task's result must still read intact, with
-every payload of its history. The store itself is read to prove each task's payloads
-sit under that task's own name.
+the first task's stored payloads are aged the way the README's old expiry advice (or
+an S3 lifecycle rule) sees them, and the second task's result must still read intact,
+with every payload of its history. The store itself is read to prove each task's
+payloads sit under that task's own name. `payloads gc`, run as an operator runs it,
+removes a task's payloads only once Temporal has deleted its workflow; a store
+folder other users can open is refused at startup.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from abc import ABC, abstractmethod
@@ -25,10 +28,12 @@ from mcp_types import InputRequiredResult
 from temporalio.api.common.v1 import Payload, WorkflowExecution
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
+from temporalio.converter import StorageDriverClaim, StorageDriverRetrieveContext
 from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal._devserver import DevServer
+from fastmcp_temporal._payloads import FolderStorageDriver
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from servers import server_with
 from task_wire import DEADLINE, accept, question, status_becomes, tasks_get, tasks_update, text_of
@@ -73,6 +78,10 @@ class _Store(ABC):
     def task_prefix(self, workflow: str) -> str:
         """Where a task's payloads are named in this store."""
 
+    @abstractmethod
+    def add_shared(self, data: bytes) -> None:
+        """Store `data` where versions before per-task names put every payload."""
+
 
 class _FolderStore(_Store):
     kind = "folder"
@@ -97,6 +106,9 @@ class _FolderStore(_Store):
 
     def task_prefix(self, workflow: str) -> str:
         return f"default/{_encoded(workflow).replace('.', '%2E')}/"
+
+    def add_shared(self, data: bytes) -> None:
+        (self.folder / hashlib.sha256(data).hexdigest()).write_bytes(data)
 
 
 class _S3Store(_Store):
@@ -131,6 +143,10 @@ class _S3Store(_Store):
 
     def task_prefix(self, workflow: str) -> str:
         return f"mcp/payloads/v0/ns/default/wt/McpTaskWorkflow/wi/{_encoded(workflow)}/"
+
+    def add_shared(self, data: bytes) -> None:
+        key = f"mcp/payloads/v0/d/sha256/{hashlib.sha256(data).hexdigest()}"
+        self.s3.put_object(Bucket="tasks", Key=key, Body=data)
 
 
 @pytest.fixture(params=[_FolderStore.kind, _S3Store.kind])
@@ -248,6 +264,7 @@ async def _gc_case(temporal_server: DevServer, extension: TemporalTasksExtension
         (asked,) = (await status_becomes(live, "input_required")).input_requests or {}
         live_workflow = workflow_id(ANONYMOUS_SCOPE_TAG, live.task_id)
         await _delete_workflow(extension, closed_workflow)
+        store.add_shared(b"a payload an earlier version stored")
         before = store.names()
         closed_names = {name for name in before if name.startswith(store.task_prefix(closed_workflow))}
         live_names = {name for name in before if name.startswith(store.task_prefix(live_workflow))}
@@ -271,6 +288,7 @@ async def _gc_case(temporal_server: DevServer, extension: TemporalTasksExtension
 
         removed = await gc("--grace", "0", "--delete")
         assert f"removed  {closed_workflow}" in removed and live_workflow not in removed
+        assert "Never removed by gc: 1 payload(s), 35 bytes, not under a task's name" in removed
         assert store.names() == before - closed_names
 
         await tasks_update(client, live.task_id, {asked: accept("yes")})
@@ -294,3 +312,14 @@ async def test_a_store_folder_other_users_can_open_is_refused_with_the_fix(
         task = await call_tool_task(client, "produce", {"size": RESULT_SIZE})
         assert text_of(await status_becomes(task, "completed")) == "r" * RESULT_SIZE
     assert [path for path in folder.rglob("*") if path.is_file()]
+
+
+async def test_claims_of_the_flat_layout_stay_readable(tmp_path: Path) -> None:
+    """A task in flight across the upgrade holds claims to `<folder>/<sha256>` files."""
+    folder = tmp_path / "payloads"
+    folder.mkdir(mode=0o700)
+    payload = Payload(metadata={"encoding": b"binary/plain"}, data=b"stored by 0.2.0")
+    digest = hashlib.sha256(payload.SerializeToString()).hexdigest()
+    (folder / digest).write_bytes(payload.SerializeToString())
+    claim = StorageDriverClaim(claim_data={"sha256": digest})
+    assert await FolderStorageDriver(folder).retrieve(StorageDriverRetrieveContext(), [claim]) == [payload]
