@@ -27,6 +27,7 @@ from fastmcp_temporal._codec_server import add_codec_server_command
 from fastmcp_temporal._devserver_cli import add_dev_server_command
 from fastmcp_temporal._extension import TemporalTasksExtension
 from fastmcp_temporal._operator import add_tasks_command
+from fastmcp_temporal._payloads_cli import add_payloads_command
 from fastmcp_temporal._plugin import tasks_extension
 
 if TYPE_CHECKING:
@@ -89,6 +90,7 @@ _COMMANDS: list[Callable[[Commands], None]] = [
     add_codec_server_command,
     add_dev_server_command,
     add_tasks_command,
+    add_payloads_command,
 ]
 
 

@@ -35,6 +35,7 @@ _OPTIONS: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
     ("--tls-client-key", "tls_client_key", "PEM key of the client certificate", _PATH),
     ("--tls-server-name", "tls_server_name", "server name to verify (SNI)", {"metavar": "NAME"}),
     ("--encryption-key", "encryption_key", "key that encrypts task payloads", {"metavar": "KEY"}),
+    ("--payload-store", "payload_store", "where payloads of 256 KiB or more go", {"metavar": "STORE"}),
 )
 
 

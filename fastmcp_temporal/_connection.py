@@ -94,6 +94,11 @@ def _resolve_tls(settings: TemporalTasksSettings, base: ClientConfigTLS | None) 
     return dataclasses.replace(base or ClientConfigTLS(), disabled=False, **explicit)
 
 
+def embedded_payload_folder(settings: TemporalTasksSettings) -> Path:
+    """Where `payload_store='auto'` keeps payloads: the embedded dev server's state folder."""
+    return (settings.state_dir or default_state_dir()) / _PAYLOAD_FOLDER
+
+
 def tasks_data_converter(
     settings: TemporalTasksSettings, base: DataConverter | None = None, payload_folder: Path | None = None
 ) -> DataConverter:
@@ -134,7 +139,7 @@ async def temporal_client(settings: TemporalTasksSettings) -> AsyncIterator[Clie
             f"; UI at {server.ui_url}" if server.ui_url else "",
         )
         local = ClientConfigProfile(address=server.address, namespace=profile.namespace)
-        yield await connect(local, settings, state_dir / _PAYLOAD_FOLDER)
+        yield await connect(local, settings, embedded_payload_folder(settings))
     finally:
         await anyio.to_thread.run_sync(server.stop)
 

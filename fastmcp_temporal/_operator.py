@@ -39,6 +39,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal._cli_options import add_connection_options, setting_overrides
 from fastmcp_temporal._connection import TemporalConnectionError, connect, resolve_profile
+from fastmcp_temporal._payloads import PayloadStoreError
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, WORKFLOW_NAME
@@ -186,7 +187,7 @@ def _execute(args: argparse.Namespace, command: Any) -> None:
     """Connect, run the command, and turn a failure into a message and exit code 1."""
     try:
         asyncio.run(_connected(args, command))
-    except (OperatorError, RPCError) as exc:
+    except (OperatorError, PayloadStoreError, RPCError) as exc:
         sys.exit(f"error: {exc}")
 
 
@@ -202,7 +203,7 @@ async def _connected(args: argparse.Namespace, command: Any) -> None:
         client = await connect(profile, settings)
     except TemporalConnectionError as exc:
         raise OperatorError(str(exc)) from None
-    ui_url = (args.ui_url or os.environ.get("FASTMCP_TEMPORAL_UI_URL") or DEFAULT_UI_URL).rstrip("/")
+    ui_url = (getattr(args, "ui_url", None) or os.environ.get("FASTMCP_TEMPORAL_UI_URL") or DEFAULT_UI_URL).rstrip("/")
     await command(client, ui_url)
 
 

@@ -8,26 +8,34 @@ converter and the encryption codec), goes to an external store through temporali
 what the codec produced, an encrypted payload is ciphertext in the store too.
 
 The store is chosen by `payload_store`: a folder on this host (the default with the
-embedded dev server), S3 through `temporalio.contrib.aws.s3driver`, or none. What a
-store cannot take (over `stored_payload_limit`, or over `payload_limit` without a
-store) is refused up front: arguments at `tools/call`, answers at `tasks/update`, a
-result by ending the task once with an error naming the size.
+embedded dev server), S3 through `temporalio.contrib.aws.s3driver`, or none. Either
+store names every payload under its task's workflow id and shares none between
+tasks, so removing one task's payloads (`fastmcp-temporal payloads gc`, or an age
+rule) can never take another task's. What a store cannot take (over
+`stored_payload_limit`, or over `payload_limit` without a store) is refused up
+front: arguments at `tools/call`, answers at `tasks/update`, a result by ending the
+task once with an error naming the size.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import math
 import os
+import shlex
+import stat
 import tempfile
 import weakref
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
+from temporalio import activity
 from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 from temporalio.contrib.aws.s3driver import S3StorageDriver, S3StorageDriverClient
@@ -39,12 +47,13 @@ from temporalio.converter import (
     StorageDriverClaim,
     StorageDriverRetrieveContext,
     StorageDriverStoreContext,
+    StorageDriverWorkflowInfo,
 )
 
 from fastmcp_temporal._codec import EncryptionCodec
 from fastmcp_temporal._unreadable import LostPayloadsAsUnreadable
 from fastmcp_temporal._wire import error_result_json
-from fastmcp_temporal.workflows.models import LegOutcome, ToolCall
+from fastmcp_temporal.workflows.models import WORKFLOW_NAME, LegOutcome, ToolCall
 
 STORED_PAYLOAD_LIMIT = 50 * 1024 * 1024
 """The largest payload a store takes by default (the SDK's S3 driver default)."""
@@ -83,14 +92,64 @@ class PayloadLimits:
         return f"{what}: {size:,} bytes encoded, over the limit of {self.limit:,} bytes; {fix}."
 
 
-class FolderStorageDriver(StorageDriver):
-    """Payloads as files named by their SHA-256 in one folder (0700, files 0600), for one host.
+TaskName = tuple[str, str]
+"""The namespace and workflow id of the task a payload belongs to."""
 
-    Every process of a task queue must see the same folder; identical payloads (a
-    task's arguments, sent to each leg) are written once.
+
+def _task_of(context: StorageDriverStoreContext) -> TaskName | None:
+    """The task a payload is stored for: the target workflow, else the activity's own workflow.
+
+    An activity's payloads (its heartbeats, a leg outcome stored through the client's
+    converter) carry no workflow id in their context, so it comes from the activity.
+    A client outside any task (none of this package's paths) stores under no task.
+    """
+    target = context.target
+    if isinstance(target, StorageDriverWorkflowInfo) and target.id:
+        return target.namespace, target.id
+    if activity.in_activity() and (info := activity.info()).workflow_id:
+        return info.workflow_namespace or info.namespace, info.workflow_id
+    return None
+
+
+@dataclass(frozen=True)
+class StoredTask:
+    """One task's payloads as a store holds them, for `fastmcp-temporal payloads gc`."""
+
+    workflow_id: str
+    names: tuple[str, ...]
+    size: int
+    newest: datetime
+
+
+@dataclass(frozen=True)
+class StoreContents:
+    """What a store holds for one namespace: per task, and shared payloads no task owns."""
+
+    tasks: list[StoredTask]
+    shared_count: int
+    shared_size: int
+
+
+def _segment(value: str) -> str:
+    """`value` as one path segment: percent-encoded, dots too, so no id climbs out of its folder."""
+    return quote(value, safe="").replace(".", "%2E")
+
+
+class FolderStorageDriver(StorageDriver):
+    """Payloads as files in one folder (0700, files 0600), a sub-folder per task, for one host.
+
+    A task's payloads are `<folder>/<namespace>/<workflow id>/<sha256>` (both names
+    percent-encoded), so nothing one task stored is shared with another: an age-based
+    rule or `payloads gc` removes a task's payloads with no effect on any other task.
+    Within a task identical payloads (its arguments, sent to each leg) are written once,
+    and every reuse refreshes the file's modification time. Claims of earlier versions
+    (`<folder>/<sha256>`, shared across tasks) stay readable. Every process of a task
+    queue must see the same folder; a folder other users can open is refused, as ssh
+    refuses such keys.
     """
 
     def __init__(self, folder: Path) -> None:
+        _refuse_open_folder(folder)
         self._folder = folder
 
     def name(self) -> str:
@@ -99,8 +158,9 @@ class FolderStorageDriver(StorageDriver):
     async def store(
         self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
     ) -> list[StorageDriverClaim]:
+        task = _task_of(context)
         return await asyncio.to_thread(
-            lambda: [self._write(payload.SerializeToString()) for payload in payloads]
+            lambda: [self._write(payload.SerializeToString(), task) for payload in payloads]
         )
 
     async def retrieve(
@@ -108,32 +168,113 @@ class FolderStorageDriver(StorageDriver):
     ) -> list[Payload]:
         return await asyncio.to_thread(lambda: [self._read(claim) for claim in claims])
 
-    def _write(self, data: bytes) -> StorageDriverClaim:
+    def _task_folder(self, task: TaskName | None) -> Path:
+        if task is None:
+            return self._folder
+        namespace, workflow_id = task
+        return self._folder / _segment(namespace) / _segment(workflow_id)
+
+    def _write(self, data: bytes, task: TaskName | None) -> StorageDriverClaim:
         digest = hashlib.sha256(data).hexdigest()
-        target = self._folder / digest
-        if not target.exists():
-            self._folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            descriptor, temporary = tempfile.mkstemp(dir=self._folder, prefix=".incoming-")  # 0600
+        folder = self._task_folder(task)
+        try:
+            os.utime(folder / digest)  # reused: an age-based rule must see this task's latest write
+        except FileNotFoundError:
+            self._make_folders(folder)
+            descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=".incoming-")  # 0600
             with os.fdopen(descriptor, "wb") as file:
                 file.write(data)
-            os.replace(temporary, target)
-        return StorageDriverClaim(claim_data={"sha256": digest})
+            os.replace(temporary, folder / digest)
+        claim = {"sha256": digest}
+        if task is not None:
+            claim.update(namespace=task[0], workflow_id=task[1])
+        return StorageDriverClaim(claim_data=claim)
+
+    def _make_folders(self, folder: Path) -> None:
+        """Create the store folder and `folder` in it, each level 0700 (mkdir's parents ignore the mode)."""
+        self._folder.parent.mkdir(parents=True, exist_ok=True)
+        level = self._folder
+        level.mkdir(mode=0o700, exist_ok=True)
+        for part in folder.relative_to(self._folder).parts:
+            level = level / part
+            level.mkdir(mode=0o700, exist_ok=True)
 
     def _read(self, claim: StorageDriverClaim) -> Payload:
-        digest = claim.claim_data["sha256"]
-        path = self._folder / digest
+        data = claim.claim_data
+        digest = data["sha256"]
+        task = (data["namespace"], data["workflow_id"]) if "workflow_id" in data else None
+        path = self._task_folder(task) / digest
         try:
-            data = path.read_bytes()
+            stored = path.read_bytes()
         except FileNotFoundError:
             raise FileNotFoundError(
                 f"Stored payload {path} is missing; every server and worker of the task queue must "
                 "share FASTMCP_TEMPORAL_PAYLOAD_STORE's folder, and it must outlive the tasks."
             ) from None
-        if hashlib.sha256(data).hexdigest() != digest:
+        if hashlib.sha256(stored).hexdigest() != digest:
             raise ValueError(f"Stored payload {path} does not match its SHA-256; it was altered.")
         payload = Payload()
-        payload.ParseFromString(data)
+        payload.ParseFromString(stored)
         return payload
+
+    async def contents(self, namespace: str) -> StoreContents:
+        """Each task's payloads in `namespace`, and the shared files earlier versions wrote."""
+        return await asyncio.to_thread(self._contents, namespace)
+
+    def _contents(self, namespace: str) -> StoreContents:
+        shared = _files(self._folder)
+        tasks_folder = self._folder / _segment(namespace)
+        tasks = [
+            _stored_task(unquote(folder.name), files)
+            for folder in (sorted(tasks_folder.iterdir()) if tasks_folder.is_dir() else [])
+            if folder.is_dir() and (files := _files(folder))
+        ]
+        return StoreContents(tasks, len(shared), sum(size for _, size, _ in shared))
+
+    async def remove(self, task: StoredTask) -> None:
+        """Delete the files `task` lists (not one written since), then its folder if now empty."""
+        await asyncio.to_thread(self._remove, task)
+
+    def _remove(self, task: StoredTask) -> None:
+        for name in task.names:
+            Path(name).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            Path(task.names[0]).parent.rmdir()
+
+
+def _files(folder: Path) -> list[tuple[str, int, datetime]]:
+    """The payload files directly in `folder`: path, size, modification time."""
+    if not folder.is_dir():
+        return []
+    found = []
+    for entry in os.scandir(folder):
+        if entry.is_file() and not entry.name.startswith("."):
+            status = entry.stat()
+            found.append((entry.path, status.st_size, datetime.fromtimestamp(status.st_mtime, timezone.utc)))
+    return found
+
+
+def _stored_task(workflow_id: str, objects: list[tuple[str, int, datetime]]) -> StoredTask:
+    return StoredTask(
+        workflow_id=workflow_id,
+        names=tuple(name for name, _, _ in objects),
+        size=sum(size for _, size, _ in objects),
+        newest=max(modified for _, _, modified in objects),
+    )
+
+
+def _refuse_open_folder(folder: Path) -> None:
+    """Refuse a store folder that users other than its owner may read, write or enter."""
+    try:
+        mode = stat.S_IMODE(folder.stat().st_mode)
+    except FileNotFoundError:
+        return  # created 0700 on the first write
+    if mode & 0o077:
+        raise PayloadStoreError(
+            f"Payload store folder {folder} is open to other users (mode {mode:04o}), who could read or "
+            f"alter task payloads. Run `chmod 700 {shlex.quote(str(folder))}` as the user every server "
+            "and worker of the queue runs as, or point FASTMCP_TEMPORAL_PAYLOAD_STORE at a private folder."
+        )
 
 
 class _PrefixedS3Client(S3StorageDriverClient):
@@ -149,18 +290,25 @@ class _PrefixedS3Client(S3StorageDriverClient):
     def _key(self, key: str) -> str:
         return f"{self._prefix}/{key}" if self._prefix else key
 
-    async def _call(self, method: str, **kwargs: Any) -> Any:
+    @contextlib.asynccontextmanager
+    async def _s3(self) -> AsyncIterator[Any]:
         import aioboto3
-        from temporalio.contrib.aws.s3driver.aioboto3 import new_aioboto3_client
 
         async with aioboto3.Session().client("s3") as s3:
+            yield s3
+
+    async def _call(self, method: str, **kwargs: Any) -> Any:
+        from temporalio.contrib.aws.s3driver.aioboto3 import new_aioboto3_client
+
+        async with self._s3() as s3:
             return await getattr(new_aioboto3_client(s3), method)(**kwargs)
 
     async def put_object(self, *, bucket: str, key: str, data: bytes) -> None:
         await self._call("put_object", bucket=bucket, key=self._key(key), data=data)
 
     async def object_exists(self, *, bucket: str, key: str) -> bool:
-        return await self._call("object_exists", bucket=bucket, key=self._key(key))
+        """Never skip a write: an object's age must be its task's latest write, for lifecycle rules."""
+        return False
 
     async def get_object(self, *, bucket: str, key: str) -> bytes:
         return await self._call("get_object", bucket=bucket, key=self._key(key))
@@ -168,8 +316,76 @@ class _PrefixedS3Client(S3StorageDriverClient):
     def describe(self) -> dict[str, str]:
         return {"prefix": self._prefix} if self._prefix else {}
 
+    async def listed(self, bucket: str, under: str) -> list[tuple[str, int, datetime]]:
+        """Every object whose key (after the prefix) starts with `under`: that key, size, last write."""
+        found = []
+        async with self._s3() as s3:
+            pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=self._key(under))
+            async for page in pages:
+                for item in page.get("Contents", []):
+                    key = item["Key"][len(self._key("")) :]
+                    found.append((key, item["Size"], item["LastModified"]))
+        return found
 
-def _s3_driver(bucket: str, prefix: str, limit: int) -> StorageDriver:
+    async def delete(self, bucket: str, keys: Sequence[str]) -> None:
+        async with self._s3() as s3:
+            for start in range(0, len(keys), 1000):  # S3's most per request
+                batch = [{"Key": self._key(key)} for key in keys[start : start + 1000]]
+                answer = await s3.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
+                if errors := answer.get("Errors"):
+                    first = errors[0]
+                    raise OSError(f"S3 kept {len(errors)} object(s), e.g. {first['Key']}: {first['Message']}")
+
+
+class TaskS3StorageDriver(S3StorageDriver):
+    """temporalio's S3 driver, with every payload keyed under the workflow id of its task.
+
+    The SDK keys a workflow's payloads under its run and an activity's under the
+    activity alone (`at/<type>/ai/<id>/...`), so one task's objects are scattered and
+    tasks share objects. Here every payload of a task, whichever run or activity wrote
+    it, goes to `v0/ns/<namespace>/wt/McpTaskWorkflow/wi/<workflow id>/ri/null/`, so a
+    lifecycle rule or `payloads gc` acts on one task at a time; and every store is a
+    fresh PUT, so an object's age is its task's latest write.
+    """
+
+    def __init__(self, bucket: str, prefix: str, max_payload_size: int) -> None:
+        self._objects = _PrefixedS3Client(prefix)
+        self._bucket_name = bucket
+        super().__init__(client=self._objects, bucket=bucket, max_payload_size=max_payload_size)
+
+    async def store(
+        self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
+    ) -> list[StorageDriverClaim]:
+        if (task := _task_of(context)) is not None:
+            namespace, workflow_id = task
+            target = StorageDriverWorkflowInfo(namespace=namespace, id=workflow_id, type=WORKFLOW_NAME)
+            context = StorageDriverStoreContext(target=target)
+        return await super().store(context, payloads)
+
+    async def contents(self, namespace: str) -> StoreContents:
+        """Each task's objects in `namespace`, and the shared objects earlier versions wrote."""
+        ours = f"v0/ns/{_s3_segment(namespace)}/"
+        per_task = f"{ours}wt/{WORKFLOW_NAME}/wi/"
+        grouped: dict[str, list[tuple[str, int, datetime]]] = {}
+        shared = []
+        for key, size, modified in await self._objects.listed(self._bucket_name, "v0/"):
+            if key.startswith(per_task):
+                grouped.setdefault(key[len(per_task) :].split("/", 1)[0], []).append((key, size, modified))
+            elif key.startswith(ours) or key.startswith("v0/d/"):
+                shared.append(size)
+        tasks = [_stored_task(unquote(segment), objects) for segment, objects in sorted(grouped.items())]
+        return StoreContents(tasks, len(shared), sum(shared))
+
+    async def remove(self, task: StoredTask) -> None:
+        await self._objects.delete(self._bucket_name, task.names)
+
+
+def _s3_segment(value: str) -> str:
+    """`value` percent-encoded as the SDK's S3 driver encodes a key segment."""
+    return quote(value, safe="!*'()").replace("~", "%7E")
+
+
+def _s3_driver(bucket: str, prefix: str, limit: int) -> TaskS3StorageDriver:
     try:
         import aioboto3  # noqa: F401
     except ImportError as exc:
@@ -177,29 +393,35 @@ def _s3_driver(bucket: str, prefix: str, limit: int) -> StorageDriver:
             "An s3:// payload store needs aioboto3: pip install 'fastmcp-temporal[s3]'."
         ) from exc
     # The driver checks the stored payload, a little larger than the value we measured.
-    return S3StorageDriver(
-        client=_PrefixedS3Client(prefix), bucket=bucket, max_payload_size=limit + 64 * 1024
-    )
+    return TaskS3StorageDriver(bucket, prefix, max_payload_size=limit + 64 * 1024)
 
 
 def payload_storage(
     store: str | None, default_folder: Path | None, stored_limit: int
 ) -> ExternalStorage | None:
     """The external storage `store` names; `auto` is `default_folder` when there is one."""
+    driver = store_driver(store, default_folder, stored_limit)
+    return None if driver is None else _storage(driver)
+
+
+def store_driver(
+    store: str | None, default_folder: Path | None, stored_limit: int
+) -> FolderStorageDriver | TaskS3StorageDriver | None:
+    """The driver `store` names (see `payload_storage`), or None for no store."""
     store = (store or "auto").strip()
     if store == "auto":
-        return None if default_folder is None else _storage(FolderStorageDriver(default_folder))
+        return None if default_folder is None else FolderStorageDriver(default_folder)
     if store == "none":
         return None
     url = urlsplit(store)
     if url.scheme == "s3":
         if not url.netloc:
             raise PayloadStoreError(f"Payload store {store!r} names no bucket; use s3://bucket/prefix.")
-        return _storage(_s3_driver(url.netloc, url.path.strip("/"), stored_limit))
+        return _s3_driver(url.netloc, url.path.strip("/"), stored_limit)
     if url.scheme == "file":
-        return _storage(FolderStorageDriver(Path(unquote(url.path))))
+        return FolderStorageDriver(Path(unquote(url.path)))
     if url.scheme == "" and Path(store).is_absolute():
-        return _storage(FolderStorageDriver(Path(store)))
+        return FolderStorageDriver(Path(store))
     raise PayloadStoreError(
         f"Unknown payload store {store!r}: use 'auto', 'none', an absolute folder path or file:///path, "
         "or s3://bucket/prefix (FASTMCP_TEMPORAL_PAYLOAD_STORE)."

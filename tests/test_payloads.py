@@ -10,12 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-import socket
 import stat
-import subprocess
-import sys
-import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
@@ -160,8 +156,9 @@ async def test_big_arguments_answers_and_results_go_to_the_folder_store(
     history = await _history_bytes(temporal_server.address, task_id)
     assert len(history) < 256 * 1024
     assert blob[:64].encode() not in history and answer[:64].encode() not in history
-    stored = list(folder.iterdir())
-    assert stored and stat.S_IMODE(folder.stat().st_mode) == 0o700
+    stored = [path for path in folder.rglob("*") if path.is_file()]
+    folders = [folder, *(path for path in folder.rglob("*") if path.is_dir())]
+    assert stored and {stat.S_IMODE(path.stat().st_mode) for path in folders} == {0o700}
     assert {stat.S_IMODE(path.stat().st_mode) for path in stored} == {0o600}
     in_store = b"".join(path.read_bytes() for path in stored)
     assert (blob[:64].encode() in in_store) is (key is None)
@@ -173,7 +170,7 @@ async def test_the_embedded_dev_server_stores_big_payloads_in_its_state_folder(
     monkeypatch.delenv("FASTMCP_TEMPORAL_ADDRESS", raising=False)
     extension = TemporalTasksExtension(state_dir=tmp_path / "state", task_queue=task_queue, ui=False)
     await _round_trip(extension, 3 * MB)
-    assert list((tmp_path / "state" / "payloads").iterdir())
+    assert list((tmp_path / "state" / "payloads").rglob("*"))
 
 
 async def test_a_26_mb_argument_passes_over_http_and_its_result_comes_back_whole(
@@ -356,45 +353,6 @@ async def test_a_result_the_store_failed_to_take_is_stored_by_a_retry_without_ru
 
 
 # --- S3, through the SDK's driver, against a local moto server ---------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture
-def s3_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A standalone moto S3 server on a free loopback port, with the AWS env pointing at it."""
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + DEADLINE
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError("moto server did not start") from None
-                time.sleep(0.1)
-        for name, value in {
-            "AWS_ENDPOINT_URL": endpoint,
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }.items():
-            monkeypatch.setenv(name, value)
-        yield endpoint
-    finally:
-        process.terminate()
-        process.wait(timeout=DEADLINE)
 
 
 async def test_big_payloads_go_to_s3_encrypted(

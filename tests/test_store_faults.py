@@ -44,7 +44,7 @@ from task_wire import (
     tasks_update,
     workflow_closed,
 )
-from test_payloads import _none_running, s3_endpoint  # noqa: F401  (a fixture)
+from test_payloads import _none_running
 
 pytestmark = pytest.mark.anyio
 
@@ -318,7 +318,7 @@ async def test_an_answer_that_makes_the_next_leg_too_big_for_the_store_is_refuse
     assert runs == ["two_rounds"] * 3
 
 
-async def test_an_unreachable_store_at_tools_call_says_so(make_extension, s3_endpoint: str) -> None:  # noqa: F811
+async def test_an_unreachable_store_at_tools_call_says_so(make_extension, s3_endpoint: str) -> None:
     extension, runs = make_extension(payload_store="s3://nowhere/tasks"), []
     S3Store(s3_endpoint)  # the moto server runs, but the bucket does not exist
     async with Client(_server(extension, runs)) as client:
