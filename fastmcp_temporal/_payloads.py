@@ -207,6 +207,8 @@ class FolderStorageDriver(StorageDriver):
         try:
             stored = path.read_bytes()
         except FileNotFoundError:
+            if not self._folder.is_dir():  # the store is away (unmounted), not the payload: retry
+                raise ConnectionError(f"The payload store folder {self._folder} is not there") from None
             raise FileNotFoundError(
                 f"Stored payload {path} is missing; every server and worker of the task queue must "
                 "share FASTMCP_TEMPORAL_PAYLOAD_STORE's folder, and it must outlive the tasks."

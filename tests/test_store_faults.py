@@ -343,3 +343,25 @@ async def test_a_server_with_another_key_says_the_keys_differ(make_extension) ->
                 assert refused.value.error.code == mcp_types.INTERNAL_ERROR
                 assert "another key" in refused.value.error.message
                 assert "FASTMCP_TEMPORAL_ENCRYPTION_KEY" in refused.value.error.message
+
+
+async def test_a_store_that_is_away_delays_the_task_and_loses_nothing(make_extension, tmp_path: Path) -> None:
+    """The store's folder vanishes (an unmounted share) while a task is parked, then comes back."""
+    folder = tmp_path / "payloads"
+    folder.mkdir(mode=0o700)
+    extension, runs = _extension(make_extension, FolderStore(folder)), []
+    async with Client(_server(extension, runs)) as client:
+        task = await call_tool_task(client, "two_rounds", {"blob": "a" * BIG})
+        await task.wait(state="input_required", timeout=30)
+        away = folder.rename(tmp_path / "unmounted")
+        await _answer(client, task, "first")  # the worker must replay, and cannot read the arguments
+        assert extension.client is not None
+        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        with anyio.fail_after(30):
+            while (await handle.describe()).raw_description.pending_workflow_task.attempt < 2:
+                await anyio.sleep(0.1)
+        away.rename(folder)
+        await _answer(client, task, "second")
+        assert (await task.result()).data == "both answered"
+        await _none_running(extension)
+    assert runs == ["two_rounds"] * 3
