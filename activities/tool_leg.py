@@ -54,11 +54,7 @@ from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 
 from fastmcp_temporal import _fastmcp_private
-from fastmcp_temporal._heartbeat import HeartbeatCadence, Ticker
-from fastmcp_temporal._leg_context import RunningLeg, leg_scope
-from fastmcp_temporal._payloads import keepable
 from fastmcp_temporal._policy import policy_of
-from fastmcp_temporal._progress import LegProgress, progress_scope
 from fastmcp_temporal._wire import (
     call_tool_result_json,
     decode_answers,
@@ -66,6 +62,10 @@ from fastmcp_temporal._wire import (
     input_required_json,
     serialize_requests,
 )
+from fastmcp_temporal.connection._payloads import keepable
+from fastmcp_temporal.worker._heartbeat import HeartbeatCadence, Ticker
+from fastmcp_temporal.worker._leg_context import RunningLeg, leg_scope
+from fastmcp_temporal.worker._progress import LegProgress, progress_scope
 from fastmcp_temporal.workflows.models import (
     LEG_OUTCOME_SIGNAL,
     RUN_TOOL_LEG,

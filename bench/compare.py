@@ -588,7 +588,7 @@ def start_redis(state: Path) -> tuple[subprocess.Popen[bytes] | None, str | None
     binary = shutil.which("redis-server")
     if binary is None:
         return None, None
-    from fastmcp_temporal._devserver import free_port
+    from fastmcp_temporal.devserver._server import free_port
 
     port = free_port()
     process = subprocess.Popen(
@@ -635,7 +635,7 @@ def _summary(samples: list[float]) -> dict[str, float]:
 
 
 async def parent_main(args: argparse.Namespace) -> dict[str, Any]:
-    from fastmcp_temporal._devserver import start_dev_server
+    from fastmcp_temporal.devserver._server import start_dev_server
 
     RESULTS.mkdir(exist_ok=True)
     log = RESULTS / "compare-children.log"

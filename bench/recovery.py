@@ -38,8 +38,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 import fault_app  # noqa: E402
-from fastmcp_temporal._devserver import start_dev_server  # noqa: E402
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id  # noqa: E402
+from fastmcp_temporal.devserver._server import start_dev_server  # noqa: E402
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id  # noqa: E402
 
 CLI = Path(sys.executable).parent / "fastmcp-temporal"
 TASK_QUEUE = "bench"

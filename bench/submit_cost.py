@@ -26,7 +26,7 @@ from fastmcp_tasks.client import call_tool_task
 from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal._devserver import start_dev_server
+from fastmcp_temporal.devserver._server import start_dev_server
 
 VARIANTS: tuple[tuple[str, ...], ...] = (
     (),

@@ -24,7 +24,7 @@ from mcp_types import InputRequiredResult, Result
 from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal._devserver import start_dev_server
+from fastmcp_temporal.devserver._server import start_dev_server
 
 
 def server(client: TemporalClient, queue: str, worker: bool) -> FastMCP:

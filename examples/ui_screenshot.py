@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 from temporalio.client import Client
 
-from fastmcp_temporal._devserver import free_port, start_dev_server
+from fastmcp_temporal.devserver._server import free_port, start_dev_server
 
 EXAMPLES = Path(__file__).resolve().parent
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")

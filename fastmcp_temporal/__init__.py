@@ -18,12 +18,13 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fastmcp_temporal._codec import EncryptionCodec, encrypted_data_converter
-    from fastmcp_temporal._extension import TemporalTasksExtension
-    from fastmcp_temporal._plugin import McpTasksPlugin
     from fastmcp_temporal._policy import ExecutionPolicy, execution_policy
-    from fastmcp_temporal._resumable import checkpoint, last_checkpoint
     from fastmcp_temporal._settings import TemporalTasksSettings
+    from fastmcp_temporal.connection._codec import EncryptionCodec
+    from fastmcp_temporal.connection._converter import encrypted_data_converter
+    from fastmcp_temporal.server._extension import TemporalTasksExtension
+    from fastmcp_temporal.worker._plugin import McpTasksPlugin
+    from fastmcp_temporal.worker._resumable import checkpoint, last_checkpoint
 
 __all__ = [
     "EncryptionCodec",
@@ -38,15 +39,15 @@ __all__ = [
 ]
 
 _EXPORTS = {
-    "EncryptionCodec": "fastmcp_temporal._codec",
+    "EncryptionCodec": "fastmcp_temporal.connection._codec",
     "ExecutionPolicy": "fastmcp_temporal._policy",
-    "McpTasksPlugin": "fastmcp_temporal._plugin",
-    "TemporalTasksExtension": "fastmcp_temporal._extension",
+    "McpTasksPlugin": "fastmcp_temporal.worker._plugin",
+    "TemporalTasksExtension": "fastmcp_temporal.server._extension",
     "TemporalTasksSettings": "fastmcp_temporal._settings",
-    "checkpoint": "fastmcp_temporal._resumable",
-    "encrypted_data_converter": "fastmcp_temporal._codec",
+    "checkpoint": "fastmcp_temporal.worker._resumable",
+    "encrypted_data_converter": "fastmcp_temporal.connection._converter",
     "execution_policy": "fastmcp_temporal._policy",
-    "last_checkpoint": "fastmcp_temporal._resumable",
+    "last_checkpoint": "fastmcp_temporal.worker._resumable",
 }
 
 

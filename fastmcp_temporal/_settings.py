@@ -18,7 +18,7 @@ from pydantic import Field, SecretStr, field_validator
 MIN_ENCRYPTION_KEY_LENGTH = 32
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from fastmcp_temporal._heartbeat import HeartbeatCadence
+from fastmcp_temporal.worker._heartbeat import HeartbeatCadence
 
 
 class TemporalTasksSettings(BaseSettings):

@@ -25,7 +25,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal.workflows.models import LegPolicy, TaskInput, ToolCall
 from fastmcp_temporal.workflows.task import STATUS_ATTRIBUTE, McpTaskWorkflow
 

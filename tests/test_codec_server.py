@@ -21,8 +21,8 @@ from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
 from fastmcp_temporal import EncryptionCodec, encrypted_data_converter
-from fastmcp_temporal._codec import ENCODING, _fernet
-from fastmcp_temporal._devserver import free_port
+from fastmcp_temporal.connection._codec import ENCODING, _fernet
+from fastmcp_temporal.devserver._server import free_port
 
 KEY = "a-test-key-that-is-long-enough-for-fernet"
 TOKEN = "a-codec-token-that-is-long-enough-to-guess-never"
@@ -36,7 +36,7 @@ def codec_server(tmp_path: Path, *flags: str, token: str | None = TOKEN) -> subp
     env.pop("FASTMCP_TEMPORAL_CODEC_TOKEN", None)
     if token is not None:
         env["FASTMCP_TEMPORAL_CODEC_TOKEN"] = token
-    command = [sys.executable, "-m", "fastmcp_temporal._cli", "codec-server", *flags]
+    command = [sys.executable, "-m", "fastmcp_temporal.cli", "codec-server", *flags]
     with (tmp_path / "codec.out").open("ab") as sink:
         return subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT)
 

@@ -15,7 +15,7 @@ from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal._devserver import SEARCH_ATTRIBUTES, DevServer, free_port
+from fastmcp_temporal.devserver._server import SEARCH_ATTRIBUTES, DevServer, free_port
 from servers import server_with, square
 
 pytestmark = pytest.mark.anyio

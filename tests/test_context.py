@@ -73,8 +73,8 @@ from pydantic import SecretStr
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal._backend import Backend
-from fastmcp_temporal._scope import CallerScope, workflow_id
+from fastmcp_temporal.server._backend import Backend
+from fastmcp_temporal.server._scope import CallerScope, workflow_id
 from servers import TOKENS, http_client, identity, server_with, serving_http, verifier, whoami
 from task_wire import (
     DEADLINE,

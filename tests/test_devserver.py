@@ -1,4 +1,4 @@
-"""Real-process tests for fastmcp_temporal._devserver and dev-server.sh.
+"""Real-process tests for fastmcp_temporal.devserver._server and dev-server.sh.
 
 Every server runs on free 127.0.0.1 ports with its files under tmp_path, and is
 stopped during teardown even when a test fails.
@@ -29,7 +29,7 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from fastmcp_temporal._devserver import (
+from fastmcp_temporal.devserver._server import (
     SEARCH_ATTRIBUTES,
     DevServer,
     DevServerError,
@@ -268,7 +268,7 @@ def test_importing_the_package_needs_no_posix_only_module() -> None:
         # Dependencies guard their own POSIX-only imports by platform; load them first.
         "import fastmcp, fastmcp_tasks.wire_production, mcp.server.stdio, temporalio.client\n"
         "sys.modules['fcntl'] = None  # as on Windows: importing it raises ImportError\n"
-        "import fastmcp_temporal._connection, fastmcp_temporal._devserver\n"
+        "import fastmcp_temporal.connection._client, fastmcp_temporal.devserver._server\n"
         "from fastmcp_temporal import TemporalTasksExtension\n"
         "extension = TemporalTasksExtension(address='temporal.example:7233')\n"
         "print(extension.temporal_settings.address)\n"
@@ -353,7 +353,7 @@ def test_a_killed_owner_leaves_no_dev_server_and_a_restart_works(zero_config) ->
 
 def test_dev_server_command_stops_on_sigterm_and_refuses_a_second_server(tmp_path: Path) -> None:
     state_dir = tmp_path / "state"
-    command = [sys.executable, "-m", "fastmcp_temporal._cli", "dev-server", "--state-dir", str(state_dir)]
+    command = [sys.executable, "-m", "fastmcp_temporal.cli", "dev-server", "--state-dir", str(state_dir)]
     output = tmp_path / "command.out"
     with output.open("wb") as sink:
         first = subprocess.Popen(

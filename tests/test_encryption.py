@@ -28,9 +28,9 @@ from temporalio.client import WorkflowFailureError
 from temporalio.converter import DataConverter
 
 from fastmcp_temporal import EncryptionCodec, TemporalTasksExtension, encrypted_data_converter
-from fastmcp_temporal._codec import ENCODING
-from fastmcp_temporal._devserver import DevServer
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.connection._codec import ENCODING
+from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from task_wire import finished, question, start_broken_task, status_becomes, tasks_get
 
 pytestmark = pytest.mark.anyio

@@ -21,8 +21,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus
 
-from fastmcp_temporal._devserver import DevServer, free_port
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.devserver._server import DevServer, free_port
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

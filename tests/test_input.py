@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitResult, InputRequiredResult, Result
 from temporalio.client import WorkflowExecutionStatus
 
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from servers import server_with
 from task_wire import (
     DEADLINE,

@@ -26,11 +26,11 @@ from fastmcp_tasks.client import call_tool_task
 from temporalio.api.enums.v1 import EventType
 
 from fastmcp_temporal import checkpoint, execution_policy
-from fastmcp_temporal._heartbeat import HeartbeatCadence
-from fastmcp_temporal._plugin import heartbeat_cadence
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.activities.tool_leg import _tool_cadence
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.worker._heartbeat import HeartbeatCadence
+from fastmcp_temporal.worker._plugin import heartbeat_cadence
 from fastmcp_temporal.workflows.models import LEG_OUTCOME_SIGNAL
 from servers import server_with
 

@@ -41,8 +41,8 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
 import fault_app
 from fastmcp_temporal import TemporalTasksExtension, checkpoint, execution_policy
-from fastmcp_temporal._devserver import DevServer, free_port
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.devserver._server import DevServer, free_port
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fault_processes import AttemptLog, Processes
 from result_cases import RETURN_CASES, wire
 from servers import NoTasksClient, server_with, square

@@ -22,7 +22,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import ActivityTaskScheduledEventAttributes
 
 from fastmcp_temporal import TemporalTasksExtension, execution_policy
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 
 pytestmark = pytest.mark.anyio
 

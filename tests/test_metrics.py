@@ -18,7 +18,7 @@ from fastmcp_tasks.client import call_tool_task
 from mcp_types import InputRequiredResult
 
 from fastmcp_temporal import execution_policy
-from fastmcp_temporal._devserver import free_port
+from fastmcp_temporal.devserver._server import free_port
 from servers import server_with, square
 from task_wire import DEADLINE, accept, ask, start_broken_task, status_becomes, tasks_update
 

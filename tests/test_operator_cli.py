@@ -23,8 +23,8 @@ from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
 from mcp_types import ElicitRequest, InputRequiredResult
 
-from fastmcp_temporal._devserver import DevServer
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from servers import http_client, server_with, serving_http, square, verifier
 from task_wire import DEADLINE, question, status_becomes, tasks_update
 
@@ -44,7 +44,7 @@ async def fastmcp_temporal_cli(server: DevServer, *args: str) -> tuple[int, str,
     """Run `fastmcp-temporal ARGS` against `server` in a fresh process; exit code, stdout, stderr."""
     environment = {k: v for k, v in os.environ.items() if k != "FASTMCP_TEMPORAL_ENCRYPTION_KEY"}
     environment["FASTMCP_TEMPORAL_ADDRESS"] = server.address
-    command = [sys.executable, "-m", "fastmcp_temporal._cli", *args]
+    command = [sys.executable, "-m", "fastmcp_temporal.cli", *args]
     done = await anyio.run_process(command, env=environment, check=False)
     return done.returncode, done.stdout.decode(), done.stderr.decode()
 

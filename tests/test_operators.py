@@ -14,7 +14,7 @@ from mcp_types import INTERNAL_ERROR, InputRequiredResult
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from servers import server_with, square
 from task_wire import DEADLINE, start_broken_task, status_becomes, tasks_cancel, tasks_get, workflow_closed
 from task_wire import ask as asking_for

@@ -32,9 +32,9 @@ from temporalio.converter import StorageDriverClaim, StorageDriverRetrieveContex
 from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal._devserver import DevServer
-from fastmcp_temporal._payloads import FolderStorageDriver
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.connection._payloads import FolderStorageDriver
+from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from servers import server_with
 from task_wire import DEADLINE, accept, question, status_becomes, tasks_get, tasks_update, text_of
 from test_operator_cli import fastmcp_temporal_cli

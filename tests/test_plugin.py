@@ -18,9 +18,9 @@ from temporalio.client import Client as TemporalClient
 from temporalio.worker import Worker
 
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension
-from fastmcp_temporal._codec import ENCODING
-from fastmcp_temporal._devserver import DevServer
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.connection._codec import ENCODING
+from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 
 pytestmark = pytest.mark.anyio
 

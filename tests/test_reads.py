@@ -32,7 +32,7 @@ from temporalio.client import (
 )
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal._devserver import DevServer
+from fastmcp_temporal.devserver._server import DevServer
 from task_wire import DEADLINE, ask, tasks_cancel, tasks_get
 
 pytestmark = pytest.mark.anyio

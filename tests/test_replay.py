@@ -19,7 +19,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from fastmcp_temporal import encrypted_data_converter
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal.workflows.task import McpTaskWorkflow
 from servers import server_with, square
 from task_wire import accept, ask, eventually, finished, tasks_update, workflow_closed

@@ -27,7 +27,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.worker import Worker
 
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal.workflows.models import (
     LEG_OUTCOME_SIGNAL,
     SUBMIT_INPUT_SIGNAL,

@@ -35,7 +35,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecution, WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension, TemporalTasksSettings, execution_policy
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG
 from result_cases import (
     ERROR_CASES,
     INVALID_CALLS,

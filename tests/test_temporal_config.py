@@ -24,8 +24,8 @@ from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal._devserver import DevServer, free_port
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.devserver._server import DevServer, free_port
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from servers import server_with, square
 from tls_proxy import CLIENT_NAME, SERVER_NAME, TlsFiles, TlsProxy, make_tls_files
 

@@ -25,9 +25,9 @@ from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowHandle
 
 from fastmcp_temporal import execution_policy
-from fastmcp_temporal._codec import ENCODING
-from fastmcp_temporal._devserver import DevServer
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.connection._codec import ENCODING
+from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from task_wire import DEADLINE, question, status_becomes, tasks_update
 
 pytestmark = pytest.mark.anyio

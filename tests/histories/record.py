@@ -30,8 +30,8 @@ from temporalio.client import Client as TemporalClient
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fastmcp_temporal import TemporalTasksExtension, execution_policy  # noqa: E402
-from fastmcp_temporal._devserver import start_dev_server  # noqa: E402
 from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id  # noqa: E402
+from fastmcp_temporal.devserver._server import start_dev_server  # noqa: E402
 from servers import NoTasksClient, server_with, square  # noqa: E402
 from task_wire import accept, ask, tasks_update  # noqa: E402
 

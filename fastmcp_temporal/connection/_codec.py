@@ -5,7 +5,7 @@ workers write — the workflow input (arguments, caller snapshot), answers, resu
 memo and heartbeat details — is Fernet-encrypted before it leaves the process, and so
 are failure messages and stack traces (moved into an encoded attribute).
 Search attributes are never encrypted; they hold only tool names, states and scope
-tags. `fastmcp-temporal codec-server` (`_codec_server`) serves the Temporal UI's
+tags. `fastmcp-temporal codec-server` (`cli._codec_server`) serves the Temporal UI's
 remote codec endpoint, so an operator who holds the key can read payloads in the UI.
 
 Every server and worker on a task queue must share the key: a process without it
@@ -88,18 +88,3 @@ def with_encryption(converter: DataConverter, key: str) -> DataConverter:
         payload_codec=EncryptionCodec(key),
         failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
     )
-
-
-def encrypted_data_converter(key: str | None, payload_store: str = "none") -> DataConverter:
-    """The converter tasks use (encryption, payload store), for a `Client` you connect yourself.
-
-    Failures carry their message and stack trace in an encoded attribute, so a tool's
-    exception text is encrypted too; clients with the key read them back unchanged.
-    """
-    from fastmcp_temporal._ordered_json import keeping_key_order
-    from fastmcp_temporal._payloads import STORED_PAYLOAD_LIMIT, payload_storage
-
-    converter = keeping_key_order(DataConverter.default)
-    converter = with_encryption(converter, key) if key else converter
-    storage = payload_storage(payload_store, None, STORED_PAYLOAD_LIMIT)
-    return dataclasses.replace(converter, external_storage=storage)

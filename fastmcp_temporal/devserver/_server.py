@@ -12,7 +12,7 @@ What it guarantees:
   entry of ``SEARCH_ATTRIBUTES`` exists, also on an existing database file (for
   which the server ignores ``--search-attribute``).
 - A server we start runs in its own session under a watchdog
-  (``_devserver_watchdog``) that ends it when the owning process dies, however it
+  (``_watchdog``) that ends it when the owning process dies, however it
   dies (SIGTERM, SIGKILL, a crash); ``DevServer.stop()`` ends it and anything it
   spawned, and a failed start kills what it started.
 - ``reuse_or_start_dev_server`` makes processes share one persistent server per
@@ -69,7 +69,7 @@ _POLL_INTERVAL = 0.05
 _ORPHAN_TIMEOUT = 15.0
 _PRIVATE_DIR = 0o700
 _PRIVATE_FILE = 0o600
-_WATCHDOG = Path(__file__).with_name("_devserver_watchdog.py")
+_WATCHDOG = Path(__file__).with_name("_watchdog.py")
 
 
 class DevServerError(RuntimeError):

@@ -40,15 +40,16 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from fastmcp_temporal import _fastmcp_private, _leg_context
-from fastmcp_temporal._backend import Backend, temporal_errors
-from fastmcp_temporal._connection import require_codec, require_reachable, searchable, temporal_client
-from fastmcp_temporal._creation import start_task
-from fastmcp_temporal._handlers import TaskMethods, task_not_found
-from fastmcp_temporal._http_limit import limit_http_requests
-from fastmcp_temporal._plugin import McpTasksPlugin
+from fastmcp_temporal import _fastmcp_private
 from fastmcp_temporal._settings import TemporalTasksSettings
-from fastmcp_temporal._sync_calls import call_through_workflow, runs_as_workflow
+from fastmcp_temporal.connection._client import require_codec, require_reachable, searchable, temporal_client
+from fastmcp_temporal.server._backend import Backend, temporal_errors
+from fastmcp_temporal.server._creation import start_task
+from fastmcp_temporal.server._handlers import TaskMethods, task_not_found
+from fastmcp_temporal.server._http_limit import limit_http_requests
+from fastmcp_temporal.server._sync_calls import call_through_workflow, runs_as_workflow
+from fastmcp_temporal.worker import _leg_context
+from fastmcp_temporal.worker._plugin import McpTasksPlugin
 
 if TYPE_CHECKING:
     import mcp_types

@@ -39,8 +39,8 @@ from starlette.routing import Route
 from temporalio.api.common.v1 import Payloads
 from temporalio.converter import PayloadCodec
 
-from fastmcp_temporal._codec import EncryptionCodec
 from fastmcp_temporal._settings import MIN_ENCRYPTION_KEY_LENGTH, TemporalTasksSettings
+from fastmcp_temporal.connection._codec import EncryptionCodec
 
 TOKEN_ENV = "FASTMCP_TEMPORAL_CODEC_TOKEN"
 MAX_BODY = 4 * 1024 * 1024

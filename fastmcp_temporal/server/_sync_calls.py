@@ -22,10 +22,10 @@ from mcp.shared.exceptions import MCPError
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
-from fastmcp_temporal._backend import Backend
-from fastmcp_temporal._creation import start_tool_workflow, task_component
 from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal.server._backend import Backend
+from fastmcp_temporal.server._creation import start_tool_workflow, task_component
 from fastmcp_temporal.workflows.models import TaskOutcome
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """`fastmcp-temporal dev-server`: a local Temporal dev server for fastmcp-temporal, in the foreground.
 
-The same launcher as the embedded server (``_devserver``), on fixed ports for
+The same launcher as the embedded server (``devserver``), on fixed ports for
 several long-lived processes to share: loopback only, persistent sqlite state in a
 private folder, search attributes registered, state file written so that a
 zero-config server on the same state folder reuses it. ``dev-server.sh`` only calls
@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from fastmcp_temporal._devserver import DevServerError, default_state_dir, reuse_or_start_dev_server
+from fastmcp_temporal.devserver._server import DevServerError, default_state_dir, reuse_or_start_dev_server
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 

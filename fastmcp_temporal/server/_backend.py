@@ -12,9 +12,9 @@ from mcp_types import INTERNAL_ERROR
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from fastmcp_temporal._payloads import PayloadLimits, limits_of
-from fastmcp_temporal._scope import CallerScope, current_scope, scope_secret
 from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal.connection._payloads import PayloadLimits, limits_of
+from fastmcp_temporal.server._scope import CallerScope, current_scope, scope_secret
 
 
 @dataclass(frozen=True)

@@ -17,27 +17,28 @@ then serves through the worker's client and starts no worker of its own.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from fastmcp.utilities.tasks import TASKS_EXTENSION_ID
+from temporalio.client import Client
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker, WorkerConfig
 
 from fastmcp_temporal import _fastmcp_private
-from fastmcp_temporal._connection import require_codec, tasks_data_converter
-from fastmcp_temporal._heartbeat import HeartbeatCadence
-from fastmcp_temporal._lost_payloads import EndTasksWithLostPayloads
-from fastmcp_temporal._metrics import worker_interceptors
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.activities.tool_leg import ToolLegActivities
+from fastmcp_temporal.connection._client import require_codec
+from fastmcp_temporal.connection._converter import tasks_data_converter
+from fastmcp_temporal.worker._heartbeat import HeartbeatCadence
+from fastmcp_temporal.worker._lost_payloads import EndTasksWithLostPayloads
+from fastmcp_temporal.worker._metrics import worker_interceptors
 from fastmcp_temporal.workflows.task import McpTaskWorkflow
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
-
-    from fastmcp_temporal._extension import TemporalTasksExtension
 
 PLUGIN_NAME = "fastmcp_temporal.McpTasksPlugin"
 
@@ -116,12 +117,24 @@ def heartbeat_cadence(settings: TemporalTasksSettings) -> HeartbeatCadence:
     return HeartbeatCadence(interval=settings.heartbeat_interval, fast_period=settings.heartbeat_fast_period)
 
 
-def tasks_extension(server: FastMCP) -> TemporalTasksExtension:
-    """The server's `TemporalTasksExtension`, or an error that says how to add one."""
-    from fastmcp_temporal._extension import TemporalTasksExtension  # it imports this module
+@runtime_checkable
+class TasksHost(Protocol):
+    """What the plugin needs of the server's `TemporalTasksExtension`.
 
+    The worker side never imports the MCP-facing side (which starts workers with this
+    plugin), so it names the extension by what it offers.
+    """
+
+    @property
+    def temporal_settings(self) -> TemporalTasksSettings: ...
+
+    def hosted_in_worker(self, client: Client) -> AbstractAsyncContextManager[None]: ...
+
+
+def tasks_extension(server: FastMCP) -> TasksHost:
+    """The server's `TemporalTasksExtension`, or an error that says how to add one."""
     extension = _fastmcp_private.registered_extension(server, TASKS_EXTENSION_ID)
-    if not isinstance(extension, TemporalTasksExtension):
+    if not isinstance(extension, TasksHost):
         raise ValueError(
             f"Server {server.name!r} has no TemporalTasksExtension; add "
             "`mcp.add_extension(TemporalTasksExtension(...))` to the server first."

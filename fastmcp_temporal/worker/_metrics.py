@@ -1,7 +1,7 @@
 """Prometheus metrics: the Temporal SDK's own worker metrics plus MCP task counters.
 
 With `metrics_address` set (`FASTMCP_TEMPORAL_METRICS_ADDRESS`, e.g. `127.0.0.1:9464`)
-the client is created on a temporalio `Runtime` that serves `/metrics` there: the
+the client is created (`connection._client`) on a temporalio `Runtime` that serves `/metrics` there: the
 SDK's worker and client metrics (`temporal_*`), and ours, recorded through
 temporalio's metric meter by a worker interceptor, so the task workflow and the tool
 activity stay free of metrics code:
@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from functools import lru_cache
 from typing import Any
 
 from temporalio import activity, workflow
 from temporalio.exceptions import ActivityError, CancelledError, FailureError, is_cancelled_exception
-from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import (
     ActivityInboundInterceptor,
     ExecuteActivityInput,
@@ -39,25 +37,13 @@ from temporalio.worker import (
     WorkflowOutboundInterceptor,
 )
 
-from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.workflows.models import RUN_TOOL_LEG, WORKFLOW_NAME
 from fastmcp_temporal.workflows.task import WORKFLOW_BUGS
-
-
-def client_runtime(settings: TemporalTasksSettings) -> Runtime | None:
-    """The runtime a client we connect is created on; None keeps temporalio's default."""
-    return metrics_runtime(settings.metrics_address) if settings.metrics_address else None
 
 
 def worker_interceptors() -> list[Interceptor]:
     """Worker interceptors for MCP metrics; a no-op on a runtime without metrics."""
     return [TaskMetricsInterceptor()]
-
-
-@lru_cache(maxsize=None)
-def metrics_runtime(bind_address: str) -> Runtime:
-    """One runtime per address and process: it owns the HTTP listener Prometheus scrapes."""
-    return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=bind_address)))
 
 
 class TaskMetricsInterceptor(Interceptor):

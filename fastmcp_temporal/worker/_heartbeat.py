@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from temporalio import activity
 
 if TYPE_CHECKING:
-    from fastmcp_temporal._progress import LegProgress
+    from fastmcp_temporal.worker._progress import LegProgress
 
 logger = logging.getLogger("fastmcp_temporal")
 

@@ -37,11 +37,11 @@ from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescri
 from temporalio.client import WorkflowExecutionStatus as Status
 from temporalio.service import RPCError, RPCStatusCode
 
-from fastmcp_temporal._cli_options import add_connection_options, setting_overrides
-from fastmcp_temporal._connection import TemporalConnectionError, connect, resolve_profile
-from fastmcp_temporal._payloads import PayloadStoreError
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal.cli._options import add_connection_options, setting_overrides
+from fastmcp_temporal.connection._client import TemporalConnectionError, connect, resolve_profile
+from fastmcp_temporal.connection._payloads import PayloadStoreError
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, WORKFLOW_NAME
 from fastmcp_temporal.workflows.task import SCOPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOOL_ATTRIBUTE
 

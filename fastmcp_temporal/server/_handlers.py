@@ -50,10 +50,10 @@ from temporalio.client import (
 from temporalio.client import WorkflowExecutionStatus as Status
 from temporalio.service import RPCError, RPCStatusCode
 
-from fastmcp_temporal._backend import Backend, UnreadablePayloadError
-from fastmcp_temporal._payloads import encoded_size, encoded_size_of
-from fastmcp_temporal._scope import workflow_id
 from fastmcp_temporal._wire import encode_answer
+from fastmcp_temporal.connection._payloads import encoded_size, encoded_size_of
+from fastmcp_temporal.server._backend import Backend, UnreadablePayloadError
+from fastmcp_temporal.server._scope import workflow_id
 from fastmcp_temporal.workflows.models import (
     SUBMIT_INPUT_SIGNAL,
     InputAnswers,

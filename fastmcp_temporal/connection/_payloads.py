@@ -50,9 +50,9 @@ from temporalio.converter import (
     StorageDriverWorkflowInfo,
 )
 
-from fastmcp_temporal._codec import EncryptionCodec
-from fastmcp_temporal._unreadable import LostPayloadsAsUnreadable
 from fastmcp_temporal._wire import error_result_json
+from fastmcp_temporal.connection._codec import EncryptionCodec
+from fastmcp_temporal.connection._unreadable import LostPayloadsAsUnreadable
 from fastmcp_temporal.workflows.models import WORKFLOW_NAME, LegOutcome, ToolCall
 
 STORED_PAYLOAD_LIMIT = 50 * 1024 * 1024

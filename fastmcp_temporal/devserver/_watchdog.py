@@ -2,7 +2,7 @@
 
 Why it exists: a server process killed by SIGKILL, or by a SIGTERM that skips its
 cleanup, cannot stop the ``temporal`` process it started, which would then run on as
-an orphan holding the state folder. ``_devserver`` starts this script as the leader
+an orphan holding the state folder. ``_server`` starts this script as the leader
 of the dev server's process group, with its stdin a pipe whose write end only the
 owner holds. The kernel closes that end when the owner exits for any reason; the
 script reads end-of-file and stops the server.
@@ -12,7 +12,7 @@ What it guarantees: the command runs in the script's process group; it gets SIGT
 SIGTERM, SIGINT or SIGHUP; the script exits with the command's exit code. Standard
 library only, run by path, so it starts in a few tens of milliseconds.
 
-Usage: python _devserver_watchdog.py COMMAND [ARG...]
+Usage: python _watchdog.py COMMAND [ARG...]
 """
 
 from __future__ import annotations

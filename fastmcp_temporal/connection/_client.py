@@ -18,28 +18,27 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import anyio
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
-from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
+from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
 from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-from fastmcp_temporal._codec import with_encryption
-from fastmcp_temporal._devserver import (
+from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal.connection._converter import tasks_data_converter
+from fastmcp_temporal.connection._tracing import client_interceptors
+from fastmcp_temporal.devserver._server import (
     SEARCH_ATTRIBUTES,
     DevServerError,
     default_state_dir,
     ensure_search_attributes,
     reuse_or_start_dev_server,
 )
-from fastmcp_temporal._metrics import client_runtime
-from fastmcp_temporal._ordered_json import keeping_key_order
-from fastmcp_temporal._payloads import payload_storage
-from fastmcp_temporal._settings import TemporalTasksSettings
-from fastmcp_temporal._tracing import client_interceptors
 
 logger = logging.getLogger("fastmcp_temporal")
 
@@ -99,23 +98,15 @@ def embedded_payload_folder(settings: TemporalTasksSettings) -> Path:
     return (settings.state_dir or default_state_dir()) / _PAYLOAD_FOLDER
 
 
-def tasks_data_converter(
-    settings: TemporalTasksSettings, base: DataConverter | None = None, payload_folder: Path | None = None
-) -> DataConverter:
-    """The converter every client and worker of these tasks needs, built on `base` (Temporal's default):
-    the encryption key and the payload store the settings name.
+def client_runtime(settings: TemporalTasksSettings) -> Runtime | None:
+    """The runtime a client we connect is created on: one serving Prometheus metrics when asked."""
+    return metrics_runtime(settings.metrics_address) if settings.metrics_address else None
 
-    `payload_folder` is where `payload_store='auto'` keeps payloads (the embedded dev
-    server's state folder); without one, 'auto' stores nothing outside history.
-    """
-    converter = keeping_key_order(base or DataConverter.default)
-    key = settings.encryption_key
-    if key is not None and converter.payload_codec is None:
-        converter = with_encryption(converter, key.get_secret_value())
-    storage = payload_storage(settings.payload_store, payload_folder, settings.stored_payload_limit)
-    if storage is not None and converter.external_storage is None:
-        converter = dataclasses.replace(converter, external_storage=storage)
-    return converter
+
+@lru_cache(maxsize=None)
+def metrics_runtime(bind_address: str) -> Runtime:
+    """One runtime per address and process: it owns the HTTP listener Prometheus scrapes."""
+    return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=bind_address)))
 
 
 @asynccontextmanager

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from fastmcp.utilities.cli import load_and_merge_config
 
 from fastmcp_temporal import _fastmcp_private
-from fastmcp_temporal._cli_options import add_connection_options, setting_overrides
-from fastmcp_temporal._codec_server import add_codec_server_command
-from fastmcp_temporal._devserver_cli import add_dev_server_command
-from fastmcp_temporal._extension import TemporalTasksExtension
-from fastmcp_temporal._operator import add_tasks_command
-from fastmcp_temporal._payloads_cli import add_payloads_command
-from fastmcp_temporal._plugin import tasks_extension
+from fastmcp_temporal.cli._codec_server import add_codec_server_command
+from fastmcp_temporal.cli._dev_server import add_dev_server_command
+from fastmcp_temporal.cli._options import add_connection_options, setting_overrides
+from fastmcp_temporal.cli._payloads import add_payloads_command
+from fastmcp_temporal.cli._tasks import add_tasks_command
+from fastmcp_temporal.server._extension import TemporalTasksExtension
+from fastmcp_temporal.worker._plugin import tasks_extension
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -101,6 +101,7 @@ def _run_worker(args: argparse.Namespace) -> None:
         extension = tasks_extension(server)
     except ValueError as exc:
         sys.exit(f"{args.server_spec}: {exc}")
+    assert isinstance(extension, TemporalTasksExtension)  # the only TasksHost there is
     overrides: dict[str, Any] = {
         "task_queue": args.task_queue,
         "max_concurrent_activities": args.concurrency,
@@ -127,6 +128,3 @@ async def _serve_until_signalled(server: Any, extension: TemporalTasksExtension)
         await stop.wait()
         logger.info("Stopping worker")
 
-
-if __name__ == "__main__":
-    main()

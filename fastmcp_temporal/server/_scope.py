@@ -31,7 +31,7 @@ from typing import Literal
 from fastmcp.server.dependencies import get_access_token
 from fastmcp_tasks.context import get_task_scope
 
-from fastmcp_temporal._codec import stretched_key
+from fastmcp_temporal.connection._codec import stretched_key
 
 ANONYMOUS_SCOPE_TAG = "anon"
 SCOPE_TAG_PREFIX = "v2-"

@@ -21,10 +21,10 @@ from datetime import datetime, timedelta, timezone
 from pydantic import TypeAdapter, ValidationError
 from temporalio.client import Client
 
-from fastmcp_temporal._cli_options import add_connection_options
-from fastmcp_temporal._connection import embedded_payload_folder
-from fastmcp_temporal._operator import OperatorError, _describe, _execute, _operator_settings
-from fastmcp_temporal._payloads import (
+from fastmcp_temporal.cli._options import add_connection_options
+from fastmcp_temporal.cli._tasks import OperatorError, _describe, _execute, _operator_settings
+from fastmcp_temporal.connection._client import embedded_payload_folder
+from fastmcp_temporal.connection._payloads import (
     FolderStorageDriver,
     StoreContents,
     StoredTask,

@@ -34,12 +34,12 @@ from temporalio.common import (
 )
 
 from fastmcp_temporal import _fastmcp_private
-from fastmcp_temporal._backend import Backend
-from fastmcp_temporal._payloads import converter_budget, encoded_payload_size
 from fastmcp_temporal._policy import policy_of
-from fastmcp_temporal._scope import WorkflowKind, new_task_id, workflow_id
-from fastmcp_temporal._ui_metadata import task_user_metadata
 from fastmcp_temporal._wire import encode_answers
+from fastmcp_temporal.connection._payloads import converter_budget, encoded_payload_size
+from fastmcp_temporal.server._backend import Backend
+from fastmcp_temporal.server._scope import WorkflowKind, new_task_id, workflow_id
+from fastmcp_temporal.server._ui_metadata import task_user_metadata
 from fastmcp_temporal.workflows.models import (
     WORKFLOW_NAME,
     LegPolicy,

@@ -14,7 +14,7 @@ from typing import Any
 
 from temporalio import activity
 
-from fastmcp_temporal._progress import current_progress
+from fastmcp_temporal.worker._progress import current_progress
 
 
 def checkpoint(value: Any) -> None:

@@ -22,7 +22,7 @@ from temporalio.converter import (
     JSONPlainPayloadConverter,
 )
 
-from fastmcp_temporal._unreadable import UnreadablePayloadConverter
+from fastmcp_temporal.connection._unreadable import UnreadablePayloadConverter
 
 
 class OrderedJSONPayloadConverter(JSONPlainPayloadConverter):

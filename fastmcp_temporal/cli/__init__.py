@@ -1,0 +1,1 @@
+"""The `fastmcp-temporal` command: worker, dev server, operator views, codec server, payload gc."""

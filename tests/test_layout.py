@@ -1,0 +1,73 @@
+"""The package's tree shows its architecture, and its imports run one way.
+
+Each subpackage is a runtime role (`server`, `worker`, `connection`, `devserver`,
+`cli`) beside the shared modules at the top and the `workflows` and `activities`
+folders. No module imports, even lazily, a module that imports it back.
+"""
+
+from __future__ import annotations
+
+import ast
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+import fastmcp_temporal
+
+ROOT = Path(fastmcp_temporal.__file__).parent
+REPO = ROOT.parent
+FOLDERS = {"fastmcp_temporal": ROOT, "fastmcp_temporal.workflows": REPO / "workflows",
+           "fastmcp_temporal.activities": REPO / "activities"}
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package, folder in FOLDERS.items():
+        for path in folder.rglob("*.py"):
+            parts = path.relative_to(folder).with_suffix("").parts
+            if parts[0] in ("workflows", "activities") and package == "fastmcp_temporal":
+                continue
+            found[".".join((package, *parts)).removesuffix(".__init__")] = path
+    return found
+
+
+def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """Every module of ours `path` imports, at its top or inside a function (not for type checking)."""
+    tree = ast.parse(path.read_text())
+    type_only = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
+                 and "TYPE_CHECKING" in ast.unparse(block.test) for node in ast.walk(block)}
+    targets: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in type_only:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("fastmcp_temporal"):
+            for alias in node.names:
+                name = f"{node.module}.{alias.name}"
+                targets.add(name if name in modules else node.module)
+        elif isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names if alias.name in modules)
+    return {target for target in targets if target in modules and target != "fastmcp_temporal"}
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    modules = _modules()
+    graph = {name: _imports(path, modules) for name, path in modules.items() if name != "fastmcp_temporal"}
+    try:
+        list(TopologicalSorter(graph).static_order())
+    except CycleError as cycle:
+        raise AssertionError(f"import circle: {' -> '.join(cycle.args[1])}") from None
+
+
+def test_each_role_has_its_subpackage() -> None:
+    roles = {path.name for path in ROOT.iterdir() if (path / "__init__.py").is_file()}
+    assert roles == {"cli", "connection", "devserver", "server", "worker"}
+    loose = sorted(path.name for path in ROOT.glob("*.py"))
+    assert loose == ["__init__.py", "_fastmcp_private.py", "_policy.py", "_settings.py", "_wire.py"]
+
+
+def test_the_worker_side_never_imports_the_mcp_facing_side() -> None:
+    modules = _modules()
+    for name, path in modules.items():
+        if name.startswith(("fastmcp_temporal.worker", "fastmcp_temporal.connection", "fastmcp_temporal.activities",
+                            "fastmcp_temporal.workflows", "fastmcp_temporal.devserver")):
+            leaks = {target for target in _imports(path, modules) if target.startswith("fastmcp_temporal.server")}
+            assert not leaks, f"{name} imports {leaks}"
