@@ -1,6 +1,6 @@
 """A FastMCP server for the fault tests: its tools log which process ran which attempt.
 
-Loaded three ways: by `fastmcp-temporal worker tests/fault_app.py` (extra worker
+Loaded three ways (by this release's code, or by an earlier release's for the upgrade test): by `fastmcp-temporal worker tests/fault_app.py` (extra worker
 processes), by `python tests/fault_app.py` (an HTTP MCP server with an embedded
 worker, on $PORT), and imported by the tests, which build an API-only twin with
 `build_server(worker=False)` to submit and read tasks.
@@ -21,9 +21,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from fastmcp import FastMCP
+from fastmcp import Context, FastMCP
+from mcp_types import ElicitRequest, InputRequiredResult
 from temporalio import activity
 
+import fastmcp_temporal
 from fastmcp_temporal import TemporalTasksExtension, checkpoint, last_checkpoint
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=2)
@@ -35,7 +37,10 @@ def record(event: str, key: str, **fields: Any) -> None:
     if not log_dir:
         return
     attempt = activity.info().attempt
-    line = {"event": event, "key": key, "pid": os.getpid(), "attempt": attempt, "t": time.time(), **fields}
+    line = {
+        "event": event, "key": key, "pid": os.getpid(), "attempt": attempt, "t": time.time(),
+        "code": fastmcp_temporal.__file__, **fields,
+    }
     with (Path(log_dir) / f"{os.getpid()}.jsonl").open("a") as log:
         log.write(json.dumps(line) + "\n")
 
@@ -61,6 +66,17 @@ def build_server(**extension_options: Any) -> FastMCP:
             checkpoint(done)
             record("step", key, done=done)
         return {"key": key, "counted": to}
+
+    @server.tool(task=True)
+    async def confirm(key: str, ctx: Context) -> str | InputRequiredResult:
+        """Ask for a word, then answer with it: one leg before the answer and one after."""
+        record("start", key)
+        if ctx.input_responses is None:
+            schema = {"type": "object", "properties": {"value": {"type": "string"}}}
+            word = ElicitRequest(method="elicitation/create", params={"mode": "form", "message": key,
+                                                                      "requestedSchema": schema})
+            return InputRequiredResult(result_type="input_required", input_requests={"word": word})
+        return f"{key}: {ctx.input_responses['word'].content['value']}"
 
     @server.tool(task=True)
     async def square(n: int, work: float = 0.1) -> int:

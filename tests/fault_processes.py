@@ -82,11 +82,15 @@ class Processes:
         command = [str(CLI), "worker", str(APP), "--address", address, "--task-queue", task_queue]
         return self._start(command + ["--concurrency", str(concurrency)], {}, "worker")
 
-    def http_server(self, address: str, task_queue: str, port: int) -> subprocess.Popen[bytes]:
+    def http_server(
+        self, address: str, task_queue: str, port: int, release: Path | None = None
+    ) -> subprocess.Popen[bytes]:
+        """An HTTP server with an embedded worker; `release` runs an unpacked earlier release's code."""
         env = {
             "FASTMCP_TEMPORAL_ADDRESS": address,
             "FASTMCP_TEMPORAL_TASK_QUEUE": task_queue,
             "PORT": str(port),
+            **({"PYTHONPATH": str(release)} if release else {}),
         }
         return self._start([sys.executable, str(APP)], env, "server")
 
