@@ -86,3 +86,4 @@ async def test_every_release_history_replays_on_the_current_code(recorded: Path)
 
 def test_every_release_has_recorded_histories() -> None:
     assert {path.parent.name for path in RELEASE_HISTORIES} >= {"0.2.0"}
+    assert len([path for path in RELEASE_HISTORIES if path.parent.name == "0.2.0"]) == 12

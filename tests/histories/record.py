@@ -8,7 +8,9 @@ are committed under `tests/histories/<version>/` and replayed by
     .venv/bin/python tests/histories/record.py 0.2.0
 
 It starts its own dev server (stopped when it ends) and writes one JSON history per
-shape; a shape whose task continued as new writes one file per run.
+shape; a shape whose task continued as new writes one file per run. It uses only the
+public API (and the dev server launcher, wherever the release keeps it), so it runs on
+an older release's code too: put its unpacked wheel first on PYTHONPATH.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -24,16 +27,48 @@ from typing import Any
 import anyio
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
-from mcp_types import InputRequiredResult
+from fastmcp_tasks.client_models import UpdateTaskRequest, UpdateTaskRequestParams
+from mcp_types import ElicitRequest, InputRequiredResult, Result
 from temporalio.client import Client as TemporalClient
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fastmcp_temporal import TemporalTasksExtension, execution_policy
 
-from fastmcp_temporal import TemporalTasksExtension, execution_policy  # noqa: E402
-from fastmcp_temporal._scope import ANONYMOUS_SCOPE_TAG, workflow_id  # noqa: E402
-from fastmcp_temporal.devserver._server import start_dev_server  # noqa: E402
-from servers import NoTasksClient, server_with, square  # noqa: E402
-from task_wire import accept, ask, tasks_update  # noqa: E402
+try:
+    from fastmcp_temporal.devserver._server import start_dev_server
+except ImportError:  # 0.2.0 kept it at the package's top
+    from fastmcp_temporal._devserver import start_dev_server  # type: ignore[no-redef]
+
+
+class NoTasksClient(Client):
+    """A client that does not opt in to tasks: its calls are durable synchronous calls."""
+
+    _auto_internal_extensions = False
+
+
+def ask(key: str, state: str | None = None) -> InputRequiredResult:
+    schema = {"type": "object", "properties": {"value": {"type": "string"}}}
+    question = ElicitRequest(method="elicitation/create", params={"mode": "form", "message": key,
+                                                                  "requestedSchema": schema})
+    return InputRequiredResult(result_type="input_required", input_requests={key: question}, request_state=state)
+
+
+async def tasks_update(client: Client, task_id: str, responses: dict[str, Any]) -> Result:
+    params = UpdateTaskRequestParams(task_id=task_id, input_responses=responses)
+    return await client.session.send_request(UpdateTaskRequest(params=params), Result)
+
+
+def accept(value: str) -> dict[str, Any]:
+    return {"action": "accept", "content": {"value": value}}
+
+
+async def square(n: int) -> int:
+    return n * n
+
+
+async def stall() -> str:
+    """Blocks the event loop past the heartbeat timeout: its outcome arrives late, by signal."""
+    time.sleep(4)
+    return "stalled"
 
 
 async def greet(ctx: Context) -> str | InputRequiredResult:
@@ -96,8 +131,10 @@ async def record(version: str, address: str) -> None:
         }
         main = TemporalTasksExtension(**options, task_ttl=timedelta(seconds=3), history_events_limit=20,
                                       sync_calls="workflow")
-        tools = (square, greet, three_rounds, is_error, overran, sleeper, local_square)
-        mcp: FastMCP = server_with(main, *tools)
+        mcp = FastMCP("record")
+        mcp.add_extension(main)
+        for tool in (square, greet, three_rounds, is_error, overran, sleeper, local_square):
+            mcp.tool(tool, task=True)
         shapes: dict[str, tuple[str, str]] = {}
         async with Client(mcp) as client:
             done = await call_tool_task(client, "square", {"n": 3})
@@ -121,15 +158,23 @@ async def record(version: str, address: str) -> None:
                                ("cancelled_parked", parked), ("expired_parked", expired),
                                ("cancelled_running", running)]:
                 shapes[name] = ("task", task.task_id)
+            temporal = await TemporalClient.connect(address)
+            for name, (kind, task_id) in shapes.items():  # while this server's worker still runs them
+                await write_runs(temporal, folder, name, f"mcp-{kind}/anon/{task_id}")
         async with NoTasksClient(mcp) as plain:
             result = await plain.call_tool("square", {"n": 5})
             assert result.data == 25
-        temporal = await TemporalClient.connect(address)
-        for name, (kind, task_id) in shapes.items():
-            await write_runs(temporal, folder, name, workflow_id(ANONYMOUS_SCOPE_TAG, task_id, kind))
         calls = [w async for w in temporal.list_workflows(f"TaskQueue='{options['task_queue']}'")]
         (call,) = [w for w in calls if w.id.startswith("mcp-call/")]
         await write_runs(temporal, folder, "sync_call", call.id)
+        # Alone, since it blocks the whole process: the outcome of a leg Temporal gave up on.
+        stalling = FastMCP("record-late")
+        stalling.add_extension(TemporalTasksExtension(**{**options, "task_queue": f"late-{uuid.uuid4().hex[:8]}"}))
+        stalling.tool(stall, task=True)
+        async with Client(stalling) as client:
+            late = await call_tool_task(client, "stall")
+            await late.result()
+        await write_runs(temporal, folder, "late_leg_outcome", f"mcp-task/anon/{late.task_id}")
 
 
 async def write_runs(temporal: TemporalClient, folder: Path, name: str, wf_id: str) -> None:
