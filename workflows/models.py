@@ -80,7 +80,7 @@ class TaskInput:
     ttl_ms: int
     policy: LegPolicy
     search_attributes: bool = True
-    """Unread since 0.3.0 (the workflow reads its own search attributes); kept so 0.2.0's inputs decode."""
+    """Read by 0.2.0 workers during a rolling deploy; this release reads its own search attributes."""
     history_events_limit: int = 2_000
     """Continue as new past this many events, far below Temporal's 51,200 limit."""
     resume: NextLeg | None = None
