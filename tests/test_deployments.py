@@ -14,8 +14,11 @@ version ran every workflow task.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -28,11 +31,13 @@ from temporalio.api.deployment.v1 import WorkerDeploymentVersion as VersionMessa
 from temporalio.api.deployment.v1 import WorkerDeploymentVersionInfo
 from temporalio.api.enums.v1 import (
     EventType,
+    RoutingConfigUpdateState,
     VersionDrainageStatus,
     VersioningBehavior,
     WorkerDeploymentVersionStatus,
 )
 from temporalio.api.workflowservice.v1 import (
+    DescribeWorkerDeploymentRequest,
     DescribeWorkerDeploymentVersionRequest,
     SetWorkerDeploymentCurrentVersionRequest,
 )
@@ -42,7 +47,6 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension, execution_policy
-from fastmcp_temporal.cli._main import main as cli_main
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from task_wire import DEADLINE, accept, ask, eventually, status_becomes, tasks_update, text_of
@@ -87,17 +91,23 @@ class Build:
 
 
 async def make_current(temporal: TemporalClient, version: WorkerDeploymentVersion) -> None:
-    """Make `version` its deployment's current one, once its worker has registered it."""
-    request = SetWorkerDeploymentCurrentVersionRequest(
-        namespace=temporal.namespace, deployment_name=version.deployment_name, build_id=version.build_id
-    )
+    """Make `version` its deployment's current one, once its worker has registered it, and wait
+    until Temporal has propagated the change to the task queue."""
+    namespace, name = temporal.namespace, version.deployment_name
+    request = SetWorkerDeploymentCurrentVersionRequest(namespace=namespace, deployment_name=name, build_id=version.build_id)
+    propagated = RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_COMPLETED
     with anyio.fail_after(DEADLINE):
         while True:
             try:
                 await temporal.workflow_service.set_worker_deployment_current_version(request)
-                return
+                break
             except RPCError:  # the version exists once its worker's first poll reached Temporal
                 await anyio.sleep(0.2)
+        describe = DescribeWorkerDeploymentRequest(namespace=namespace, deployment_name=name)
+        while (
+            await temporal.workflow_service.describe_worker_deployment(describe)
+        ).worker_deployment_info.routing_config_update_state != propagated:
+            await anyio.sleep(0.1)
 
 
 async def version_info(temporal: TemporalClient, version: WorkerDeploymentVersion) -> WorkerDeploymentVersionInfo:
@@ -187,3 +197,117 @@ async def test_tasks_finish_on_the_build_that_started_them_and_the_old_build_dra
             upgraded = await builds_of_workflow_tasks(temporal, upgrading.task_id)
             assert upgraded[0] == "a" and upgraded[-1] == "b"
             await _none_running(b.extension)
+
+
+async def test_an_auto_upgrade_extension_moves_tasks_to_the_new_build_but_not_a_pinned_tool(
+    make_extension: Callable[..., TemporalTasksExtension], temporal_server: DevServer, task_queue: str
+) -> None:
+    deployment = f"deploy-{task_queue}"
+    a_version, b_version = (WorkerDeploymentVersion(deployment, build) for build in ("a", "b"))
+    a, b = (
+        Build(name, make_extension(deployment_name=deployment, build_id=name.lower(), versioning_behavior="auto_upgrade"))
+        for name in ("A", "B")
+    )
+    temporal = await TemporalClient.connect(temporal_server.address)
+    async with Client(a.server) as a_client:
+        await make_current(temporal, a_version)
+        moving, staying = await call_tool_task(a_client, "legs"), await call_tool_task(a_client, "pinned_legs")
+        for task in (moving, staying):
+            await status_becomes(task, "input_required")
+        async with Client(b.server):
+            await make_current(temporal, b_version)
+            assert await answer_twice(a_client, moving, "x", "y") == "A B:x B:y"
+            assert await answer_twice(a_client, staying, "x", "y") == "A A:x A:y"
+            assert set(await builds_of_workflow_tasks(temporal, staying.task_id)) == {"a"}
+            await _none_running(b.extension)
+
+
+WORKER_SERVER = """
+from fastmcp import FastMCP
+from fastmcp_temporal import TemporalTasksExtension
+
+mcp = FastMCP("cli-worker")
+mcp.add_extension(TemporalTasksExtension())
+
+
+@mcp.tool(task=True)
+async def square(n: int) -> int:
+    return n * n
+"""
+
+
+def worker_command(server_file: Path, *options: str) -> list[str]:
+    return [str(Path(sys.executable).with_name("fastmcp-temporal")), "worker", str(server_file), *options]
+
+
+async def test_the_worker_command_runs_as_the_deployment_version_it_is_given(
+    make_extension: Callable[..., TemporalTasksExtension], temporal_server: DevServer, task_queue: str, tmp_path: Path
+) -> None:
+    server_file = tmp_path / "server.py"
+    server_file.write_text(WORKER_SERVER)
+    version = WorkerDeploymentVersion(f"deploy-{task_queue}", "cli-build")
+    options = ("--address", temporal_server.address, "--task-queue", task_queue)
+    versioned = ("--deployment-name", version.deployment_name, "--build-id", version.build_id)
+    worker = subprocess.Popen(worker_command(server_file, *options, *versioned), stderr=subprocess.PIPE)
+    try:
+        temporal = await TemporalClient.connect(temporal_server.address)
+        await make_current(temporal, version)
+        api = FastMCP("cli-worker")
+        api.add_extension(make_extension(worker=False))
+
+        @api.tool(task=True)
+        async def square(n: int) -> int:
+            raise AssertionError("runs on the worker only")
+
+        async with Client(api) as client:
+            task = await call_tool_task(client, "square", {"n": 7})
+            assert text_of(await task.wait(timeout=DEADLINE)) == "49"
+    finally:
+        worker.terminate()
+        worker.wait(timeout=DEADLINE)
+    assert set(await builds_of_workflow_tasks(temporal, task.task_id)) == {"cli-build"}
+
+
+def test_the_worker_command_refuses_a_deployment_name_without_a_build_id(tmp_path: Path) -> None:
+    server_file = tmp_path / "server.py"
+    server_file.write_text(WORKER_SERVER)
+    refused = subprocess.run(
+        worker_command(server_file, "--deployment-name", "tools"), capture_output=True, text=True, timeout=DEADLINE
+    )
+    assert refused.returncode == 1
+    assert "only deployment_name is set; set FASTMCP_TEMPORAL_BUILD_ID (build_id) as well" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("environment", "missing"),
+    [({"FASTMCP_TEMPORAL_DEPLOYMENT_NAME": "tools"}, "BUILD_ID"), ({"FASTMCP_TEMPORAL_BUILD_ID": "v2"}, "DEPLOYMENT_NAME")],
+)
+def test_versioning_needs_both_the_deployment_name_and_the_build_id(
+    monkeypatch: pytest.MonkeyPatch, environment: dict[str, str], missing: str
+) -> None:
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError, match=f"set FASTMCP_TEMPORAL_{missing} .* or unset both to run unversioned"):
+        TemporalTasksExtension()
+
+
+def test_a_deployment_name_with_a_dot_is_refused() -> None:
+    with pytest.raises(ValidationError, match="has a '.', which Temporal uses to join"):
+        TemporalTasksExtension(deployment_name="tools.v2", build_id="b")
+
+
+def test_an_unknown_versioning_behavior_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"versioning_behavior='sticky'\): use 'pinned' or 'auto_upgrade'"):
+        execution_policy(versioning_behavior="sticky")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="'pinned' or 'auto_upgrade'"):
+        TemporalTasksExtension(versioning_behavior="sticky")
+
+
+async def test_the_plugin_refuses_a_worker_with_another_deployment_config(
+    make_extension: Callable[..., TemporalTasksExtension], temporal_server: DevServer, task_queue: str
+) -> None:
+    own = WorkerDeploymentConfig(WorkerDeploymentVersion("theirs", "1"), use_worker_versioning=True)
+    plugin = McpTasksPlugin(Build("A", make_extension(deployment_name="ours", build_id="a")).server)
+    temporal = await TemporalClient.connect(temporal_server.address)
+    with pytest.raises(ValueError, match="set to run as ours.a; pass one of them"):
+        Worker(temporal, task_queue=task_queue, plugins=[plugin], deployment_config=own)
