@@ -51,6 +51,7 @@ from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from task_wire import DEADLINE, accept, ask, eventually, status_becomes, tasks_update, text_of
 from test_payloads import _none_running
+from test_temporal_config import WORKER_SERVER
 
 pytestmark = pytest.mark.anyio
 
@@ -83,18 +84,19 @@ class Build:
         self.extension, self.gate, self.running = extension, asyncio.Event(), asyncio.Event()
         self.server = FastMCP("deployed")
         self.server.add_extension(extension)
-        legs = legs_of(name, self.gate, self.running)
-        self.server.tool(legs, name="legs", task=True)
-        for behavior in ("pinned", "auto_upgrade"):
-            self.server.tool(execution_policy(versioning_behavior=behavior)(legs_of(name, self.gate, self.running)),
-                             name=f"{behavior}_legs", task=True)
+        tools = {"legs": None, "pinned_legs": "pinned", "auto_upgrade_legs": "auto_upgrade"}
+        for tool_name, behavior in tools.items():
+            legs = execution_policy(versioning_behavior=behavior)(legs_of(name, self.gate, self.running))
+            self.server.tool(legs, name=tool_name, task=True)
 
 
 async def make_current(temporal: TemporalClient, version: WorkerDeploymentVersion) -> None:
     """Make `version` its deployment's current one, once its worker has registered it, and wait
     until Temporal has propagated the change to the task queue."""
     namespace, name = temporal.namespace, version.deployment_name
-    request = SetWorkerDeploymentCurrentVersionRequest(namespace=namespace, deployment_name=name, build_id=version.build_id)
+    request = SetWorkerDeploymentCurrentVersionRequest(
+        namespace=namespace, deployment_name=name, build_id=version.build_id
+    )
     propagated = RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_COMPLETED
     with anyio.fail_after(DEADLINE):
         while True:
@@ -205,8 +207,8 @@ async def test_an_auto_upgrade_extension_moves_tasks_to_the_new_build_but_not_a_
     deployment = f"deploy-{task_queue}"
     a_version, b_version = (WorkerDeploymentVersion(deployment, build) for build in ("a", "b"))
     a, b = (
-        Build(name, make_extension(deployment_name=deployment, build_id=name.lower(), versioning_behavior="auto_upgrade"))
-        for name in ("A", "B")
+        Build(name, make_extension(deployment_name=deployment, build_id=build, versioning_behavior="auto_upgrade"))
+        for name, build in (("A", "a"), ("B", "b"))
     )
     temporal = await TemporalClient.connect(temporal_server.address)
     async with Client(a.server) as a_client:
@@ -220,20 +222,6 @@ async def test_an_auto_upgrade_extension_moves_tasks_to_the_new_build_but_not_a_
             assert await answer_twice(a_client, staying, "x", "y") == "A A:x A:y"
             assert set(await builds_of_workflow_tasks(temporal, staying.task_id)) == {"a"}
             await _none_running(b.extension)
-
-
-WORKER_SERVER = """
-from fastmcp import FastMCP
-from fastmcp_temporal import TemporalTasksExtension
-
-mcp = FastMCP("cli-worker")
-mcp.add_extension(TemporalTasksExtension())
-
-
-@mcp.tool(task=True)
-async def square(n: int) -> int:
-    return n * n
-"""
 
 
 def worker_command(server_file: Path, *options: str) -> list[str]:
