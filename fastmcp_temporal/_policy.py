@@ -4,7 +4,9 @@ The extension's settings are the defaults; `@execution_policy(...)` under
 `@mcp.tool(task=True)` overrides them for that tool. Only crashes and timeouts
 retry: tool errors are results, never retried. `sync_calls` chooses, for this tool,
 whether a caller that did not opt in to tasks is served inline or by a workflow;
-`leg="local"` runs a short tool's body as a local activity, inside the workflow task.
+`leg="local"` runs a short tool's body as a local activity, inside the workflow task;
+`versioning_behavior` chooses, with Worker Versioning on, whether this tool's tasks stay
+on the deployment version that started them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal, TypeVar
+
+from fastmcp_temporal._settings import VersioningBehaviorName
 
 _ATTRIBUTE = "__fastmcp_temporal_policy__"
 
@@ -28,6 +32,7 @@ class ExecutionPolicy:
     heartbeat_interval: timedelta | None = None
     sync_calls: Literal["inline", "workflow"] | None = None
     leg: Literal["activity", "local"] | None = None
+    versioning_behavior: VersioningBehaviorName | None = None
 
 
 def execution_policy(
@@ -39,16 +44,24 @@ def execution_policy(
     heartbeat_interval: timedelta | None = None,
     sync_calls: Literal["inline", "workflow"] | None = None,
     leg: Literal["activity", "local"] | None = None,
+    versioning_behavior: VersioningBehaviorName | None = None,
 ) -> Callable[[F], F]:
     """Set how this tool's legs are scheduled; place it below `@mcp.tool(task=True)`.
 
     `heartbeat_interval` is read by the worker running the leg, the others when the task starts.
     `leg="local"` suits tools that finish within seconds: see the README's "Short tools".
+    `versioning_behavior` (with Worker Versioning on) overrides the extension's for this tool's
+    tasks: "pinned" keeps a task on the version that started it, "auto_upgrade" moves it to the
+    current version at its next workflow task.
     """
     if sync_calls not in (None, "inline", "workflow"):
         raise ValueError(f"execution_policy(sync_calls={sync_calls!r}): use 'inline' or 'workflow'.")
     if leg not in (None, "activity", "local"):
         raise ValueError(f"execution_policy(leg={leg!r}): use 'activity' or 'local'.")
+    if versioning_behavior not in (None, "pinned", "auto_upgrade"):
+        raise ValueError(
+            f"execution_policy(versioning_behavior={versioning_behavior!r}): use 'pinned' or 'auto_upgrade'."
+        )
     policy = ExecutionPolicy(
         start_to_close_timeout,
         heartbeat_timeout,
@@ -57,6 +70,7 @@ def execution_policy(
         heartbeat_interval,
         sync_calls,
         leg,
+        versioning_behavior,
     )
 
     def apply(fn: F) -> F:

@@ -13,12 +13,19 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 MIN_ENCRYPTION_KEY_LENGTH = 32
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 
 from fastmcp_temporal.worker._heartbeat import HeartbeatCadence
+
+VersioningBehaviorName = Literal["pinned", "auto_upgrade"]
+VERSIONING_BEHAVIORS: dict[str, VersioningBehavior] = {
+    "pinned": VersioningBehavior.PINNED,
+    "auto_upgrade": VersioningBehavior.AUTO_UPGRADE,
+}
 
 
 class TemporalTasksSettings(BaseSettings):
@@ -161,6 +168,23 @@ class TemporalTasksSettings(BaseSettings):
     tls_client_key: Path | None = Field(default=None, description="PEM key of the client certificate.")
     tls_server_name: str | None = Field(default=None, description="Server name to verify (SNI override).")
 
+    # Worker Versioning: which Worker Deployment Version this process's code is.
+    deployment_name: str | None = Field(
+        default=None,
+        description="Temporal Worker Deployment the workers belong to (with build_id: Worker Versioning on).",
+    )
+    build_id: str | None = Field(
+        default=None, description="This build of the tools and server code, within deployment_name."
+    )
+    versioning_behavior: VersioningBehaviorName = Field(
+        default="pinned",
+        description=(
+            "With Worker Versioning: 'pinned' (a task finishes on the version that started it) or "
+            "'auto_upgrade' (a task moves to the current version at its next workflow task); "
+            "execution_policy(versioning_behavior=...) wins for a tool."
+        ),
+    )
+
     # Operations (metrics, traces): off unless set.
     metrics_address: str | None = Field(
         default=None,
@@ -170,6 +194,40 @@ class TemporalTasksSettings(BaseSettings):
         default=False,
         description="Trace tasks with OpenTelemetry through Temporal (needs the [otel] extra).",
     )
+
+    @property
+    def deployment_version(self) -> WorkerDeploymentVersion | None:
+        """This process's Worker Deployment Version; None when Worker Versioning is off."""
+        if self.deployment_name is None or self.build_id is None:
+            return None
+        return WorkerDeploymentVersion(self.deployment_name, self.build_id)
+
+    @field_validator("deployment_name", "build_id")
+    @classmethod
+    def _unset_when_empty(cls, value: str | None) -> str | None:
+        return value or None
+
+    @field_validator("deployment_name")
+    @classmethod
+    def _no_dot(cls, value: str | None) -> str | None:
+        if value is not None and "." in value:
+            raise ValueError(
+                f"{value!r} has a '.', which Temporal uses to join a deployment name and a build id; "
+                "choose a name without one"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _deployment_is_whole(self) -> TemporalTasksSettings:
+        if (self.deployment_name is None) != (self.build_id is None):
+            given, missing = (
+                ("deployment_name", "build_id") if self.build_id is None else ("build_id", "deployment_name")
+            )
+            raise ValueError(
+                f"Worker Versioning needs both deployment_name and build_id, but only {given} is set; set "
+                f"FASTMCP_TEMPORAL_{missing.upper()} ({missing}) as well, or unset both to run unversioned."
+            )
+        return self
 
     @field_validator("address", "metrics_address")
     @classmethod

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from fastmcp.utilities.cli import load_and_merge_config
+from pydantic import ValidationError
 
 from fastmcp_temporal import _fastmcp_private
 from fastmcp_temporal.cli._codec_server import add_codec_server_command
@@ -80,6 +81,14 @@ def _add_worker(commands: Commands) -> None:
     worker.add_argument(
         "--concurrency", type=int, help="tool legs run at once [FASTMCP_TEMPORAL_MAX_CONCURRENT_ACTIVITIES]"
     )
+    worker.add_argument(
+        "--deployment-name",
+        help="Temporal Worker Deployment this worker belongs to (with --build-id) "
+        "[FASTMCP_TEMPORAL_DEPLOYMENT_NAME]",
+    )
+    worker.add_argument(
+        "--build-id", help="this build of the server's code (with --deployment-name) [FASTMCP_TEMPORAL_BUILD_ID]"
+    )
     add_connection_options(worker)
     worker.set_defaults(run=_run_worker)
 
@@ -105,9 +114,14 @@ def _run_worker(args: argparse.Namespace) -> None:
     overrides: dict[str, Any] = {
         "task_queue": args.task_queue,
         "max_concurrent_activities": args.concurrency,
+        "deployment_name": args.deployment_name,
+        "build_id": args.build_id,
         "worker": True,
     }
-    extension.configure(**{k: v for k, v in overrides.items() if v is not None}, **setting_overrides(args))
+    try:
+        extension.configure(**{k: v for k, v in overrides.items() if v is not None}, **setting_overrides(args))
+    except ValidationError as exc:
+        sys.exit(f"fastmcp-temporal worker: {exc}")
     asyncio.run(_serve_until_signalled(server, extension))
 
 

@@ -42,7 +42,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -148,6 +148,7 @@ def start_dev_server(
     namespace: str = "default",
     log_path: Path | None = None,
     startup_timeout: float = 30.0,
+    dynamic_config: Mapping[str, str] | None = None,
 ) -> DevServer:
     """Start a dev server and return once it is ready.
 
@@ -155,6 +156,8 @@ def start_dev_server(
     ``db_path=None`` keeps everything in memory; otherwise the sqlite file (and its
     parent directories) is created or reused. Server output goes to ``log_path``,
     by default nowhere in memory and ``db_path.parent / "temporal.log"`` otherwise.
+    ``dynamic_config`` sets server knobs by name (``--dynamic-config-value``), each value
+    in the server's YAML form, for example ``{"limit.blobSize.error": "4194304"}``.
     """
     binary = find_temporal_binary()
     port = port or free_port()
@@ -164,6 +167,8 @@ def start_dev_server(
         log_path = log_path or db_path.parent / "temporal.log"
         _make_private(db_path.parent, db_path.name)
     command = _command(binary, port=port, ui_port=ui_port, namespace=namespace, db_path=db_path)
+    for name, value in (dynamic_config or {}).items():
+        command += ["--dynamic-config-value", f"{name}={value}"]
     process = _spawn(command, log_path)
     server = DevServer(
         address=f"{_HOST}:{port}",

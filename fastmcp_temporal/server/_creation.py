@@ -7,6 +7,10 @@ Arguments are validated exactly as a synchronous call would before anything exis
 so a bad call gets the same `isError` result and starts nothing. The workflow is
 started before `CreateTaskResult` is returned; Temporal has persisted it by then,
 so the id answers `tasks/get` at once, with or without a worker online.
+
+With Worker Versioning on, Temporal routes the task to the deployment's current version
+(never eagerly to this process's own worker, which may be an older one), and a tool's
+own `versioning_behavior` is passed as the start's versioning override.
 """
 
 from __future__ import annotations
@@ -26,9 +30,12 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError as PydanticValidationError
 from temporalio.client import WorkflowHandle
 from temporalio.common import (
+    AutoUpgradeVersioningOverride,
+    PinnedVersioningOverride,
     RawValue,
     SearchAttributePair,
     TypedSearchAttributes,
+    VersioningOverride,
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
@@ -135,7 +142,8 @@ async def start_tool_workflow(
         search_attributes=_search_attributes(backend, tool.name, scope_tag),
         id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
         id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-        request_eager_start=backend.embedded_worker,
+        request_eager_start=backend.embedded_worker and backend.settings.deployment_version is None,
+        versioning_override=_versioning_override(backend, component),
         **task_user_metadata(
             tool=tool.name,
             version=tool.version,
@@ -223,6 +231,21 @@ def _leg_policy(backend: Backend, component: Tool) -> LegPolicy:
         initial_retry_seconds=(policy.initial_retry_interval or _INITIAL_RETRY).total_seconds(),
         local=(policy.leg or settings.leg) == "local",
     )
+
+
+def _versioning_override(backend: Backend, component: Tool) -> VersioningOverride | None:
+    """The tool's own `versioning_behavior` where it differs from the extension's (the workers' default).
+
+    Temporal pins a task only to a named version: a `pinned` tool's task stays on this
+    process's version, the build that accepted the call.
+    """
+    settings = backend.settings
+    version, wanted = settings.deployment_version, policy_of(component).versioning_behavior
+    if version is None or wanted in (None, settings.versioning_behavior):
+        return None
+    if wanted == "auto_upgrade":
+        return AutoUpgradeVersioningOverride()
+    return PinnedVersioningOverride(version)
 
 
 def _search_attributes(backend: Backend, tool_name: str, scope_tag: str) -> TypedSearchAttributes | None:

@@ -25,10 +25,10 @@ from fastmcp.utilities.tasks import TASKS_EXTENSION_ID
 from temporalio.client import Client
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import Worker, WorkerConfig
+from temporalio.worker import Worker, WorkerConfig, WorkerDeploymentConfig
 
 from fastmcp_temporal import _fastmcp_private
-from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal._settings import VERSIONING_BEHAVIORS, TemporalTasksSettings
 from fastmcp_temporal.activities.tool_leg import ToolLegActivities
 from fastmcp_temporal.connection._client import require_codec
 from fastmcp_temporal.connection._converter import tasks_data_converter
@@ -94,6 +94,14 @@ class McpTasksPlugin(SimplePlugin):
             config["max_concurrent_activities"] = settings.max_concurrent_activities
         if not config.get("graceful_shutdown_timeout"):
             config["graceful_shutdown_timeout"] = settings.shutdown_grace
+        if deployment := deployment_config(settings):
+            if config.get("deployment_config") not in (None, deployment):
+                raise ValueError(
+                    f"This worker has its own deployment_config but {self._server.name!r} is set to run as "
+                    f"{deployment.version.to_canonical_string()}; pass one of them: drop the Worker's "
+                    "deployment_config, or unset FASTMCP_TEMPORAL_DEPLOYMENT_NAME and FASTMCP_TEMPORAL_BUILD_ID."
+                )
+            config["deployment_config"] = deployment
         return config
 
     def _data_converter(self, existing: DataConverter | None) -> DataConverter:
@@ -115,6 +123,23 @@ class McpTasksPlugin(SimplePlugin):
 def heartbeat_cadence(settings: TemporalTasksSettings) -> HeartbeatCadence:
     """How often the worker's legs heartbeat, from its settings."""
     return HeartbeatCadence(interval=settings.heartbeat_interval, fast_period=settings.heartbeat_fast_period)
+
+
+def deployment_config(settings: TemporalTasksSettings) -> WorkerDeploymentConfig | None:
+    """The worker's Worker Versioning, from its settings; None runs it unversioned.
+
+    The task workflow declares no versioning behaviour of its own, so the worker's default
+    (`versioning_behavior`) is the behaviour of every task it starts; a tool's own
+    `execution_policy(versioning_behavior=...)` overrides it when the task starts.
+    """
+    version = settings.deployment_version
+    if version is None:
+        return None
+    return WorkerDeploymentConfig(
+        version=version,
+        use_worker_versioning=True,
+        default_versioning_behavior=VERSIONING_BEHAVIORS[settings.versioning_behavior],
+    )
 
 
 @runtime_checkable
