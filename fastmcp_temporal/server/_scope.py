@@ -16,7 +16,7 @@ lookup that finds nothing under the encrypting key's tag tries the tag of each o
 listed key (one more describe per key, only then). So a task created under the key list
 [A] is found by its owner under [A, B], [B, A] and any list holding A; under [B] alone
 it is not found, as its payloads written under A (its arguments at least) could not be
-read there either. The tags themselves are those 0.2.0 computed for a single key.
+read there either. Under a single key the tags are the ones keyed tags always had.
 
 Tasks created before keyed tags (`mcp-task/<32 hex>/...`: an unkeyed SHA-256 of
 `client_id|sub`) stay reachable by their owner until they expire: a lookup that finds
