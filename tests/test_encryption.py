@@ -20,7 +20,7 @@ import base64
 import dataclasses
 import hashlib
 from collections.abc import Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import fastmcp
@@ -37,7 +37,7 @@ from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import History, HistoryEvent
 from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionResponse
 from temporalio.client import Client as TemporalClient
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.converter import DataConverter
 
 from fastmcp_temporal import EncryptionCodec, TemporalTasksExtension, encrypted_data_converter
@@ -54,6 +54,7 @@ from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from servers import http_client, server_with, serving_http, verifier
 from task_wire import (
+    DEADLINE,
     accept,
     ask,
     finished,
@@ -271,18 +272,23 @@ def test_keys_shorter_than_32_characters_are_refused_naming_the_setting(
 
 A = "key-a-that-encrypted-the-tasks-before-rotation"
 B = "key-b-that-encrypts-every-payload-after-rotation"
+TOKEN = "token-a"  # an authenticated caller, whose scope tag is keyed
 PLAIN = DataConverter.default.payload_converter.to_payloads(["written by 0.2.0"])
 # 0.2.0's EncryptionCodec("the-0.2.0-deployment-key-written-before-rotation").encode(PLAIN), run with
 # the v0.2.0 tag's fastmcp_temporal/_codec.py (FastMCP's derive_jwt_key), outside and inside
 # FastMCP's test mode (fastmcp.settings.test_mode, which stretched with 10 PBKDF2 iterations).
 KEY_0_2_0 = "the-0.2.0-deployment-key-written-before-rotation"
 WRITTEN_BY_0_2_0 = {
-    "production": "Ci0KCGVuY29kaW5nEiFiaW5hcnkvZmFzdG1jcC10ZW1wb3JhbC1lbmNyeXB0ZWQSjAFnQUFBQUFCckR5OVlKRHZtcUFt"
-    "YUhsd0J0TzU5MWJwVWhPeWt6OXZ1NlBvTVBDUXN1YkxWSnExZ2VERThnOHk2OWZ2SEt6OWZybTZVWTBUcEJxU1htdWRZS1JB"
-    "SlUxbEd0QjdIVjBBb0VNOWtBSVduZ3c2cVhyQXd5SHctRTJfU042ekFRbVpLYTR0Tg==",
-    "fastmcp-test-mode": "Ci0KCGVuY29kaW5nEiFiaW5hcnkvZmFzdG1jcC10ZW1wb3JhbC1lbmNyeXB0ZWQSjAFnQUFBQUFCckR5OVlVNGVC"
-    "ME93THQ1cDROczRtdUZOUGNEVUFUeW5XOF9uaTN1bXg3ZG1FWUVNSTV0Q0d1MzE5TXFhU3FCaVA5RzhxMDROTks2QW10bFdN"
-    "QlBWMVpyd3ZsNlpPWFJFVTVyZ0JFN2NWNml3REdCSmVDNTktLTc4d3YtRnp3dUEybzVGUA==",
+    "production": (
+        "Ci0KCGVuY29kaW5nEiFiaW5hcnkvZmFzdG1jcC10ZW1wb3JhbC1lbmNyeXB0ZWQSjAFnQUFBQUFCckR5OVlKRHZtcUFt"
+        "YUhsd0J0TzU5MWJwVWhPeWt6OXZ1NlBvTVBDUXN1YkxWSnExZ2VERThnOHk2OWZ2SEt6OWZybTZVWTBUcEJxU1htdWRZS1JB"
+        "SlUxbEd0QjdIVjBBb0VNOWtBSVduZ3c2cVhyQXd5SHctRTJfU042ekFRbVpLYTR0Tg=="
+    ),
+    "fastmcp-test-mode": (
+        "Ci0KCGVuY29kaW5nEiFiaW5hcnkvZmFzdG1jcC10ZW1wb3JhbC1lbmNyeXB0ZWQSjAFnQUFBQUFCckR5OVlVNGVC"
+        "ME93THQ1cDROczRtdUZOUGNEVUFUeW5XOF9uaTN1bXg3ZG1FWUVNSTV0Q0d1MzE5TXFhU3FCaVA5RzhxMDROTks2QW10bFdN"
+        "QlBWMVpyd3ZsNlpPWFJFVTVyZ0JFN2NWNml3REdCSmVDNTktLTc4d3YtRnp3dUEybzVGUA=="
+    ),
 }
 
 
@@ -338,6 +344,15 @@ async def sign(item: str, ctx: Context) -> str | InputRequiredResult:
     return f"{item} signed by {ctx.input_responses['approver'].content['value']}"
 
 
+async def _workflows_on(client: TemporalClient, task_queue: str, count: int) -> dict[str, WorkflowHandle[Any, Any]]:
+    """The queue's task workflows by task id, once visibility lists `count` of them."""
+    query = f"TaskQueue = '{task_queue}'"
+    with anyio.fail_after(DEADLINE):
+        while len(ids := [execution.id async for execution in client.list_workflows(query)]) < count:
+            await anyio.sleep(0.1)
+    return {workflow.rsplit("/", 1)[1]: client.get_workflow_handle(workflow) for workflow in ids}
+
+
 def _key_ids(event: HistoryEvent) -> set[str]:
     return {payload.metadata[KEY_ID_METADATA].decode() for payload in _walk(event, Payload)}
 
@@ -347,7 +362,10 @@ async def test_tasks_parked_under_one_key_finish_after_rotation_and_the_old_key_
 ) -> None:
     # 1. Two tasks park on input under [A].
     before = make_extension(encryption_key=A)
-    async with serving_http(server_with(before, sign, auth=verifier())) as url, http_client(url, "token-a") as client:
+    async with (
+        serving_http(server_with(before, sign, auth=verifier())) as url,
+        http_client(url, TOKEN) as client,
+    ):
         parked = {item: await call_tool_task(client, "sign", {"item": item}) for item in ("lease", "loan")}
         for task in parked.values():
             await status_becomes(task, "input_required")
@@ -359,8 +377,8 @@ async def test_tasks_parked_under_one_key_finish_after_rotation_and_the_old_key_
     async with (
         serving_http(server_with(rotated, sign, auth=verifier())) as url,
         serving_http(server_with(lagging, sign, auth=verifier())) as lagging_url,
-        http_client(url, "token-a") as client,
-        http_client(lagging_url, "token-a") as lagging_client,
+        http_client(url, TOKEN) as client,
+        http_client(lagging_url, TOKEN) as lagging_client,
     ):
         for task_id in task_ids.values():
             parked_read = await tasks_get(client, task_id)
@@ -378,30 +396,34 @@ async def test_tasks_parked_under_one_key_finish_after_rotation_and_the_old_key_
         assert text_of(await finished(deed)) == "deed signed by legal"
 
     keyless = await TemporalClient.connect(temporal_server.address)
-    handles = {}
-    async for execution in keyless.list_workflows(f"TaskQueue = '{task_queue}'"):
-        handles[execution.id.rsplit("/", 1)[1]] = keyless.get_workflow_handle(execution.id)
+    handles = await _workflows_on(keyless, task_queue, count=3)
+    statuses = {(await handle.describe()).status for handle in handles.values()}
+    assert statuses == {WorkflowExecutionStatus.COMPLETED}  # none is left running
     lease = handles[task_ids["lease"]]
     tag_a, tag_b = lease.id.split("/")[1], handles[deed.task_id].id.split("/")[1]
     assert tag_a != tag_b  # new tasks are tagged under the encrypting key
 
     # Everything the lease wrote before it was answered is under A, everything since under B.
     events = list((await lease.fetch_history()).events)
-    answered = next(i for i, e in enumerate(events) if e.HasField("workflow_execution_signaled_event_attributes"))
+    signalled = [event.HasField("workflow_execution_signaled_event_attributes") for event in events]
+    answered = signalled.index(True)
     assert set().union(*map(_key_ids, events[:answered])) == {key_id(A)}
     assert set().union(*map(_key_ids, events[answered:])) == {key_id(B)}
     assert events[-1].HasField("workflow_execution_completed_event_attributes")
 
     # 3. A is dropped: [B] alone reads what was written under B, and names A's key id for the rest.
     after = make_extension(encryption_key=B)
-    async with serving_http(server_with(after, sign, auth=verifier())) as url, http_client(url, "token-a") as client:
+    async with (
+        serving_http(server_with(after, sign, auth=verifier())) as url,
+        http_client(url, TOKEN) as client,
+    ):
         assert text_of(await tasks_get(client, deed.task_id)) == "deed signed by legal"
         with pytest.raises(MCPError) as gone:  # its tag is A's: not found, like an expired task
             await tasks_get(client, task_ids["lease"])
         assert gone.value.error.code == INVALID_PARAMS
     arguments = events[0].workflow_execution_started_event_attributes.input
-    codec_server = codec_app(EncryptionCodec(B), token=None)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(codec_server), base_url="http://127.0.0.1") as http:
+    codec_server = httpx.ASGITransport(codec_app(EncryptionCodec(B), token=None))
+    async with httpx.AsyncClient(transport=codec_server, base_url="http://127.0.0.1") as http:
         body = json_format.MessageToJson(Payloads(payloads=arguments.payloads))
         refused = await http.post("/decode", content=body, headers={"content-type": "application/json"})
     assert refused.status_code == 400
@@ -411,6 +433,3 @@ async def test_tasks_parked_under_one_key_finish_after_rotation_and_the_old_key_
     assert await b_only.get_workflow_handle(lease.id).result() is not None  # its result was written under B
     with pytest.raises(UnknownEncryptionKeyError, match=f"key id {key_id(A)}"):
         await b_only.data_converter.decode(arguments.payloads)
-
-    running = f"TaskQueue = '{task_queue}' AND ExecutionStatus = 'Running'"
-    assert [execution.id async for execution in keyless.list_workflows(running)] == []
