@@ -118,7 +118,7 @@ class EncryptionCodec(PayloadCodec):
         payload_key = self._by_id.get(named)
         if payload_key is None:
             raise UnknownEncryptionKeyError(
-                f"A payload was encrypted with key id {named}, which is not among this process's keys "
+                f"A payload was encrypted with another key, key id {named}, not among this process's keys "
                 f"(ids {', '.join(self.key_ids)}): add that key to FASTMCP_TEMPORAL_ENCRYPTION_KEY "
                 "after the first (listed keys after the first only decrypt)."
             )
