@@ -95,7 +95,10 @@ class TemporalTasksSettings(BaseSettings):
     )
     encryption_key: SecretStr | None = Field(
         default=None,
-        description="Encrypt every payload tasks store in Temporal (all servers and workers share it).",
+        description=(
+            "Encrypt every payload tasks store in Temporal: keys separated by commas, the first encrypts, "
+            "all decrypt (every server and worker of the queue holds the same list)."
+        ),
     )
     payload_store: str = Field(
         default="auto",
@@ -263,11 +266,28 @@ class TemporalTasksSettings(BaseSettings):
 
     @field_validator("encryption_key")
     @classmethod
-    def _long_enough_key(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and len(value.get_secret_value()) < MIN_ENCRYPTION_KEY_LENGTH:
-            raise ValueError(
-                f"FASTMCP_TEMPORAL_ENCRYPTION_KEY (encryption_key) must be at least "
-                f"{MIN_ENCRYPTION_KEY_LENGTH} characters; generate one with "
-                "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`."
-            )
+    def _long_enough_keys(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            encryption_keys(value.get_secret_value())
         return value
+
+
+def encryption_keys(value: str) -> tuple[str, ...]:
+    """The keys an `encryption_key` value lists: the first encrypts, all decrypt.
+
+    Args:
+        value: one key, or several separated by commas (spaces around each are ignored),
+            as `FASTMCP_TEMPORAL_ENCRYPTION_KEY` holds them.
+
+    Raises:
+        ValueError: a key is shorter than `MIN_ENCRYPTION_KEY_LENGTH` characters.
+    """
+    keys = tuple(key.strip() for key in value.split(","))
+    if any(len(key) < MIN_ENCRYPTION_KEY_LENGTH for key in keys):
+        raise ValueError(
+            f"FASTMCP_TEMPORAL_ENCRYPTION_KEY (encryption_key) must hold keys of at least "
+            f"{MIN_ENCRYPTION_KEY_LENGTH} characters each, separated by commas (the first encrypts, all "
+            "decrypt); generate one with `python -c 'import secrets; print(secrets.token_urlsafe(32))'`, "
+            "or unset it to store payloads in clear."
+        )
+    return keys

@@ -2,7 +2,8 @@
 (the `Bearer` scheme in any case), and for no one else — no token, wrong token, foreign Host (DNS
 rebinding), foreign Origin, a cross-site `text/plain` post or an oversize body are refused; a payload
 it cannot decrypt or parse is a 400 that says why; it does not start without a token unless told
-to run open on loopback.
+to run open on loopback. It takes the workers' key list: decrypts with every key, encodes with the
+first, and names the key id of a payload under a key it was not given.
 """
 
 from __future__ import annotations
@@ -21,18 +22,21 @@ from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
 from fastmcp_temporal import EncryptionCodec, encrypted_data_converter
-from fastmcp_temporal.connection._codec import ENCODING, _fernet
+from fastmcp_temporal.connection._codec import ENCODING, KEY_ID_METADATA, _fernet, key_id
 from fastmcp_temporal.devserver._server import free_port
 
 KEY = "a-test-key-that-is-long-enough-for-fernet"
+NEW_KEY = "the-key-the-workers-rotated-to-long-enough"
 TOKEN = "a-codec-token-that-is-long-enough-to-guess-never"
 SECRET = "correct horse battery staple"
 UI = "http://127.0.0.1:8233"
 DEADLINE = 30.0
 
 
-def codec_server(tmp_path: Path, *flags: str, token: str | None = TOKEN) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, FASTMCP_TEMPORAL_ENCRYPTION_KEY=KEY)
+def codec_server(
+    tmp_path: Path, *flags: str, token: str | None = TOKEN, keys: str = KEY
+) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, FASTMCP_TEMPORAL_ENCRYPTION_KEY=keys)
     env.pop("FASTMCP_TEMPORAL_CODEC_TOKEN", None)
     if token is not None:
         env["FASTMCP_TEMPORAL_CODEC_TOKEN"] = token
@@ -46,9 +50,10 @@ def serving(tmp_path: Path) -> Iterator[Callable[..., str]]:
     """Start a codec server on a free port; return its base URL once it answers."""
     started: list[subprocess.Popen[bytes]] = []
 
-    def start(*flags: str, token: str | None = TOKEN) -> str:
+    def start(*flags: str, token: str | None = TOKEN, keys: str = KEY) -> str:
         port = free_port()
-        started.append(codec_server(tmp_path, "--port", str(port), "--cors-origin", UI, *flags, token=token))
+        flags = ("--port", str(port), "--cors-origin", UI, *flags)
+        started.append(codec_server(tmp_path, *flags, token=token, keys=keys))
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + DEADLINE
         while True:
@@ -168,3 +173,23 @@ def test_it_does_not_start_without_a_token_unless_open_on_loopback(tmp_path: Pat
     assert httpx.post(f"{url}/decode", content=encrypted_body(), headers=JSON).status_code == 200
     rebound = httpx.post(f"{url}/decode", content=encrypted_body(), headers={**JSON, "host": "evil.example"})
     assert rebound.status_code == 400
+
+
+def test_it_takes_the_workers_key_list(serving) -> None:
+    written_under_key = encrypted_body()
+    rotated = serving(keys=f"{NEW_KEY},{KEY}")
+    ok = httpx.post(f"{rotated}/decode", content=written_under_key, headers=AUTH)
+    assert ok.status_code == 200 and decoded(ok) == [{"secret": SECRET}]
+    plain = encrypted_data_converter(None).payload_converter.to_payloads([{"secret": SECRET}])
+    body = json_format.MessageToJson(Payloads(payloads=plain))
+    encoded = httpx.post(f"{rotated}/encode", content=body, headers=AUTH)
+    (payload,) = json_format.Parse(encoded.text, Payloads()).payloads
+    assert payload.metadata[KEY_ID_METADATA] == key_id(NEW_KEY).encode()
+
+    dropped = serving(keys=NEW_KEY)
+    refused = httpx.post(f"{dropped}/decode", content=written_under_key, headers=AUTH)
+    assert refused.status_code == 400
+    reason = refused.json()["error"]
+    assert f"key id {key_id(KEY)}" in reason and f"ids {key_id(NEW_KEY)}" in reason
+    for leaked in (KEY, NEW_KEY, TOKEN, SECRET):
+        assert leaked not in refused.text

@@ -4,7 +4,7 @@ An operator lists tasks by tool, status and scope; shows a task of any scope by 
 alone (legs, input requests, result, UI link); cancels one with `tasks/cancel`'s
 semantics and terminates another, which the MCP wire then reports; an unknown id is a
 clear error with exit code 1; an encrypted task's result is readable only with
-the key; `list --stuck` shows a task no worker can decrypt, with the reason, and not
+the key (alone or in a rotated key list); `list --stuck` shows a task no worker can decrypt, with the reason, and not
 a healthy one; and a negative limit is refused by name.
 """
 
@@ -191,10 +191,11 @@ async def test_show_decodes_an_encrypted_task_only_with_the_key(
     assert code == 0, err
     locked = json.loads(out)
     assert (locked["readable"], locked["result"]) == (False, None)
-    code, out, err = await cli(temporal_server, "show", "--json", "--encryption-key", KEY, "--", task.task_id)
-    assert code == 0, err
-    unlocked = json.loads(out)
-    assert (unlocked["readable"], unlocked["result"]["structuredContent"]) == (True, {"result": 144})
+    for keys in (KEY, f"{OTHER_KEY},{KEY}"):  # the key alone, or after a rotation to OTHER_KEY
+        code, out, err = await cli(temporal_server, "show", "--json", "--encryption-key", keys, "--", task.task_id)
+        assert code == 0, err
+        unlocked = json.loads(out)
+        assert (unlocked["readable"], unlocked["result"]["structuredContent"]) == (True, {"result": 144})
 
 
 async def test_show_counts_the_legs_of_every_run_of_a_continued_task(

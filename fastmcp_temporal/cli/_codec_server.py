@@ -13,7 +13,11 @@ guarantees:
 - JSON bodies only (a cross-site form or `text/plain` post is refused, since
   browsers send those without a CORS preflight), at most `max_body` bytes;
 - a payload it cannot decrypt or parse (another key, altered or garbage bytes) is a
-  400 with the reason, never a 500, and the answer holds no key, token or payload bytes.
+  400 with the reason (for a payload naming a key it lacks, that key's id and the ids it
+  holds), never a 500, and the answer holds no key, token or payload bytes.
+
+It takes the servers' and workers' key list (`FASTMCP_TEMPORAL_ENCRYPTION_KEY`, keys
+separated by commas): it decrypts with all of them and encodes with the first.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from temporalio.api.common.v1 import Payloads
 from temporalio.converter import PayloadCodec
 
 from fastmcp_temporal._settings import MIN_ENCRYPTION_KEY_LENGTH, TemporalTasksSettings
-from fastmcp_temporal.connection._codec import EncryptionCodec
+from fastmcp_temporal.connection._codec import EncryptionCodec, UnknownEncryptionKeyError
 
 TOKEN_ENV = "FASTMCP_TEMPORAL_CODEC_TOKEN"
 MAX_BODY = 4 * 1024 * 1024
@@ -89,11 +93,14 @@ def codec_app(
     async def converted(payloads: Payloads, encode: bool) -> Payloads:
         try:
             return Payloads(payloads=await (codec.encode if encode else codec.decode)(payloads.payloads))
+        except UnknownEncryptionKeyError as exc:
+            raise _Refused(400, str(exc)) from None
         except InvalidToken:
             raise _Refused(
                 400,
                 "A payload could not be decrypted: it was encrypted with another key, or altered. "
-                "Start the codec server with the FASTMCP_TEMPORAL_ENCRYPTION_KEY your workers use.",
+                "Start the codec server with the FASTMCP_TEMPORAL_ENCRYPTION_KEY key list your workers "
+                "use.",
             ) from None
         except DecodeError:
             raise _Refused(
@@ -139,7 +146,8 @@ def add_codec_server_command(commands: Any) -> None:
     """Register `codec-server` on the CLI's sub-command parsers."""
     parser = commands.add_parser(
         "codec-server",
-        help="Let the Temporal UI and CLI decrypt task payloads (needs FASTMCP_TEMPORAL_ENCRYPTION_KEY).",
+        help="Let the Temporal UI and CLI decrypt task payloads (needs FASTMCP_TEMPORAL_ENCRYPTION_KEY, "
+        "the workers' key list).",
         description=(
             "Serve POST /encode and /decode for the Temporal UI (codec endpoint setting) and CLI "
             "(--codec-endpoint, --codec-auth 'Bearer <token>'). Every call must carry "
@@ -180,10 +188,15 @@ def run_codec_server(args: argparse.Namespace) -> None:
 
     key = TemporalTasksSettings().encryption_key
     if key is None:
-        sys.exit("Set FASTMCP_TEMPORAL_ENCRYPTION_KEY to the key your servers and workers use.")
+        sys.exit("Set FASTMCP_TEMPORAL_ENCRYPTION_KEY to the key list your servers and workers use.")
     token = _token(args)
+    codec = EncryptionCodec(key.get_secret_value())
+    print(
+        f"Decrypting payloads of key ids {', '.join(codec.key_ids)}; encoding with {codec.key_ids[0]}.",
+        file=sys.stderr,
+    )
     app = codec_app(
-        EncryptionCodec(key.get_secret_value()),
+        codec,
         args.cors_origin,
         token=token,
         allowed_hosts=_allowed_hosts(args.host, args.allowed_host),

@@ -34,7 +34,12 @@ _OPTIONS: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
     ("--tls-client-cert", "tls_client_cert", "PEM client certificate (mTLS)", _PATH),
     ("--tls-client-key", "tls_client_key", "PEM key of the client certificate", _PATH),
     ("--tls-server-name", "tls_server_name", "server name to verify (SNI)", {"metavar": "NAME"}),
-    ("--encryption-key", "encryption_key", "key that encrypts task payloads", {"metavar": "KEY"}),
+    (
+        "--encryption-key",
+        "encryption_key",
+        "keys of task payloads, comma-separated: the first encrypts, all decrypt",
+        {"metavar": "KEYS"},
+    ),
     ("--payload-store", "payload_store", "where payloads of 256 KiB or more go", {"metavar": "STORE"}),
 )
 

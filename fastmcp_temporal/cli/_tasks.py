@@ -59,8 +59,8 @@ _FAILED = (Status.FAILED, Status.TERMINATED, Status.TIMED_OUT)
 _STUCK_FROM_ATTEMPT = 2
 """A workflow task on this attempt or later has failed or timed out before, and is retried."""
 _DESCRIBED_AT_ONCE = 20
-_DECRYPTION_FAILURES = frozenset({"InvalidToken"})
-"""Failure types of a worker whose key cannot decrypt a task (Fernet's)."""
+_DECRYPTION_FAILURES = frozenset({"InvalidToken", "UnknownEncryptionKeyError"})
+"""Failure types of a worker whose keys cannot decrypt a task (Fernet's, and ours naming the key id)."""
 
 
 class OperatorError(Exception):
@@ -352,7 +352,8 @@ async def _failure_reason(client: Client, event: HistoryEvent) -> str:
     if kind in _DECRYPTION_FAILURES:
         return (
             f"A worker could not decrypt the task's payloads ({kind}): every worker of the task queue "
-            "needs the FASTMCP_TEMPORAL_ENCRYPTION_KEY the task was created with."
+            "needs every FASTMCP_TEMPORAL_ENCRYPTION_KEY the task was written with in its key list."
+            + (f" {message}" if message else "")
         )
     if message is None:
         return f"{kind}: its message is encrypted with a key this command does not hold (--encryption-key)."

@@ -13,8 +13,9 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal.connection._codec import UnknownEncryptionKeyError
 from fastmcp_temporal.connection._payloads import PayloadLimits, limits_of
-from fastmcp_temporal.server._scope import CallerScope, current_scope, scope_secret
+from fastmcp_temporal.server._scope import CallerScope, current_scope, scope_secrets
 
 
 @dataclass(frozen=True)
@@ -36,9 +37,9 @@ class Backend:
         return limits_of(self.client.data_converter, settings.payload_limit, settings.stored_payload_limit)
 
     def caller_scope(self) -> CallerScope:
-        """The scope of the request being served, tagged with this deployment's scope secret."""
+        """The scope of the request being served, tagged with this deployment's scope secrets."""
         key = self.settings.encryption_key
-        return current_scope(scope_secret(key.get_secret_value() if key is not None else None))
+        return current_scope(scope_secrets(key.get_secret_value() if key is not None else None))
 
 
 class UnreadablePayloadError(Exception):
@@ -73,6 +74,8 @@ def _payload_fault(action: str, exc: BaseException) -> str | None:
         chain.append(chain[-1].__cause__)
     if isinstance(exc, UnreadablePayloadError):
         return f"Could not {action}: {exc}"
+    if unknown_key := next((link for link in chain if isinstance(link, UnknownEncryptionKeyError)), None):
+        return f"Could not {action}: {unknown_key}"
     if any(isinstance(link, InvalidToken) for link in chain):
         return (
             f"Could not {action}: this server cannot decrypt the task's payloads, which were encrypted with "

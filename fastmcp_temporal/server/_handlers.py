@@ -4,8 +4,9 @@ Reads use `describe()` and the memo the workflow keeps, plus the result from
 history once the workflow is closed, so they need no worker online. An update is a
 signal that Temporal has persisted before we acknowledge it; the workflow applies
 it. Every lookup derives the workflow id from the caller's own scope tag (and, only
-when nothing is found under it, the caller's legacy tag: see `_scope`), so a missing,
-expired or foreign task id all get the same -32602.
+when nothing is found under it, the caller's tags under the other listed encryption
+keys, then its legacy tag: see `_scope`), so a missing, expired or foreign task id all
+get the same -32602.
 
 Reads are cheap because the MCP client polls: concurrent reads of one task share one
 `describe()`, and a closed task (which never changes again) is answered from a
@@ -308,7 +309,8 @@ class TaskMethods:
         Writes (update, cancel) read fresh and drop the shared read, so no read that
         starts after their acknowledgement returns an older state.
         """
-        for scope_tag in self._backend.caller_scope().lookup_tags:  # a legacy tag only on NOT_FOUND
+        # the tags under older keys, and the legacy tag, are tried only on NOT_FOUND
+        for scope_tag in self._backend.caller_scope().lookup_tags:
             handle = self._handle(workflow_id(scope_tag, task_id))
             try:
                 description, memo = await (self._shared_read(handle) if shared else _read(handle))

@@ -6,14 +6,21 @@ own caller and a task of another scope is simply not found.
 
 The tag is an HMAC-SHA256 of the scope's parts encoded as a JSON array, so two scopes
 never share a tag (a client id holding a separator cannot pose as another client's
-user). Its secret is shared by every server: derived from the encryption key (from the
-stretched payload key, under its own label), so without the key nobody can compute or
-guess a tag; with no key it is a fixed public default, and a tag is then only
-unambiguous. The scope never appears in Temporal in clear, only its tag.
+user). Its secret is shared by every server: derived from the encrypting (first)
+encryption key (from the stretched payload key, under its own label), so without the
+key nobody can compute or guess a tag; with no key it is a fixed public default, and a
+tag is then only unambiguous. The scope never appears in Temporal in clear, only its tag.
+
+Keys rotate without moving a task: a task keeps the tag it was created under, and a
+lookup that finds nothing under the encrypting key's tag tries the tag of each other
+listed key (one more describe per key, only then). So a task created under the key list
+[A] is found by its owner under [A, B], [B, A] and any list holding A; under [B] alone
+it is not found, as its payloads written under A (its arguments at least) could not be
+read there either. Under a single key the tags are the ones keyed tags always had.
 
 Tasks created before keyed tags (`mcp-task/<32 hex>/...`: an unkeyed SHA-256 of
 `client_id|sub`) stay reachable by their owner until they expire: a lookup that finds
-nothing under the tag tries the legacy one, but only for a caller whose client id holds
+nothing under the keyed tags tries the legacy one, but only for a caller whose client id holds
 no `|`. No two such callers share a legacy string, so the fallback never reaches another
 caller's task. A client id holding `|` gets no fallback, since its legacy string can
 also be another caller's.
@@ -25,12 +32,15 @@ import hashlib
 import hmac
 import json
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from fastmcp.server.dependencies import get_access_token
 from fastmcp_tasks.context import get_task_scope
 
+from fastmcp_temporal._settings import encryption_keys
 from fastmcp_temporal.connection._codec import stretched_key
 
 ANONYMOUS_SCOPE_TAG = "anon"
@@ -45,15 +55,17 @@ WorkflowKind = Literal["task", "call"]
 
 @dataclass(frozen=True)
 class CallerScope:
-    """The calling scope's tag, and the legacy tag its older tasks may still be under."""
+    """The calling scope's tag, its tags under older keys, and the legacy tag its older tasks may be under."""
 
     tag: str
+    older_tags: tuple[str, ...] = ()
     legacy_tag: str | None = None
 
     @property
     def lookup_tags(self) -> tuple[str, ...]:
         """Where the caller's tasks are looked for, in order."""
-        return (self.tag,) if self.legacy_tag is None else (self.tag, self.legacy_tag)
+        legacy = () if self.legacy_tag is None else (self.legacy_tag,)
+        return (self.tag, *self.older_tags, *legacy)
 
 
 def new_task_id() -> str:
@@ -61,22 +73,32 @@ def new_task_id() -> str:
     return secrets.token_urlsafe(32)
 
 
-def scope_secret(encryption_key: str | None) -> bytes:
-    """The secret scope tags are keyed with: every server with the same key derives the same."""
+@lru_cache(maxsize=8)
+def scope_secrets(encryption_key: str | None) -> tuple[bytes, ...]:
+    """The secrets scope tags are keyed with: the encrypting key's (new tasks' tags) first, then
+    each other listed key's. Every server with the same keys derives the same.
+
+    Args:
+        encryption_key: the `FASTMCP_TEMPORAL_ENCRYPTION_KEY` value (keys separated by commas),
+            or None without encryption.
+    """
     if encryption_key is None:
-        return ZERO_CONFIG_SCOPE_SECRET
-    return hmac.digest(stretched_key(encryption_key), _SCOPE_SECRET_LABEL, "sha256")
+        return (ZERO_CONFIG_SCOPE_SECRET,)
+    keys = encryption_keys(encryption_key)
+    return tuple(hmac.digest(stretched_key(key), _SCOPE_SECRET_LABEL, "sha256") for key in keys)
 
 
-def current_scope(secret: bytes) -> CallerScope:
-    """The scope of the request being served (its access token's client id and `sub`)."""
+def current_scope(tag_secrets: Sequence[bytes]) -> CallerScope:
+    """The scope of the request being served (its access token's client id and `sub`), tagged
+    with each of `tag_secrets`: the first tags new tasks, the others find older ones."""
     token = get_access_token()
     if token is None:
         return CallerScope(ANONYMOUS_SCOPE_TAG)
     sub = token.claims.get("sub") if token.claims else None
     parts = json.dumps([token.client_id, str(sub) if sub else None], ensure_ascii=False).encode()
-    tag = SCOPE_TAG_PREFIX + hmac.new(secret, parts, "sha256").hexdigest()[:32]
-    return CallerScope(tag, _legacy_tag() if _LEGACY_SEPARATOR not in token.client_id else None)
+    tags = [SCOPE_TAG_PREFIX + hmac.new(secret, parts, "sha256").hexdigest()[:32] for secret in tag_secrets]
+    legacy = _legacy_tag() if _LEGACY_SEPARATOR not in token.client_id else None
+    return CallerScope(tags[0], tuple(tags[1:]), legacy)
 
 
 def _legacy_tag() -> str | None:
