@@ -43,9 +43,6 @@ import mcp_types
 from fastmcp.exceptions import FastMCPError
 from fastmcp.tools.base import InputRequiredToolResult, Tool
 from fastmcp.utilities.exceptions import get_http_status_code, is_timeout_error
-from fastmcp_tasks.context import TaskContextSnapshot
-from fastmcp_tasks.creation import registered_component_for_key
-from fastmcp_tasks.encryption import SnapshotDecryptionError, snapshot_codec
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from temporalio import activity
@@ -54,6 +51,12 @@ from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 
 from fastmcp_temporal import _fastmcp_private
+from fastmcp_temporal._fastmcp_private import (
+    SnapshotDecryptionError,
+    TaskContextSnapshot,
+    registered_component_for_key,
+    snapshot_codec,
+)
 from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._wire import (
     call_tool_result_json,
@@ -314,7 +317,7 @@ async def _run_component(
             return _raised(component, owner, exc, synchronous)
         return LegOutcome(error=_unresolved_dependency_error(failed))
     except MCPError as exc:
-        if _is_own_timeout(component, exc):
+        if _fastmcp_private.is_tool_timeout(component, exc):
             return LegOutcome(result=error_result_json(_masked_message(component, owner, exc)))
         logger.exception("Task tool %r raised a protocol error", component.name)
         if synchronous and exc.error.code != MISSING_REQUIRED_CLIENT_CAPABILITY:
@@ -392,12 +395,6 @@ def _input_required(value: Any) -> mcp_types.InputRequiredResult | None:
     if isinstance(value, mcp_types.InputRequiredResult):
         return value
     return None
-
-
-def _is_own_timeout(tool: Tool, exc: MCPError) -> bool:
-    """FastMCP reports a tool's own `timeout=` as an MCPError; a sync call masks it as a tool error."""
-    timeout = getattr(tool, "timeout", None)
-    return timeout is not None and exc.error.message == f"Tool '{tool.name}' execution timed out after {timeout}s"
 
 
 def _masked_message(tool: Tool, owner: FastMCP, exc: BaseException) -> str:
