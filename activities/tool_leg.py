@@ -40,12 +40,10 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import mcp_types
-from fastmcp.exceptions import FastMCPError
+from fastmcp.exceptions import FastMCPError, ValidationError
+from fastmcp.server.transforms.visibility import is_enabled
 from fastmcp.tools.base import InputRequiredToolResult, Tool
 from fastmcp.utilities.exceptions import get_http_status_code, is_timeout_error
-from fastmcp_tasks.context import TaskContextSnapshot
-from fastmcp_tasks.creation import registered_component_for_key
-from fastmcp_tasks.encryption import SnapshotDecryptionError, snapshot_codec
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from temporalio import activity
@@ -54,6 +52,12 @@ from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 
 from fastmcp_temporal import _fastmcp_private
+from fastmcp_temporal._fastmcp_private import (
+    SnapshotDecryptionError,
+    TaskContextSnapshot,
+    registered_component_for_key,
+    snapshot_codec,
+)
 from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._wire import (
     call_tool_result_json,
@@ -105,6 +109,13 @@ class _LegRun:
     """The outcome as it will be kept: in flight or done, shared by the attempts until it fails."""
     expiry: asyncio.TimerHandle | None = None
     delivered_late: bool = False
+
+    @classmethod
+    def settled(cls, tool: str, call: ToolCall, outcome: LegOutcome, cadence: HeartbeatCadence) -> _LegRun:
+        """A leg whose outcome is known before any body runs."""
+        body = asyncio.get_running_loop().create_future()
+        body.set_result(outcome)
+        return cls(tool, call, body, LegProgress.resumed(_previous_attempt()), cadence)
 
     def keeping(self) -> asyncio.Future[LegOutcome | RawValue]:
         """The keep step of the body's outcome: the one in flight or done, or a new one after a failure."""
@@ -162,16 +173,23 @@ class ToolLegActivities:
         return outcome
 
     async def _start(self, leg: LegInput) -> _LegRun:
-        """Start the body in its own asyncio task, so it outlives an attempt Temporal gave up on."""
+        """Start the body in its own asyncio task, so it outlives an attempt Temporal gave up on.
+
+        A tool the server no longer has, or arguments it no longer accepts (it was
+        redeployed while the task was parked or waiting for a retry), end the task here.
+        """
         call = leg.call
-        progress = LegProgress.resumed(_previous_attempt())
         try:
             snapshot = _restore_snapshot(call.snapshot)
-            component = await registered_component_for_key(self._server, call.component_key)
+            component = await _deployed_component(self._server, call.component_key)
         except (MCPError, SnapshotRestoreError) as exc:
-            failed = asyncio.get_running_loop().create_future()
-            failed.set_result(LegOutcome(error=_protocol_error(exc)))
-            return _LegRun(call.component_key, call, failed, progress, self._cadence)
+            failed = LegOutcome(error=_protocol_error(exc))
+            return _LegRun.settled(call.component_key, call, failed, self._cadence)
+        refusal = _refused_arguments(component, call.arguments, strict=self._server.strict_input_validation)
+        if refusal is not None:
+            refused = LegOutcome(result=error_result_json(refusal))
+            return _LegRun.settled(component.name, call, refused, self._cadence)
+        progress = LegProgress.resumed(_previous_attempt())
         owner = await _fastmcp_private.resolve_owning_server(snapshot) or self._server
         running = RunningLeg(
             task_id=call.task_id,
@@ -290,6 +308,45 @@ def _disarm(run: _LegRun) -> None:
         run.expiry = None
 
 
+async def _deployed_component(server: FastMCP, key: str) -> Tool:
+    """The enabled task tool stored as `key`, or the reference's error for a key that does not
+    resolve at re-entry (-32603), saying that the tool changed under the task."""
+    try:
+        component = await registered_component_for_key(server, key)
+    except MCPError:
+        component = None
+    if component is None or not is_enabled(component):
+        raise MCPError(code=mcp_types.INTERNAL_ERROR, message=_tool_gone(key))
+    return component
+
+
+def _tool_gone(key: str) -> str:
+    name, _, version = key.partition(":")[2].rpartition("@")
+    return (
+        f"No task-enabled component found for {key!r}. This server no longer has"
+        f" {_tool_label(name, version)} as an enabled task tool: it was removed, renamed, disabled, lost"
+        " that version or task=True while the task was in flight. Keep a tool version deployed and"
+        " enabled until its tasks have finished."
+    )
+
+
+def _refused_arguments(component: Tool, arguments: dict[str, Any], *, strict: bool) -> str | None:
+    """The `isError` text a call with the task's arguments gets from the tool as deployed now, if any."""
+    try:
+        _fastmcp_private.validate_call(component, arguments, strict=strict)
+    except ValidationError as exc:
+        changed = _tool_label(component.name, component.version)
+        return (
+            f"The arguments this task was started with no longer fit {changed},"
+            f" which changed while the task was in flight:\n{exc}"
+        )
+    return None
+
+
+def _tool_label(name: str, version: str | None) -> str:
+    return f"tool {name!r}" + (f" version {version!r}" if version else "")
+
+
 def _tool_cadence(component: Tool, default: HeartbeatCadence) -> HeartbeatCadence:
     """The worker's cadence, with the tool's own `execution_policy(heartbeat_interval=...)`."""
     interval = policy_of(component).heartbeat_interval
@@ -314,7 +371,7 @@ async def _run_component(
             return _raised(component, owner, exc, synchronous)
         return LegOutcome(error=_unresolved_dependency_error(failed))
     except MCPError as exc:
-        if _is_own_timeout(component, exc):
+        if _fastmcp_private.is_tool_timeout(component, exc):
             return LegOutcome(result=error_result_json(_masked_message(component, owner, exc)))
         logger.exception("Task tool %r raised a protocol error", component.name)
         if synchronous and exc.error.code != MISSING_REQUIRED_CLIENT_CAPABILITY:
@@ -392,12 +449,6 @@ def _input_required(value: Any) -> mcp_types.InputRequiredResult | None:
     if isinstance(value, mcp_types.InputRequiredResult):
         return value
     return None
-
-
-def _is_own_timeout(tool: Tool, exc: MCPError) -> bool:
-    """FastMCP reports a tool's own `timeout=` as an MCPError; a sync call masks it as a tool error."""
-    timeout = getattr(tool, "timeout", None)
-    return timeout is not None and exc.error.message == f"Tool '{tool.name}' execution timed out after {timeout}s"
 
 
 def _masked_message(tool: Tool, owner: FastMCP, exc: BaseException) -> str:

@@ -12,7 +12,8 @@ from typing import Any
 
 import mcp_types
 from fastmcp.tools.base import Tool, ToolResult
-from fastmcp_tasks.input_store import result_type_for_method
+
+from fastmcp_temporal._fastmcp_private import result_type_for_method
 
 _ANSWER_TYPES: dict[str, type[mcp_types.Result]] = {
     cls.__name__: cls

@@ -26,7 +26,6 @@ from fastmcp_temporal.devserver._server import DevServer, start_dev_server
 from fault_processes import AttemptLog, Processes
 from task_wire import DEADLINE
 
-
 # A retired Worker Deployment Version reports drained this long after its last pinned task
 # closes (Temporal's defaults: 3 minutes each).
 FAST_DRAINAGE = {

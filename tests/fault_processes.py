@@ -1,6 +1,6 @@
 """Worker and server processes for the fault tests, and the log of what their tools ran.
 
-`Processes` starts `fastmcp-temporal worker tests/fault_app.py` workers and
+`Processes` starts `fastmcp-temporal worker tests/fault_app.py` workers (or of another app) and
 `python tests/fault_app.py` HTTP servers with their output in files, kills them with
 SIGKILL on request and stops every one it started; `AttemptLog` reads the JSON lines
 fault_app's tool bodies write, so executions are counted where they happened.
@@ -78,9 +78,18 @@ class Processes:
         self.outputs[process.pid] = output
         return process
 
-    def worker(self, address: str, task_queue: str, concurrency: int = 20) -> subprocess.Popen[bytes]:
-        command = [str(CLI), "worker", str(APP), "--address", address, "--task-queue", task_queue]
-        return self._start(command + ["--concurrency", str(concurrency)], {}, "worker")
+    def worker(
+        self,
+        address: str,
+        task_queue: str,
+        concurrency: int = 20,
+        *,
+        app: Path = APP,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.Popen[bytes]:
+        """A `fastmcp-temporal worker` process on `app` (fault_app by default), with `env` added."""
+        command = [str(CLI), "worker", str(app), "--address", address, "--task-queue", task_queue]
+        return self._start(command + ["--concurrency", str(concurrency)], env or {}, "worker")
 
     def http_server(
         self, address: str, task_queue: str, port: int, release: Path | None = None

@@ -15,19 +15,12 @@ own `versioning_behavior` is passed as the start's versioning override.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from fastmcp.exceptions import ValidationError
-from fastmcp.tools.function_tool import FunctionTool
-from fastmcp_tasks.context import TaskContextSnapshot
-from fastmcp_tasks.creation import registered_component_for_key
-from fastmcp_tasks.encryption import snapshot_codec
-from fastmcp_tasks.models import CreateTaskResult
 from mcp.shared.exceptions import MCPError
-from pydantic import ValidationError as PydanticValidationError
 from temporalio.client import WorkflowHandle
 from temporalio.common import (
     AutoUpgradeVersioningOverride,
@@ -41,6 +34,12 @@ from temporalio.common import (
 )
 
 from fastmcp_temporal import _fastmcp_private
+from fastmcp_temporal._fastmcp_private import (
+    CreateTaskResult,
+    TaskContextSnapshot,
+    registered_component_for_key,
+    snapshot_codec,
+)
 from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._wire import encode_answers
 from fastmcp_temporal.connection._payloads import converter_budget, encoded_payload_size
@@ -98,7 +97,7 @@ async def start_tool_workflow(
     """Validate the call and start its workflow: a task's, or a synchronous call's (`kind="call"`)."""
     component = await task_component(context.fastmcp, tool)
     raw_arguments = dict(arguments or {})
-    validate_arguments(component, raw_arguments, strict=context.fastmcp.strict_input_validation)
+    _fastmcp_private.validate_call(component, raw_arguments, strict=context.fastmcp.strict_input_validation)
 
     task_id = new_task_id()
     scope_tag = backend.caller_scope().tag
@@ -166,20 +165,6 @@ async def task_component(server: FastMCP, tool: Tool) -> Tool:
         return await registered_component_for_key(server, tool.key)
     except MCPError:
         return tool  # not among get_tasks(): validate against the tool as resolved
-
-
-def validate_arguments(component: Tool, arguments: dict[str, Any], *, strict: bool) -> None:
-    """Reject a bad call exactly as a synchronous call would, before anything exists."""
-    if not isinstance(component, FunctionTool):
-        return
-    try:
-        _fastmcp_private.validate_call(component, arguments, strict=True if strict else None)
-    except PydanticValidationError as exc:
-        # Validation runs through a stand-in function named `probe`; name the tool's
-        # own function, as the synchronous error does.
-        function_name = getattr(component.fn, "__name__", "probe")
-        message = str(exc).replace("call[probe]", f"call[{function_name}]", 1)
-        raise ValidationError(message, log_level=logging.WARNING) from exc
 
 
 async def _converted_call(backend: Backend, task: TaskInput) -> tuple[RawValue, int]:

@@ -20,17 +20,6 @@ from fastmcp.server.dependencies import extract_version_spec, get_http_request
 from fastmcp.server.extensions import MethodBinding, read_client_extension_settings
 from fastmcp.utilities.tasks import TASKS_EXTENSION_ID
 from fastmcp.utilities.versions import VersionSpec
-from fastmcp_tasks import wire_production
-from fastmcp_tasks.models import (
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
-    CancelTaskParams,
-    CancelTaskResult,
-    GetTaskParams,
-    GetTaskResult,
-    UpdateTaskParams,
-    UpdateTaskResult,
-    missing_capability_error_data,
-)
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
@@ -41,6 +30,16 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from fastmcp_temporal import _fastmcp_private
+from fastmcp_temporal._fastmcp_private import (
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    CancelTaskParams,
+    CancelTaskResult,
+    GetTaskParams,
+    GetTaskResult,
+    UpdateTaskParams,
+    UpdateTaskResult,
+    missing_capability_error_data,
+)
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.connection._client import require_codec, require_reachable, searchable, temporal_client
 from fastmcp_temporal.server._backend import Backend, temporal_errors
@@ -84,6 +83,7 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
         heartbeat_timeout: timedelta | None = None,
         **settings: Any,
     ) -> None:
+        _fastmcp_private.check_upstream()
         unknown = set(settings) - set(TemporalTasksSettings.model_fields)
         if unknown:
             raise TypeError(
@@ -252,8 +252,7 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
             indexed = await searchable(client, client.service_client.config.target_host, client.namespace)
             _leg_context.install_hooks()
             stack.callback(_leg_context.release_hooks)
-            wire_production.install()
-            stack.callback(wire_production.uninstall)
+            stack.enter_context(_fastmcp_private.task_results_on_the_wire())
             if self._settings.worker:
                 await stack.enter_async_context(_running_worker(client, server, self._settings))
             self._backend = Backend(client, self._settings, indexed, self._settings.worker)

@@ -33,12 +33,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import mcp_types
-from fastmcp_tasks.models import (
-    CancelTaskResult,
-    GetTaskResult,
-    TaskStatus,
-    UpdateTaskResult,
-)
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 from temporalio.api.enums.v1 import HistoryEventFilterType
@@ -51,6 +45,7 @@ from temporalio.client import (
 from temporalio.client import WorkflowExecutionStatus as Status
 from temporalio.service import RPCError, RPCStatusCode
 
+from fastmcp_temporal._fastmcp_private import CancelTaskResult, GetTaskResult, TaskStatus, UpdateTaskResult
 from fastmcp_temporal._wire import encode_answer
 from fastmcp_temporal.connection._payloads import encoded_size, encoded_size_of
 from fastmcp_temporal.server._backend import Backend, UnreadablePayloadError

@@ -38,8 +38,8 @@ from functools import lru_cache
 from typing import Literal
 
 from fastmcp.server.dependencies import get_access_token
-from fastmcp_tasks.context import get_task_scope
 
+from fastmcp_temporal._fastmcp_private import get_task_scope
 from fastmcp_temporal._settings import encryption_keys
 from fastmcp_temporal.connection._codec import stretched_key
 

@@ -9,8 +9,7 @@ refcounted so one server's shutdown never strands a sibling server's legs.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -23,12 +22,10 @@ from fastmcp.server.dependencies import (
 )
 
 from fastmcp_temporal import _fastmcp_private
+from fastmcp_temporal._fastmcp_private import TaskContext
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
-    from mcp_types import LoggingLevel
-
-logger = logging.getLogger("fastmcp_temporal.task")
 
 
 @dataclass(frozen=True)
@@ -51,34 +48,6 @@ def leg_scope(leg: RunningLeg) -> Iterator[None]:
         yield
     finally:
         running_leg.reset(token)
-
-
-class TaskContext(Context):
-    """A background-task `Context` that logs to the server and knows the caller's extensions.
-
-    The task has no session to notify, so the reference engine's `ctx.log` raises;
-    here it reaches `fastmcp_temporal.task` tagged with the task id instead. The
-    extensions the caller declared at submission answer `client_supports_extension`.
-    """
-
-    _client_extensions: frozenset[str] = frozenset()
-
-    def client_supports_extension(self, extension_id: str) -> bool:
-        return extension_id in self._client_extensions
-
-    async def log(
-        self,
-        message: str,
-        level: LoggingLevel | None = None,
-        logger_name: str | None = None,
-        extra: Mapping[str, Any] | None = None,
-    ) -> None:
-        numeric = logging.getLevelName((level or "info").upper())
-        if not isinstance(numeric, int):
-            numeric = logging.WARNING
-        logging.getLogger(logger_name or logger.name).log(
-            numeric, "[task %s] %s", self.task_id, message, extra={"task_extra": extra}
-        )
 
 
 async def _make_leg_context() -> Context | None:

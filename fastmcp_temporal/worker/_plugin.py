@@ -62,6 +62,7 @@ class McpTasksPlugin(SimplePlugin):
     """
 
     def __init__(self, server: FastMCP, *, enter_server_lifespan: bool = True) -> None:
+        _fastmcp_private.check_upstream()
         self._server = server
         self._extension = tasks_extension(server)
         self._lost_payloads = EndTasksWithLostPayloads()

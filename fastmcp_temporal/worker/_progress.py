@@ -2,10 +2,10 @@
 
 Core FastMCP reads a background task's progress sink from Docket's
 `current_execution` ContextVar (`Progress()` and `ctx.report_progress` both do);
-there is no other hook. While a leg runs we set that ContextVar to a stand-in whose
-progress lands in `LegProgress`. The activity heartbeats it to Temporal, where
-`tasks/get` reads it as `statusMessage`, operators see it in the UI, and a retried
-attempt reads the last checkpoint back.
+there is no other hook. While a leg runs that ContextVar holds a stand-in
+(`_fastmcp_private.docket_progress`) whose progress lands in `LegProgress`. The
+activity heartbeats it to Temporal, where `tasks/get` reads it as `statusMessage`,
+operators see it in the UI, and a retried attempt reads the last checkpoint back.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from docket.dependencies import current_execution
+from fastmcp_temporal import _fastmcp_private
 
 
 @dataclass
@@ -52,23 +52,15 @@ class LegProgress:
         }
 
 
-@dataclass
-class _ExecutionStandIn:
-    key: str
-    progress: LegProgress = field(default_factory=LegProgress)
-
-
 current_progress: ContextVar[LegProgress | None] = ContextVar("fastmcp_temporal_progress", default=None)
 
 
 @contextmanager
 def progress_scope(task_id: str, progress: LegProgress) -> Iterator[LegProgress]:
     """Collect this leg's progress in `progress`."""
-    stand_in = _ExecutionStandIn(key=task_id, progress=progress)
-    docket_token = current_execution.set(stand_in)  # type: ignore[arg-type]
-    token = current_progress.set(stand_in.progress)
+    token = current_progress.set(progress)
     try:
-        yield stand_in.progress
+        with _fastmcp_private.docket_progress(task_id, progress):
+            yield progress
     finally:
         current_progress.reset(token)
-        current_execution.reset(docket_token)

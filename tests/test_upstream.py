@@ -1,0 +1,159 @@
+"""An upgrade of FastMCP or fastmcp-tasks that moves what this package relies on fails at start-up.
+
+Proves that:
+
+- the installed versions pass the start-up check, and every private use of theirs lives
+  in `fastmcp_temporal/_fastmcp_private.py`;
+- creating a `TemporalTasksExtension` or a `McpTasksPlugin` fails, naming the installed
+  FastMCP and fastmcp-tasks versions and what moved, when a symbol is gone;
+- the changes that would otherwise break a task silently are caught too: answers that no
+  longer reach `ctx.input_responses`, progress FastMCP no longer reads from Docket's
+  `current_execution`, and message texts matched word for word.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from importlib import metadata
+from pathlib import Path
+
+import docket.dependencies
+import fastmcp.server.dependencies
+import fastmcp_tasks.context
+import pytest
+from fastmcp import FastMCP
+from fastmcp.server.context import Context
+from fastmcp.tools.function_tool import FunctionTool
+
+import fastmcp_temporal
+from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension, _fastmcp_private
+from fastmcp_temporal._fastmcp_private import UpstreamChanged, check_upstream
+from fastmcp_temporal.worker._progress import LegProgress
+
+ROOT = Path(fastmcp_temporal.__file__).parent
+OURS = [
+    *ROOT.rglob("*.py"),
+    *(ROOT.parent / "activities").rglob("*.py"),
+    *(ROOT.parent / "workflows").rglob("*.py"),
+]
+UPSTREAM = ("fastmcp", "fastmcp_tasks", "docket", "mcp")
+# What fastmcp_tasks exports from its package; its modules are internals.
+FASTMCP_TASKS_EXPORTS = {"TasksExtension", "ToolTask", "call_tool_task", "__version__"}
+
+
+def test_the_installed_fastmcp_has_everything_this_package_relies_on() -> None:
+    check_upstream()
+    assert len(_fastmcp_private.RELIANCES) >= 30
+
+
+def test_private_upstream_names_are_used_only_in_the_compatibility_module() -> None:
+    offenders = []
+    for path in OURS:
+        if path.name == "_fastmcp_private.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom) or (node.module or "").split(".")[0] not in UPSTREAM:
+                continue
+            names = {alias.name for alias in node.names}
+            private = {name for name in names if name.startswith("_")}
+            internal_module = node.module.startswith(("fastmcp_tasks.", "docket"))
+            unexported = node.module == "fastmcp_tasks" and names - FASTMCP_TASKS_EXPORTS
+            if private or internal_module or unexported:
+                offenders.append(
+                    f"{path.relative_to(ROOT.parent)}: from {node.module} import {sorted(names)}"
+                )
+            if node.module == "fastmcp.server.context" and "Context" in names and _subclasses_context(path):
+                offenders.append(f"{path.relative_to(ROOT.parent)}: subclasses Context")
+    assert not offenders, "\n".join(offenders)
+
+
+def _subclasses_context(path: Path) -> bool:
+    classes = [node for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ClassDef)]
+    return any(ast.unparse(base) == "Context" for cls in classes for base in cls.bases)
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        (fastmcp.server.dependencies, "_is_client_tool_call"),
+        (fastmcp_tasks.context, "_apply_snapshot_to_context"),
+        (docket.dependencies, "current_execution"),
+    ],
+)
+def test_a_missing_symbol_fails_the_extension_at_creation(
+    monkeypatch: pytest.MonkeyPatch, module: object, name: str
+) -> None:
+    monkeypatch.delattr(module, name)
+    with pytest.raises(UpstreamChanged) as raised:
+        TemporalTasksExtension(worker=False)
+    message = str(raised.value)
+    assert f"{module.__name__}:{name}: {module.__name__}:{name} is gone" in message
+    assert (
+        f"fastmcp {metadata.version('fastmcp')}, fastmcp-tasks {metadata.version('fastmcp-tasks')}" in message
+    )
+    assert "fastmcp-tasks==" in message  # the versions to install instead
+
+
+def test_a_missing_symbol_fails_the_plugin_at_creation(monkeypatch: pytest.MonkeyPatch) -> None:
+    server = FastMCP("plugged")
+    server.add_extension(TemporalTasksExtension(worker=False))
+    monkeypatch.delattr(fastmcp_tasks.context, "_resolve_owning_server")
+    with pytest.raises(UpstreamChanged, match=r"_resolve_owning_server is gone.*mounted tools run"):
+        McpTasksPlugin(server)
+
+
+def test_answers_that_would_no_longer_reach_the_tool_fail_at_start_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(Context, "input_responses", property(lambda self: None))
+    with pytest.raises(UpstreamChanged, match="answers stop reaching the tool"):
+        check_upstream()
+
+
+def test_progress_fastmcp_would_no_longer_read_from_docket_fails_at_start_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def report_progress(self: Context, progress: float, total: float | None = None) -> None:
+        """A FastMCP whose progress goes somewhere else."""
+
+    monkeypatch.setattr(Context, "report_progress", report_progress)
+    with pytest.raises(
+        UpstreamChanged, match=r"Context.report_progress: it no longer reads current_execution"
+    ):
+        check_upstream()
+
+
+async def _rewritten(*args: object, **kwargs: object) -> None:
+    """An upgraded FastMCP's version of a function, which words its errors differently."""
+
+
+@pytest.mark.parametrize(
+    ("owner", "name", "target"),
+    [
+        (FunctionTool, "_run_body", "fastmcp.tools.function_tool:FunctionTool"),
+        (fastmcp.server.dependencies, "_resolve_fastmcp_dependencies", "fastmcp.server.dependencies"),
+    ],
+)
+def test_a_message_matched_word_for_word_that_fastmcp_no_longer_says_fails_at_start_up(
+    monkeypatch: pytest.MonkeyPatch, owner: object, name: str, target: str
+) -> None:
+    monkeypatch.setattr(owner, name, _rewritten)
+    with pytest.raises(UpstreamChanged, match=f"{target}: its code no longer says"):
+        check_upstream()
+
+
+def test_the_leg_progress_has_what_fastmcp_calls_on_a_docket_execution() -> None:
+    progress = LegProgress()
+    assert all(hasattr(progress, member) for member in _fastmcp_private.DOCKET_PROGRESS_MEMBERS)
+
+
+def test_an_upstream_deprecation_of_what_this_package_uses_fails_the_suite() -> None:
+    """pyproject's filterwarnings: a deprecation attributed to our code (an upstream API we call
+    warns with its caller's stack level) is an error; one inside third-party code is not."""
+    with pytest.raises(DeprecationWarning):
+        warnings.warn_explicit(
+            "use the new API", DeprecationWarning, "x.py", 1, module="fastmcp_temporal.server"
+        )
+    with pytest.warns(DeprecationWarning):
+        warnings.warn_explicit("use the new API", DeprecationWarning, "x.py", 1, module="botocore.client")
