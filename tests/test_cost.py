@@ -24,7 +24,7 @@ from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionSta
 from fastmcp_temporal import TemporalTasksExtension, execution_policy
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from servers import server_with, square
+from servers import server_with
 from task_wire import finished
 from test_operator_cli import cli, listed
 
@@ -48,7 +48,11 @@ async def test_a_trivial_task_costs_two_actions_and_still_lists_as_completed(
     tool = f"square_{uuid.uuid4().hex[:8]}"
     extension = make_extension()
     mcp = server_with(extension)
-    mcp.tool(execution_policy(leg=leg)(square), name=tool, task=True)
+
+    @mcp.tool(name=tool, task=True)
+    @execution_policy(leg=leg)
+    async def squared(n: int) -> int:
+        return n * n
 
     async with Client(mcp) as client:
         task = await call_tool_task(client, tool, {"n": 4})
