@@ -42,6 +42,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from billing import billable_actions  # bench/ is the script's own folder on sys.path
 from fastmcp import FastMCP
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from mcp_types import ElicitRequest, InputRequiredResult
@@ -54,20 +55,6 @@ LABELS = {
     "bare": "bare Temporal",
     "temporal": "fastmcp-temporal",
     "temporal-baseline": "fastmcp-temporal (baseline)",
-}
-# History events Temporal Cloud bills as Actions (https://docs.temporal.io/cloud/actions):
-# a workflow start, each activity attempt, timers, signals, search-attribute and memo
-# upserts, markers (side effects, local activities). Workflow tasks and completions are
-# free. Recorded heartbeats are billed too but leave no event: counted from the
-# worker's RecordActivityTaskHeartbeat calls instead.
-BILLABLE_EVENTS = {
-    "EVENT_TYPE_WORKFLOW_EXECUTION_STARTED",
-    "EVENT_TYPE_ACTIVITY_TASK_SCHEDULED",
-    "EVENT_TYPE_TIMER_STARTED",
-    "EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED",
-    "EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES",
-    "EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED",
-    "EVENT_TYPE_MARKER_RECORDED",
 }
 
 
@@ -111,7 +98,7 @@ async def _history_counts(client: Any, workflow_id: str) -> dict[str, Any]:
     kinds = collections.Counter(EventType.Name(event.event_type) for event in history.events)
     return {
         "events": len(history.events),
-        "billable_events": sum(n for kind, n in kinds.items() if kind in BILLABLE_EVENTS),
+        "billable_events": billable_actions(history.events),
         "by_type": dict(kinds),
     }
 

@@ -112,7 +112,6 @@ async def test_a_trivial_local_leg_task_completes_in_one_workflow_task(make_exte
         "WORKFLOW_TASK_STARTED",
         "WORKFLOW_TASK_COMPLETED",
         "MARKER_RECORDED",
-        "UPSERT_WORKFLOW_SEARCH_ATTRIBUTES",
         "WORKFLOW_EXECUTION_COMPLETED",
     ]
 

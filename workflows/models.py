@@ -88,6 +88,10 @@ class TaskInput:
     leg_input_budget: int | None = None
     """The most bytes a leg's input may convert to and still be kept once encoded: under
     Temporal's payload limit, or the store's. None in tasks 0.2.0 started with a store."""
+    publish_completion: bool = True
+    """Upsert `McpTaskStatus=completed` when the task succeeds, a billed Action the closed
+    execution's own status already says. Tasks this release creates say False; the default
+    is 0.2.0's behaviour, so its histories replay (versioning by input, CONTRIBUTING.md)."""
 
 
 @dataclass

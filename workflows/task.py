@@ -230,7 +230,10 @@ class McpTaskWorkflow:
 
     def _finish(self, state: TaskState, outcome: TaskOutcome) -> TaskOutcome:
         self._failure = (outcome.error or {}).get("message")
-        self._publish(state)
+        if state == "completed" and not _publishes_completion(self._task):
+            self._show(state)  # the execution's COMPLETED status says it, for no Action
+        else:
+            self._publish(state)
         return outcome
 
     def _publish(self, state: TaskState, memo: dict[str, Any] | None = None) -> None:
@@ -238,7 +241,8 @@ class McpTaskWorkflow:
 
         Each write is a billed history event, so the state itself lives only in the
         ``McpTaskStatus`` search attribute (and, once closed, in the execution's own
-        status); the memo carries just the open input requests ``tasks/get`` serves.
+        status, which alone says a task completed); the memo carries just the open
+        input requests ``tasks/get`` serves.
         """
         if memo is not None:
             workflow.upsert_memo(memo)
@@ -283,6 +287,16 @@ def _start_leg(policy: LegPolicy, leg: LegInput) -> workflow.ActivityHandle[LegO
         retry_policy=retry_policy,
         cancellation_type=cancellation_type,
     )
+
+
+def _publishes_completion(task: TaskInput | None) -> bool:
+    """Whether a successful end is upserted to `McpTaskStatus`, as 0.2.0 always did.
+
+    Versioned by the task's input rather than `workflow.patched`: the choice is fixed when
+    the task is created, and a patch marker would itself be a billed event, the very
+    Action this saves. Histories without the field replay on the old path.
+    """
+    return task is None or task.publish_completion
 
 
 def _history_full(task: TaskInput) -> bool:

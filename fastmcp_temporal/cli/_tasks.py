@@ -48,13 +48,16 @@ from fastmcp_temporal.workflows.task import SCOPE_ATTRIBUTE, STATUS_ATTRIBUTE, T
 MCP_STATUSES = ("working", "input_required", "completed", "failed", "cancelled")
 DEFAULT_UI_URL = "http://localhost:8233"
 _DEFAULT_SCAN_LIMIT = 10_000
-_STATUS_QUERY = {
+STATUS_QUERIES = {
     "working": "McpTaskStatus = 'working' AND ExecutionStatus = 'Running'",
     "input_required": "McpTaskStatus = 'input_required' AND ExecutionStatus = 'Running'",
-    "completed": "McpTaskStatus = 'completed' AND ExecutionStatus = 'Completed'",
+    "completed": "McpTaskStatus IN ('working', 'completed') AND ExecutionStatus = 'Completed'",
     "failed": "(McpTaskStatus = 'failed' OR ExecutionStatus IN ('Failed', 'Terminated', 'TimedOut'))",
     "cancelled": "(McpTaskStatus = 'cancelled' OR ExecutionStatus = 'Canceled')",
 }
+"""The visibility query of each MCP status (the README's UI views). A task that succeeds keeps
+its last published `McpTaskStatus`, 'working' (0.2.0 published 'completed'): its execution's
+COMPLETED status says it, and a task that completes with an error outcome is published 'failed'."""
 _FAILED = (Status.FAILED, Status.TERMINATED, Status.TIMED_OUT)
 _STUCK_FROM_ATTEMPT = 2
 """A workflow task on this attempt or later has failed or timed out before, and is retried."""
@@ -273,9 +276,10 @@ def _mcp_status(execution: WorkflowExecution, *, cancel_requested: bool = False)
     if execution.status in _FAILED:
         return "failed"
     if execution.status == Status.COMPLETED:
-        if published in ("completed", "failed", None):  # None: search attributes not registered
-            return published or "completed"
-        return "expired"  # its TTL ran out while it waited for input
+        if published == "input_required":
+            return "expired"  # its TTL ran out while it waited for input
+        # 'working': success is not published; 'completed': 0.2.0 published it; None: not searchable
+        return "failed" if published == "failed" else "completed"
     return (execution.status.name if execution.status else "unknown").lower()
 
 
@@ -286,7 +290,7 @@ def _list_query(args: argparse.Namespace) -> str:
     if args.scope:
         clauses.append(f"McpScope = {_quoted(args.scope)}")
     if args.status:
-        clauses.append(_STATUS_QUERY[args.status])
+        clauses.append(STATUS_QUERIES[args.status])
     return " AND ".join(clauses)
 
 

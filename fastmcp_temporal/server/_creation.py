@@ -121,6 +121,7 @@ async def start_tool_workflow(
         search_attributes=backend.searchable,
         history_events_limit=backend.settings.history_events_limit,
         resume=_continuation(context) if kind == "call" else None,
+        publish_completion=False,
     )
     converted, input_bytes = await _converted_call(backend, task)
     handle = await backend.client.start_workflow(

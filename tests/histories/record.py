@@ -5,12 +5,14 @@ histories of every task shape, recorded on each release that changes the workflo
 are committed under `tests/histories/<version>/` and replayed by
 `tests/test_replay.py`. Run on a checkout of the release, from the repo's root:
 
-    .venv/bin/python tests/histories/record.py 0.2.0
+    .venv/bin/python tests/histories/record.py 0.2.0 [FOLDER]
 
 It starts its own dev server (stopped when it ends) and writes one JSON history per
-shape; a shape whose task continued as new writes one file per run. It uses only the
-public API (and the dev server launcher, wherever the release keeps it), so it runs on
-an older release's code too: put its unpacked wheel first on PYTHONPATH.
+shape to FOLDER (default `tests/histories/<version>/`; another for histories not to
+commit, such as those `bench/actions.py` counts); a shape whose task continued as new
+writes one file per run. It uses only the public API (and the dev server launcher,
+wherever the release keeps it), so it runs on an older release's code too: put its
+unpacked wheel first on PYTHONPATH.
 """
 
 from __future__ import annotations
@@ -111,16 +113,15 @@ async def answer_all(client: Client, task_id: str, task: Any, rounds: int) -> No
         await tasks_update(client, task_id, {key: accept("Ada")})
 
 
-def main(version: str) -> None:
+def main(version: str, folder: Path | None = None) -> None:
     server = start_dev_server(ui=False)
     try:
-        asyncio.run(record(version, server.address))
+        asyncio.run(record(folder or Path(__file__).parent / version, server.address))
     finally:
         server.stop()
 
 
-async def record(version: str, address: str) -> None:
-    folder = Path(__file__).parent / version
+async def record(folder: Path, address: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     if True:
         options: dict[str, Any] = {
@@ -191,4 +192,4 @@ async def write_runs(temporal: TemporalClient, folder: Path, name: str, wf_id: s
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], Path(sys.argv[2]) if len(sys.argv) > 2 else None)
