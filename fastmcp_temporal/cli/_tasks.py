@@ -37,7 +37,7 @@ from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescri
 from temporalio.client import WorkflowExecutionStatus as Status
 from temporalio.service import RPCError, RPCStatusCode
 
-from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal._settings import UI_URL_VARIABLE, TemporalTasksSettings
 from fastmcp_temporal.cli._options import add_connection_options, setting_overrides
 from fastmcp_temporal.connection._client import TemporalConnectionError, connect, resolve_profile
 from fastmcp_temporal.connection._payloads import PayloadStoreError
@@ -109,7 +109,7 @@ def add_tasks_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
     for verb in (listing, show, cancel, terminate):
         verb.add_argument(
-            "--ui-url", help=f"Temporal UI base URL for links (FASTMCP_TEMPORAL_UI_URL, default {DEFAULT_UI_URL})"
+            "--ui-url", help=f"Temporal UI base URL for links ({UI_URL_VARIABLE}, default {DEFAULT_UI_URL})"
         )
         add_connection_options(verb)
 
@@ -203,7 +203,7 @@ async def _connected(args: argparse.Namespace, command: Any) -> None:
         client = await connect(profile, settings)
     except TemporalConnectionError as exc:
         raise OperatorError(str(exc)) from None
-    ui_url = (getattr(args, "ui_url", None) or os.environ.get("FASTMCP_TEMPORAL_UI_URL") or DEFAULT_UI_URL).rstrip("/")
+    ui_url = (getattr(args, "ui_url", None) or os.environ.get(UI_URL_VARIABLE) or DEFAULT_UI_URL).rstrip("/")
     await command(client, ui_url)
 
 
