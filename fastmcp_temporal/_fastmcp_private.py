@@ -35,6 +35,7 @@ from pydantic import ValidationError as PydanticValidationError
 from starlette.routing import Route
 
 if TYPE_CHECKING:
+    import anyio
     from fastmcp import FastMCP
     from fastmcp.server.http import StarletteWithLifespan
     from fastmcp.tools.base import Tool
@@ -117,6 +118,14 @@ def set_pending_input(ctx: Context, responses: Any, request_state: str | None) -
     """`ctx.input_responses`/`ctx.request_state` fall back to these in a task."""
     ctx._task_input_responses = responses
     ctx._task_request_state = request_state
+
+
+def cancel_requested(context: Context) -> anyio.Event | None:
+    """Set when the caller sends `notifications/cancelled` for this request: mcp keeps the event on
+    the request's dispatch context, which FastMCP's `Context` reaches only through the session's
+    private `_request_outbound`; None outside a request."""
+    request = context.request_context
+    return request.session._request_outbound.cancel_requested if request is not None else None
 
 
 def mask_error_details(server: FastMCP) -> bool:
@@ -696,6 +705,17 @@ RELIANCES: tuple[Reliance, ...] = (
         "raise the HTTP request cap before FastMCP builds its app",
         "requests over mcp's 4 MiB cap are refused",
         _parameters("self", "server"),
+    ),
+    Reliance(
+        "mcp.server.session:ServerSession.__init__",
+        "see a caller's notifications/cancelled for a durable synchronous call",
+        "every durable synchronous call fails",
+        _reads("_request_outbound"),
+    ),
+    Reliance(
+        "mcp.shared.dispatcher:DispatchContext.cancel_requested",
+        "see a caller's notifications/cancelled for a durable synchronous call",
+        "every durable synchronous call fails",
     ),
     Reliance(
         "fastmcp.server.server:FastMCP._lifespan_manager",

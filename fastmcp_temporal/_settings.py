@@ -1,25 +1,48 @@
-"""Configuration for `TemporalTasksExtension`, from the constructor or `FASTMCP_TEMPORAL_*`.
+"""Configuration for `TemporalTasksExtension`, from the constructor, `FASTMCP_TEMPORAL_*` or `.env`.
 
-Constructor arguments win over the environment; the connection settings left unset
-fall back to Temporal's own configuration (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`,
-`TEMPORAL_API_KEY`, `TEMPORAL_TLS_*`, profiles in `temporal.toml`; resolved in
-`_connection.py`), then to the defaults below, so `TemporalTasksExtension()` runs on
-an embedded dev server when no address is configured anywhere.
+Constructor arguments win over the environment, which wins over the `.env` file FastMCP's
+own settings read (`FASTMCP_ENV_FILE`, default `.env` in the working directory); the
+connection settings left unset fall back to Temporal's own configuration
+(`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`, `TEMPORAL_TLS_*`, profiles in
+`temporal.toml`; resolved in `connection/_client.py`), then to the defaults below, so
+`TemporalTasksExtension()` runs on an embedded dev server when no address is configured
+anywhere. A constructor argument or a `FASTMCP_TEMPORAL_*` variable (environment or `.env`)
+that names no setting is refused with the list of settings, and every duration is positive
+(zero only where it means "off").
 """
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
-
-MIN_ENCRYPTION_KEY_LENGTH = 32
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 
 from fastmcp_temporal.worker._heartbeat import HeartbeatCadence
+
+MIN_ENCRYPTION_KEY_LENGTH = 32
+ENV_PREFIX = "FASTMCP_TEMPORAL_"
+ENV_FILE = os.getenv("FASTMCP_ENV_FILE", ".env")
+"""The dotenv file FastMCP's and fastmcp-tasks' settings read, so one `.env` configures all three."""
+CODEC_TOKEN_VARIABLE = f"{ENV_PREFIX}CODEC_TOKEN"
+UI_URL_VARIABLE = f"{ENV_PREFIX}UI_URL"
+CLI_VARIABLES = frozenset({CODEC_TOKEN_VARIABLE, UI_URL_VARIABLE})
+"""Variables of the operator CLI that share the prefix but are not settings."""
+POSITIVE_DURATIONS = (
+    "task_ttl", "heartbeat_timeout", "start_to_close_timeout", "connect_timeout", "heartbeat_interval",
+    "read_recheck",
+)
+DURATIONS_OFF_AT_ZERO = ("shutdown_grace", "heartbeat_fast_period", "read_hold")
 
 VersioningBehaviorName = Literal["pinned", "auto_upgrade"]
 VERSIONING_BEHAVIORS: dict[str, VersioningBehavior] = {
@@ -31,7 +54,29 @@ VERSIONING_BEHAVIORS: dict[str, VersioningBehavior] = {
 class TemporalTasksSettings(BaseSettings):
     """Where tasks run and how each leg is scheduled."""
 
-    model_config = SettingsConfigDict(env_prefix="FASTMCP_TEMPORAL_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_file=ENV_FILE, extra="forbid")
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as invalid:
+            raise _naming_the_settings(invalid) from None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The usual sources, with the environment and `.env` passing on unknown `FASTMCP_TEMPORAL_*` names."""
+        environments = (
+            _UnknownNamesToo(source) if isinstance(source, EnvSettingsSource) else source
+            for source in (env_settings, dotenv_settings)
+        )
+        return (init_settings, *environments, file_secret_settings)
 
     address: str | None = Field(
         default=None,
@@ -71,7 +116,8 @@ class TemporalTasksSettings(BaseSettings):
     )
     shutdown_grace: timedelta = Field(
         default=timedelta(seconds=5),
-        description="How long running tool legs may finish when the worker stops; then they are retried elsewhere.",
+        description="How long running tool legs may finish when the worker stops; then they are retried "
+        "elsewhere (0: at once).",
     )
     sync_calls: Literal["inline", "workflow"] = Field(
         default="inline",
@@ -130,7 +176,9 @@ class TemporalTasksSettings(BaseSettings):
         default=None, description="Where the embedded dev server keeps its sqlite file."
     )
     ui: bool = Field(default=True, description="Serve the Temporal UI from the embedded dev server.")
-    connect_timeout: timedelta = timedelta(seconds=10)
+    connect_timeout: timedelta = Field(
+        default=timedelta(seconds=10), description="Startup fails when Temporal does not answer within this."
+    )
     # How a running tool leg heartbeats: each heartbeat is a billed Action on Temporal Cloud,
     # and a cancel reaches a running tool only on its next heartbeat.
     heartbeat_interval: timedelta = Field(
@@ -140,7 +188,8 @@ class TemporalTasksSettings(BaseSettings):
     )
     heartbeat_fast_period: timedelta = Field(
         default=HeartbeatCadence.fast_period,
-        description="For this long after it starts, a leg heartbeats every 200 ms, so a cancel reaches it at once.",
+        description="For this long after it starts, a leg heartbeats every 200 ms, so a cancel reaches it at "
+        "once (0: never).",
     )
     read_hold: timedelta = Field(
         default=timedelta(milliseconds=250),
@@ -242,11 +291,7 @@ class TemporalTasksSettings(BaseSettings):
             raise ValueError(f"{value!r} must be host:port, for example 127.0.0.1:7233")
         return value
 
-    @field_validator(
-        "task_ttl", "heartbeat_timeout", "start_to_close_timeout", "shutdown_grace", "connect_timeout",
-        "heartbeat_interval", "heartbeat_fast_period", "read_hold", "read_recheck",
-        mode="before",
-    )
+    @field_validator(*POSITIVE_DURATIONS, *DURATIONS_OFF_AT_ZERO, mode="before")
     @classmethod
     def _seconds(cls, value: object) -> object:
         """Let the environment say `900` for 900 seconds, besides ISO 8601 (`PT15M`)."""
@@ -257,11 +302,18 @@ class TemporalTasksSettings(BaseSettings):
                 return value
         return value
 
-    @field_validator("task_ttl", "heartbeat_timeout", "start_to_close_timeout", "read_recheck")
+    @field_validator(*POSITIVE_DURATIONS)
     @classmethod
     def _positive(cls, value: timedelta) -> timedelta:
         if value <= timedelta(0):
-            raise ValueError("must be a positive duration")
+            raise ValueError("must be a positive duration: seconds (900) or ISO 8601 (PT15M)")
+        return value
+
+    @field_validator(*DURATIONS_OFF_AT_ZERO)
+    @classmethod
+    def _zero_or_positive(cls, value: timedelta) -> timedelta:
+        if value < timedelta(0):
+            raise ValueError("must be 0 (off) or a positive duration: seconds (5) or ISO 8601 (PT5S)")
         return value
 
     @field_validator("encryption_key")
@@ -291,3 +343,50 @@ def encryption_keys(value: str) -> tuple[str, ...]:
             "or unset it to store payloads in clear."
         )
     return keys
+
+
+class _UnknownNamesToo(PydanticBaseSettingsSource):
+    """An environment source (variables or `.env`) that reads the settings and passes on every
+    other `FASTMCP_TEMPORAL_*` name, so `extra="forbid"` refuses a misspelt one.
+
+    Only the prefix is ours: a shared `.env` holds FastMCP's and other programs' lines too,
+    which pydantic-settings would pass on as extras from a dotenv source, so the settings are
+    read the way the environment's are.
+    """
+
+    def __init__(self, source: EnvSettingsSource) -> None:
+        super().__init__(source.settings_cls)
+        self._source = source
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self._source.get_field_value(field, field_name)
+
+    def __call__(self) -> dict[str, Any]:
+        values = EnvSettingsSource.__call__(self._source)
+        prefix, cli_variables = ENV_PREFIX.lower(), {name.lower() for name in CLI_VARIABLES}
+        for name, value in self._source.env_vars.items():
+            setting = name.lower()[len(prefix) :]
+            known = setting in self.settings_cls.model_fields or name.lower() in cli_variables
+            if name.lower().startswith(prefix) and not known:
+                values[setting] = value
+        return values
+
+
+def _naming_the_settings(invalid: ValidationError) -> ValidationError:
+    """`invalid`, with each unknown name's error listing the settings there are."""
+    unknown = PydanticCustomError(
+        "extra_forbidden",
+        "not a setting (as a constructor argument, or {prefix}<NAME> in the environment or {env_file}); "
+        "the settings are: {settings}",
+        {"prefix": ENV_PREFIX, "env_file": ENV_FILE, "settings": ", ".join(TemporalTasksSettings.model_fields)},
+    )
+    errors: list[Any] = [
+        {
+            "type": unknown if error["type"] == "extra_forbidden" else error["type"],
+            "loc": error["loc"],
+            "input": error["input"],
+            **({"ctx": error["ctx"]} if "ctx" in error else {}),
+        }
+        for error in invalid.errors()
+    ]
+    return ValidationError.from_exception_data(invalid.title, errors)

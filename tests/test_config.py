@@ -1,20 +1,24 @@
-"""Configuration: constructor, environment, an existing client, and the zero-config default."""
+"""Configuration: constructor, environment, `.env`, an existing client, the zero-config default,
+and the refusal of unknown names and of durations that mean nothing."""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from fastmcp import Client
 from google.protobuf.duration_pb2 import Duration
+from pydantic import ValidationError
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client as TemporalClient
 
-from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal import TemporalTasksExtension, TemporalTasksSettings
+from fastmcp_temporal._settings import CLI_VARIABLES, DURATIONS_OFF_AT_ZERO, POSITIVE_DURATIONS
 from fastmcp_temporal.devserver._server import SEARCH_ATTRIBUTES, DevServer, free_port
 from servers import server_with, square
 
@@ -116,8 +120,58 @@ async def test_zero_config_starts_a_persistent_dev_server_and_stops_it(
 
 
 def test_an_unknown_setting_is_refused_with_the_valid_names() -> None:
-    with pytest.raises(TypeError, match="Unknown TemporalTasksExtension setting.*heartbeat_timout.*valid ones"):
+    with pytest.raises(ValidationError, match=r"heartbeat_timout\n  not a setting.*settings are: .*heartbeat_timeout"):
         TemporalTasksExtension(heartbeat_timout=5)
+
+
+def test_an_unknown_variable_is_refused_with_the_valid_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FASTMCP_TEMPORAL_HEARTBEAT_TIMOUT", "5")
+    with pytest.raises(ValidationError, match=r"heartbeat_timout\n  not a setting.*FASTMCP_TEMPORAL_<NAME>"):
+        TemporalTasksSettings()
+
+
+def test_the_cli_variables_sharing_the_prefix_are_not_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in CLI_VARIABLES:
+        monkeypatch.setenv(name, "x" * 40)
+    TemporalTasksSettings()
+
+
+def test_settings_come_from_a_dotenv_file_shared_with_fastmcp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / ".env").write_text(
+        "FASTMCP_LOG_LEVEL=DEBUG\nDATABASE_URL=postgres://elsewhere\n"
+        "FASTMCP_TEMPORAL_TASK_QUEUE=from-dotenv\nFASTMCP_TEMPORAL_TASK_TTL=120\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FASTMCP_TEMPORAL_TASK_TTL", "60")  # the environment wins over .env
+    settings = TemporalTasksExtension().temporal_settings
+    assert (settings.task_queue, settings.task_ttl) == ("from-dotenv", timedelta(seconds=60))
+
+
+def test_an_unknown_name_in_the_dotenv_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / ".env").write_text("FASTMCP_TEMPORAL_TASKQUEUE=typo\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValidationError, match=r"taskqueue\n  not a setting.*settings are: .*task_queue"):
+        TemporalTasksSettings()
+
+
+@pytest.mark.parametrize("name", [*POSITIVE_DURATIONS, *DURATIONS_OFF_AT_ZERO])
+def test_a_negative_duration_is_refused(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(f"FASTMCP_TEMPORAL_{name.upper()}", "-1")
+    with pytest.raises(ValidationError, match=f"{name}\n  Value error, must be"):
+        TemporalTasksSettings()
+
+
+@pytest.mark.parametrize("name", POSITIVE_DURATIONS)
+def test_a_zero_duration_is_refused_where_zero_means_nothing(name: str) -> None:
+    with pytest.raises(ValidationError, match=f"{name}\n  Value error, must be a positive duration"):
+        TemporalTasksSettings(**{name: 0})
+
+
+@pytest.mark.parametrize("name", DURATIONS_OFF_AT_ZERO)
+def test_a_zero_duration_turns_off_what_it_times(name: str) -> None:
+    assert getattr(TemporalTasksSettings(**{name: 0}), name) == timedelta(0)
 
 
 async def test_a_namespace_retention_shorter_than_the_ttl_is_warned_about(

@@ -5,7 +5,8 @@ alone (legs, input requests, result, UI link); cancels one with `tasks/cancel`'s
 semantics and terminates another, which the MCP wire then reports; an unknown id is a
 clear error with exit code 1; an encrypted task's result is readable only with
 the key (alone or in a rotated key list); `list --stuck` shows a task no worker can decrypt, with the reason, and not
-a healthy one; and a negative limit is refused by name.
+a healthy one; `list` tells durable synchronous calls from tasks (`kind`, `--kind`); and a
+negative limit is refused by name.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from mcp_types import ElicitRequest, InputRequiredResult
 
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from servers import http_client, server_with, serving_http, square, verifier
+from servers import NoTasksClient, http_client, server_with, serving_http, square, verifier
 from task_wire import DEADLINE, question, status_becomes, tasks_update
 
 pytestmark = pytest.mark.anyio
@@ -271,6 +272,28 @@ async def test_list_stuck_shows_a_task_no_worker_can_decrypt_with_the_reason(
             assert code == 0, err
     await listed(temporal_server, "--tool", tool, "--status", "failed", until=lambda rows: len(rows) == 2)
     await listed(temporal_server, "--tool", tool, "--status", "working", until=lambda rows: rows == [])
+
+
+async def test_list_tells_durable_synchronous_calls_from_tasks(make_extension, temporal_server: DevServer) -> None:
+    tool = f"square_{uuid.uuid4().hex[:8]}"
+    server = server_with(make_extension(sync_calls="workflow"))
+    server.tool(square, name=tool, task=True)
+    async with Client(server) as opted_in, NoTasksClient(server) as plain:
+        task = await call_tool_task(opted_in, tool, {"n": 2})
+        await status_becomes(task, "completed")
+        assert (await plain.call_tool(tool, {"n": 3})).data == 9
+
+    rows = await listed(temporal_server, "--tool", tool, until=lambda rows: len(rows) == 2)
+    kinds = {row["kind"]: row for row in rows}
+    assert kinds["task"]["taskId"] == task.task_id and kinds["call"]["workflowId"].startswith("mcp-call/")
+    for kind in ("task", "call"):
+        only = await listed(temporal_server, "--tool", tool, "--kind", kind, until=lambda rows: True)
+        assert [row["workflowId"] for row in only] == [kinds[kind]["workflowId"]]
+    code, table, _ = await cli(temporal_server, "list", "--tool", tool)
+    assert code == 0 and "KIND" in table and "call" in table
+    code, out, err = await cli(temporal_server, "show", "--json", "--", kinds["call"]["workflowId"])
+    assert code == 0, err
+    assert (json.loads(out)["kind"], json.loads(out)["status"]) == ("call", "completed")
 
 
 @pytest.mark.parametrize("option", ["--limit", "--scan-limit"])

@@ -15,7 +15,7 @@ a task's.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -28,13 +28,25 @@ import pytest
 from fastmcp import Client, Context, FastMCP
 from fastmcp.client.elicitation import ElicitResult
 from fastmcp.client.transports import StreamableHttpTransport
+from fastmcp.server.dependencies import get_context
 from fastmcp_tasks.client import call_tool_task
 from mcp.shared.exceptions import MCPError
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowExecution, WorkflowExecutionStatus
+from temporalio.client import Client as TemporalClient
+from temporalio.client import (
+    Interceptor,
+    OutboundInterceptor,
+    StartWorkflowInput,
+    WorkflowExecution,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+)
 
 from fastmcp_temporal import TemporalTasksExtension, TemporalTasksSettings, execution_policy
+from fastmcp_temporal._fastmcp_private import cancel_requested
+from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG
 from result_cases import (
     ERROR_CASES,
@@ -300,11 +312,8 @@ async def test_an_opted_in_client_still_gets_a_task(make_extension) -> None:
 # --- 3. cancellation ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("transport", ["memory", "http"])
-async def test_a_cancelled_request_cancels_the_workflow_and_the_tool(make_extension, transport) -> None:
-    """In memory the client sends `notifications/cancelled`; over 2026 HTTP it closes the response stream."""
-    extension = make_extension(sync_calls="workflow")
-    server = server_with(extension)
+def add_wait_forever(server: FastMCP) -> tuple[asyncio.Event, asyncio.Event]:
+    """Task tool "wait_forever"; its events: it started, and it saw CancelledError."""
     started, stopped = asyncio.Event(), asyncio.Event()
 
     @server.tool(task=True)
@@ -317,6 +326,27 @@ async def test_a_cancelled_request_cancels_the_workflow_and_the_tool(make_extens
             raise
         return "never"
 
+    return started, stopped
+
+
+async def closed_status(extension: TemporalTasksExtension) -> WorkflowExecutionStatus | None:
+    """How the test's one call workflow closed, once it has."""
+    (execution,) = await call_workflows(extension)
+    assert extension.client is not None
+    handle = extension.client.get_workflow_handle(execution.id)
+    with anyio.fail_after(DEADLINE):
+        while (status := (await handle.describe()).status) == WorkflowExecutionStatus.RUNNING:
+            await anyio.sleep(0.05)
+    return status
+
+
+@pytest.mark.parametrize("transport", ["memory", "http"])
+async def test_a_cancelled_request_cancels_the_workflow_and_the_tool(make_extension, transport) -> None:
+    """In memory the client sends `notifications/cancelled`; over 2026 HTTP it closes the response stream."""
+    extension = make_extension(sync_calls="workflow")
+    server = server_with(extension)
+    started, stopped = add_wait_forever(server)
+
     async with AsyncExitStack() as stack:
         target: Any = server
         if transport == "http":
@@ -328,13 +358,117 @@ async def test_a_cancelled_request_cancels_the_workflow_and_the_tool(make_extens
                 await started.wait()
                 group.cancel_scope.cancel()
             await stopped.wait()
-        (execution,) = await call_workflows(extension)
-        assert extension.client is not None
-        handle = extension.client.get_workflow_handle(execution.id)
+        assert await closed_status(extension) == WorkflowExecutionStatus.CANCELED
+
+
+HANDSHAKE_VERSION = "2025-11-25"
+CALL_ID = 1
+
+
+@dataclass
+class HandshakeSession:
+    """A raw streamable-HTTP session of the handshake era, as the TypeScript SDK's client holds one."""
+
+    http: httpx2.AsyncClient
+    url: str
+    headers: dict[str, str]
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        message = {"jsonrpc": "2.0", "method": method, "params": params}
+        response = await self.http.post(self.url, headers=self.headers, json=message)
+        assert response.status_code == 202, response.text
+
+    async def call_wait_forever(self) -> None:
+        """`tools/call` of "wait_forever" as request `CALL_ID`, its response stream held open."""
+        params = {"name": "wait_forever", "arguments": {}}
+        message = {"jsonrpc": "2.0", "id": CALL_ID, "method": "tools/call", "params": params}
+        async with self.http.stream("POST", self.url, headers=self.headers, json=message) as response:
+            async for _ in response.aiter_lines():
+                pass
+            await anyio.sleep_forever()  # a client that cancels by notification keeps its stream
+
+    async def cancel_the_call(self) -> None:
+        await self.notify("notifications/cancelled", {"requestId": CALL_ID, "reason": "the user aborted"})
+
+
+@asynccontextmanager
+async def handshake_session(url: str) -> AsyncIterator[HandshakeSession]:
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    params = {"protocolVersion": HANDSHAKE_VERSION, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+    async with httpx2.AsyncClient(timeout=DEADLINE) as http:
+        opened = await http.post(
+            url, headers=headers, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+        )
+        assert f'"protocolVersion":"{HANDSHAKE_VERSION}"' in opened.text
+        headers |= {"Mcp-Session-Id": opened.headers["mcp-session-id"], "Mcp-Protocol-Version": HANDSHAKE_VERSION}
+        session = HandshakeSession(http, url, headers)
+        await session.notify("notifications/initialized", {})
+        yield session
+
+
+@pytest.mark.parametrize("peer_cancel_mode", ["interrupt", "signal"])
+async def test_a_cancel_notification_cancels_the_workflow_and_the_tool(
+    make_extension, peer_cancel_mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A handshake-era client cancels by `notifications/cancelled` and keeps the request open.
+
+    mcp applies it by interrupting the request, or (its `signal` mode) by only setting the
+    request's `cancel_requested`; the workflow is cancelled either way.
+    """
+    monkeypatch.setitem(JSONRPCDispatcher.__init__.__kwdefaults__, "peer_cancel_mode", peer_cancel_mode)
+    extension = make_extension(sync_calls="workflow")
+    server = server_with(extension)
+    started, stopped = add_wait_forever(server)
+
+    async with serving_http(server) as url, handshake_session(url) as session:
         with anyio.fail_after(DEADLINE):
-            while (status := (await handle.describe()).status) == WorkflowExecutionStatus.RUNNING:
-                await anyio.sleep(0.05)
-    assert status == WorkflowExecutionStatus.CANCELED
+            async with anyio.create_task_group() as group:
+                group.start_soon(session.call_wait_forever)
+                await started.wait()
+                await session.cancel_the_call()
+                await stopped.wait()
+                group.cancel_scope.cancel()
+        assert await closed_status(extension) == WorkflowExecutionStatus.CANCELED
+
+
+class CancelWhileStarting(Interceptor):
+    """The caller's cancel arrives after Temporal started the call's workflow, before the server
+    heard back: the start is answered only once mcp has applied the cancel to the request."""
+
+    def __init__(self) -> None:
+        self.cancel: Callable[[], Awaitable[None]] | None = None
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        owner = self
+
+        class Outbound(OutboundInterceptor):
+            async def start_workflow(self, input: StartWorkflowInput) -> WorkflowHandle[Any, Any]:
+                handle = await super().start_workflow(input)
+                assert owner.cancel is not None
+                await owner.cancel()
+                withdrawn = cancel_requested(get_context())
+                assert withdrawn is not None
+                await withdrawn.wait()
+                return handle
+
+        return Outbound(next)
+
+
+async def test_a_cancel_arriving_while_the_workflow_starts_cancels_it(
+    make_extension, temporal_server: DevServer
+) -> None:
+    interceptor = CancelWhileStarting()
+    temporal = await TemporalClient.connect(temporal_server.address, interceptors=[interceptor])
+    extension = make_extension(sync_calls="workflow", client=temporal)
+    server = server_with(extension)
+    add_wait_forever(server)
+
+    async with serving_http(server) as url, handshake_session(url) as session:
+        interceptor.cancel = session.cancel_the_call
+        async with anyio.create_task_group() as group:
+            group.start_soon(session.call_wait_forever)
+            assert await closed_status(extension) == WorkflowExecutionStatus.CANCELED
+            group.cancel_scope.cancel()
 
 
 async def test_an_operator_cancelling_the_workflow_ends_the_call_with_an_error(make_extension) -> None:

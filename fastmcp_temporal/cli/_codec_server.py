@@ -43,10 +43,9 @@ from starlette.routing import Route
 from temporalio.api.common.v1 import Payloads
 from temporalio.converter import PayloadCodec
 
-from fastmcp_temporal._settings import MIN_ENCRYPTION_KEY_LENGTH, TemporalTasksSettings
+from fastmcp_temporal._settings import CODEC_TOKEN_VARIABLE, MIN_ENCRYPTION_KEY_LENGTH, TemporalTasksSettings
 from fastmcp_temporal.connection._codec import EncryptionCodec, UnknownEncryptionKeyError
 
-TOKEN_ENV = "FASTMCP_TEMPORAL_CODEC_TOKEN"
 MAX_BODY = 4 * 1024 * 1024
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
@@ -151,7 +150,7 @@ def add_codec_server_command(commands: Any) -> None:
         description=(
             "Serve POST /encode and /decode for the Temporal UI (codec endpoint setting) and CLI "
             "(--codec-endpoint, --codec-auth 'Bearer <token>'). Every call must carry "
-            f"'Authorization: Bearer <token>' with the token from ${TOKEN_ENV} (or --token)."
+            f"'Authorization: Bearer <token>' with the token from ${CODEC_TOKEN_VARIABLE} (or --token)."
         ),
     )
     parser.add_argument("--host", default="127.0.0.1", help="Address to bind (default 127.0.0.1)")
@@ -170,8 +169,8 @@ def add_codec_server_command(commands: Any) -> None:
     )
     parser.add_argument(
         "--token",
-        default=os.environ.get(TOKEN_ENV),
-        help=f"Bearer token callers must send (default ${TOKEN_ENV}; prefer the variable, "
+        default=os.environ.get(CODEC_TOKEN_VARIABLE),
+        help=f"Bearer token callers must send (default ${CODEC_TOKEN_VARIABLE}; prefer the variable, "
         "a command line is visible to other users)",
     )
     parser.add_argument(
@@ -215,13 +214,13 @@ def _token(args: argparse.Namespace) -> str | None:
         return None
     if not args.token:
         sys.exit(
-            f"The codec server decrypts every task for whoever calls it: set {TOKEN_ENV} to a random "
+            f"The codec server decrypts every task for whoever calls it: set {CODEC_TOKEN_VARIABLE} to a random "
             f"token of at least {MIN_ENCRYPTION_KEY_LENGTH} characters and send 'Authorization: Bearer "
             "<token>' (Temporal CLI: --codec-auth). For a local UI without sign-in, "
             "--insecure-open-loopback serves without a token on 127.0.0.1 only."
         )
     if len(args.token) < MIN_ENCRYPTION_KEY_LENGTH:
-        sys.exit(f"{TOKEN_ENV} (--token) must be at least {MIN_ENCRYPTION_KEY_LENGTH} characters.")
+        sys.exit(f"{CODEC_TOKEN_VARIABLE} (--token) must be at least {MIN_ENCRYPTION_KEY_LENGTH} characters.")
     return str(args.token)
 
 

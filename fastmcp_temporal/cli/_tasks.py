@@ -1,10 +1,12 @@
 """`fastmcp-temporal tasks`: list, inspect, cancel and terminate MCP tasks from a terminal.
 
-An operator holds the Temporal namespace, not a caller's token, so every command
-works across scopes: a task id is found by its workflow id (`mcp-task/<scope
-tag>/<task id>`), directly when the scope is given or anonymous, else by a bounded
-visibility scan over `McpTaskWorkflow` executions (visibility cannot match an id
-suffix). `cancel` has the semantics of `tasks/cancel`; `terminate` ends a task now,
+Durable synchronous calls (`sync_calls="workflow"`) run as the same workflow under
+`mcp-call/...` ids; every command handles them too, and `list` tells the two kinds
+apart (a `kind` column, `--kind task|call`). An operator holds the Temporal namespace,
+not a caller's token, so every command works across scopes: a task id is found by its
+workflow id (`mcp-task/<scope tag>/<task id>`), directly when the scope is given or
+anonymous, else by a bounded visibility scan over `McpTaskWorkflow` executions
+(visibility cannot match an id suffix). `cancel` has the semantics of `tasks/cancel`; `terminate` ends a task now,
 without running its cleanup. `list --stuck` finds what no worker can move, whatever
 the cause (a worker without the key, a store it cannot reach, a bug in workflow
 code): running tasks whose workflow task has failed at least once and is being
@@ -24,7 +26,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, get_args
 from urllib.parse import quote
 
 from pydantic import ValidationError
@@ -37,15 +39,17 @@ from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescri
 from temporalio.client import WorkflowExecutionStatus as Status
 from temporalio.service import RPCError, RPCStatusCode
 
-from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal._settings import UI_URL_VARIABLE, TemporalTasksSettings
 from fastmcp_temporal.cli._options import add_connection_options, setting_overrides
 from fastmcp_temporal.connection._client import TemporalConnectionError, connect, resolve_profile
 from fastmcp_temporal.connection._payloads import PayloadStoreError
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, WorkflowKind, workflow_id, workflow_id_prefix
 from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, WORKFLOW_NAME
 from fastmcp_temporal.workflows.task import SCOPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOOL_ATTRIBUTE
 
 MCP_STATUSES = ("working", "input_required", "completed", "failed", "cancelled")
+KINDS: tuple[WorkflowKind, ...] = get_args(WorkflowKind)
+_KIND_PREFIXES = {kind: workflow_id_prefix(kind) for kind in KINDS}
 DEFAULT_UI_URL = "http://localhost:8233"
 _DEFAULT_SCAN_LIMIT = 10_000
 STATUS_QUERIES = {
@@ -79,6 +83,9 @@ def add_tasks_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     listing.add_argument("--tool", help="Only tasks of this tool")
     listing.add_argument("--status", choices=MCP_STATUSES, help="Only tasks in this MCP status")
     listing.add_argument("--scope", help="Only tasks of this caller scope tag (McpScope)")
+    listing.add_argument(
+        "--kind", choices=KINDS, help="Only tasks ('task') or durable synchronous calls ('call'); default both"
+    )
     listing.add_argument("--limit", type=_positive, default=50, help="At most this many tasks (default 50)")
     listing.add_argument(
         "--stuck",
@@ -112,7 +119,7 @@ def add_tasks_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
     for verb in (listing, show, cancel, terminate):
         verb.add_argument(
-            "--ui-url", help=f"Temporal UI base URL for links (FASTMCP_TEMPORAL_UI_URL, default {DEFAULT_UI_URL})"
+            "--ui-url", help=f"Temporal UI base URL for links ({UI_URL_VARIABLE}, default {DEFAULT_UI_URL})"
         )
         add_connection_options(verb)
 
@@ -206,7 +213,7 @@ async def _connected(args: argparse.Namespace, command: Any) -> None:
         client = await connect(profile, settings)
     except TemporalConnectionError as exc:
         raise OperatorError(str(exc)) from None
-    ui_url = (getattr(args, "ui_url", None) or os.environ.get("FASTMCP_TEMPORAL_UI_URL") or DEFAULT_UI_URL).rstrip("/")
+    ui_url = (getattr(args, "ui_url", None) or os.environ.get(UI_URL_VARIABLE) or DEFAULT_UI_URL).rstrip("/")
     await command(client, ui_url)
 
 
@@ -236,7 +243,7 @@ class _FoundTask:
 async def _find(client: Client, task_id: str, scope: str | None, scan_limit: int) -> _FoundTask:
     """The task's workflow: by id when the scope is known (or anonymous), else by a visibility scan."""
     direct = (
-        task_id if task_id.startswith("mcp-task/") else workflow_id(scope or ANONYMOUS_SCOPE_TAG, task_id)
+        task_id if task_id.startswith(tuple(_KIND_PREFIXES.values())) else workflow_id(scope or ANONYMOUS_SCOPE_TAG, task_id)
     )
     found = await _describe(client, direct)
     if found is None and scope is None and direct != task_id:
@@ -291,6 +298,8 @@ def _list_query(args: argparse.Namespace) -> str:
         clauses.append(f"McpScope = {_quoted(args.scope)}")
     if args.status:
         clauses.append(STATUS_QUERIES[args.status])
+    if args.kind:
+        clauses.append(f"WorkflowId STARTS_WITH {_quoted(_KIND_PREFIXES[args.kind])}")
     return " AND ".join(clauses)
 
 
@@ -371,6 +380,7 @@ def _row(execution: WorkflowExecution) -> dict[str, Any]:
     attributes = execution.typed_search_attributes
     return {
         "taskId": execution.id.rsplit("/", 1)[-1],
+        "kind": next(kind for kind, prefix in _KIND_PREFIXES.items() if execution.id.startswith(prefix)),
         "tool": attributes.get(TOOL_ATTRIBUTE),
         "status": _mcp_status(execution),
         "scope": attributes.get(SCOPE_ATTRIBUTE) or execution.id.split("/")[1],
@@ -469,13 +479,14 @@ def _print_rows(rows: list[dict[str, Any]], *, stuck: bool = False) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("TASK ID", "TOOL", "STATUS", "CREATED", "DURATION", "SCOPE")
+    table = Table("TASK ID", "KIND", "TOOL", "STATUS", "CREATED", "DURATION", "SCOPE")
     if stuck:
         table.add_column("ATTEMPT")
         table.add_column("REASON")
     for row in rows:
         cells = [
             row["taskId"],
+            row["kind"],
             row["tool"] or "",
             row["status"],
             row["createdAt"][:19].replace("T", " "),
@@ -493,7 +504,7 @@ def _print_task(shown: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table("FIELD", "VALUE", show_header=False)
-    for name in ("taskId", "tool", "status", "scope", "createdAt", "closedAt", "durationSeconds", "legs"):
+    for name in ("taskId", "kind", "tool", "status", "scope", "createdAt", "closedAt", "durationSeconds", "legs"):
         table.add_row(name, str(shown[name]))
     for request in shown["inputRequests"]:
         message = (request["request"].get("params") or {}).get("message", "")

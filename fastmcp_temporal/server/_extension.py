@@ -64,9 +64,13 @@ _TASK_METHOD_VERSIONS = frozenset(MODERN_PROTOCOL_VERSIONS)
 class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
     """Run `task=True` tools as Temporal workflows.
 
-    Every argument falls back to its `FASTMCP_TEMPORAL_*` environment variable and
-    then to the default; with no address anywhere a local dev server is started.
-    Pass `client` to reuse a connected `temporalio.client.Client`.
+    Every argument falls back to its `FASTMCP_TEMPORAL_*` environment variable, then to
+    the `.env` file, then to the default; with no address anywhere a local dev server is
+    started. Pass `client` to reuse a connected `temporalio.client.Client`.
+
+    Raises:
+        pydantic.ValidationError: a setting is invalid, or an argument (or a
+            `FASTMCP_TEMPORAL_*` variable) names no setting; the error lists the settings.
     """
 
     identifier = TASKS_EXTENSION_ID
@@ -84,12 +88,6 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
         **settings: Any,
     ) -> None:
         _fastmcp_private.check_upstream()
-        unknown = set(settings) - set(TemporalTasksSettings.model_fields)
-        if unknown:
-            raise TypeError(
-                f"Unknown TemporalTasksExtension setting(s) {sorted(unknown)}; "
-                f"valid ones are {sorted(TemporalTasksSettings.model_fields)}."
-            )
         overrides = {
             "address": address,
             "namespace": namespace,

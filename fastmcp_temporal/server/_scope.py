@@ -109,4 +109,13 @@ def _legacy_tag() -> str | None:
 
 def workflow_id(scope_tag: str, task_id: str, kind: WorkflowKind = "task") -> str:
     """`mcp-task/...` for a task, `mcp-call/...` for a synchronous call run as a workflow."""
-    return f"mcp-{kind}/{scope_tag}/{task_id}"
+    return f"{workflow_id_prefix(kind)}{scope_tag}/{task_id}"
+
+
+def workflow_id_prefix(kind: WorkflowKind) -> str:
+    """What every workflow id of `kind` starts with.
+
+    Args:
+        kind: "task" for a task, "call" for a synchronous call run as a workflow.
+    """
+    return f"mcp-{kind}/"

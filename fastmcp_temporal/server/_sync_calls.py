@@ -12,6 +12,7 @@ inline call's does, and the caller's next call carries the answers.
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from mcp.shared.exceptions import MCPError
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
+from fastmcp_temporal._fastmcp_private import cancel_requested
 from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.server._backend import Backend
@@ -47,23 +49,44 @@ async def call_through_workflow(
     backend: Backend, tool: Tool, arguments: dict[str, Any] | None, context: Context
 ) -> ToolResult:
     """Run the call as a workflow and answer as the inline call would."""
-    started = await start_tool_workflow(backend, tool, arguments, context, kind="call")
-    return _answer(await _outcome(started.handle))
+    # Shielded: a request withdrawn while Temporal starts the workflow gets the workflow
+    # cancelled in `_outcome`, instead of the start being abandoned with the workflow running.
+    with anyio.CancelScope(shield=True):
+        started = await start_tool_workflow(backend, tool, arguments, context, kind="call")
+    return _answer(await _outcome(started.handle, cancel_requested(context)))
 
 
-async def _outcome(handle: WorkflowHandle[Any, TaskOutcome]) -> TaskOutcome:
-    """The workflow's result (a long poll); a withdrawn request cancels the workflow."""
+async def _outcome(handle: WorkflowHandle[Any, TaskOutcome], withdrawn: anyio.Event | None) -> TaskOutcome:
+    """The workflow's result (a long poll); a withdrawn request cancels the workflow.
+
+    mcp applies a caller's `notifications/cancelled` by cancelling the request (seen here as
+    cancellation) or, on a connection that only signals it, by setting `withdrawn`: the
+    workflow is cancelled either way, and its cancelled result then ends the call.
+    """
+    watch = asyncio.create_task(_cancel_when_set(withdrawn, handle)) if withdrawn is not None else None
     try:
         return await handle.result()
     except anyio.get_cancelled_exc_class():
-        with anyio.move_on_after(_CANCEL_DEADLINE, shield=True), suppress(RPCError):
-            await handle.cancel()  # fails harmlessly when the workflow has just closed
+        await _cancel(handle)
         raise
     except WorkflowFailureError as exc:
         raise MCPError(
             code=mcp_types.INTERNAL_ERROR,
             message=f"The call's workflow {handle.id} ended without a result ({exc.cause or exc}); call the tool again.",
         ) from None
+    finally:
+        if watch is not None:
+            watch.cancel()
+
+
+async def _cancel_when_set(withdrawn: anyio.Event, handle: WorkflowHandle[Any, TaskOutcome]) -> None:
+    await withdrawn.wait()
+    await _cancel(handle)
+
+
+async def _cancel(handle: WorkflowHandle[Any, TaskOutcome]) -> None:
+    with anyio.move_on_after(_CANCEL_DEADLINE, shield=True), suppress(RPCError):
+        await handle.cancel()  # fails harmlessly when the workflow has just closed
 
 
 def _answer(outcome: TaskOutcome) -> ToolResult:
