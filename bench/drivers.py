@@ -106,13 +106,7 @@ class McpDriver:
         # (The floor under tasks/get is "tasks/get finished": answered without calling Temporal.)
         out["mcp_call_floor"] += await _timed_thrice(lambda: self.client.call_tool("no_task", {"n": 1}))
 
-        key = uuid.uuid4().hex
-        held = await self._submit("hold", {"key": key})
-        await self.marks.wait_started(key)
-        await asyncio.sleep(0.3)
-        t0 = time.monotonic()
-        await held.cancel()
-        out["cancel"].append((await self.marks.wait_cancelled(key) - t0) * 1000)
+        out["cancel"].append(await _cancel_ms(self.marks, lambda key: self._submit("hold", {"key": key})))
         return out
 
     async def burst(self, n: int, pids: Pids) -> dict[str, Any]:
@@ -239,13 +233,7 @@ class BareDriver:
         out["get_finished"] += await _timed_thrice(handle.describe)
         out["get_running"] += await _timed_thrice(self.running.describe)
 
-        key = uuid.uuid4().hex
-        held = await self._start_async("BareHold", key)
-        await self.marks.wait_started(key)
-        await asyncio.sleep(0.3)
-        t0 = time.monotonic()
-        await held.cancel()
-        out["cancel"].append((await self.marks.wait_cancelled(key) - t0) * 1000)
+        out["cancel"].append(await _cancel_ms(self.marks, lambda key: self._start_async("BareHold", key)))
         return out
 
     async def burst(self, n: int, pids: Pids) -> dict[str, Any]:
@@ -284,6 +272,17 @@ class BareDriver:
             )
             pending = [h for h, d in zip(pending, descriptions) if isinstance(d, Exception) or not _parked(d)]
         return _parked_memory(n, before, await _settled_rss(pids))
+
+
+async def _cancel_ms(marks: Marks, start_hold: Callable[[str], Awaitable[Any]]) -> float:
+    """Milliseconds from asking a running hold to cancel until its body sees `CancelledError`."""
+    key = uuid.uuid4().hex
+    held = await start_hold(key)
+    await marks.wait_started(key)
+    await asyncio.sleep(0.3)
+    t0 = time.monotonic()
+    await held.cancel()
+    return (await marks.wait_cancelled(key) - t0) * 1000
 
 
 @contextlib.asynccontextmanager
