@@ -3,16 +3,30 @@
 Scheduled exactly as fastmcp-temporal schedules a tool leg (same timeouts, retry
 policy, cancellation type, heartbeat cadence and worker settings), so the
 difference between the two is what the MCP layer costs. Imported by name from the
-sandbox, hence its own module.
+sandbox, hence its own module. Run as a script, it is the bare engine's worker process
+in production's shape:
+
+    python bench/bare_engine.py --address 127.0.0.1:7233 --task-queue q --marks DIR
+
+(its Temporal calls served for Prometheus at `FASTMCP_TEMPORAL_METRICS_ADDRESS`, as this
+project's worker serves them).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import os
+import signal
 from datetime import timedelta
+from pathlib import Path
 
+from marks import Marks  # bench/ is on the path of every benchmark process
 from temporalio import activity, workflow
+from temporalio.client import Client
 from temporalio.common import RetryPolicy
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
@@ -43,30 +57,55 @@ def _options() -> dict:
 
 
 class BareActivities:
-    """Activity bodies that report to the benchmark process they run in."""
+    """Activity bodies; `hold` leaves its start and cancel marks where the driver reads them."""
 
-    def __init__(self) -> None:
-        self.started: dict[str, asyncio.Event] = {}
-        self.cancelled_at: dict[str, float] = {}
-        self.cancelled: dict[str, asyncio.Event] = {}
-        self.ran = 0
+    def __init__(self, marks: Marks) -> None:
+        """Args:
+        marks: the engine's shared marks folder.
+        """
+        self.marks = marks
 
     @activity.defn(name="bare_trivial")
     async def trivial(self, n: int) -> int:
-        self.ran += 1
         return n
 
     @activity.defn(name="bare_hold")
     async def hold(self, key: str) -> str:
-        self.started.setdefault(key, asyncio.Event()).set()
+        self.marks.started(key)
         try:
             while True:
                 activity.heartbeat()
                 await asyncio.sleep(HEARTBEAT_EVERY)
         except asyncio.CancelledError:
-            self.cancelled_at[key] = asyncio.get_running_loop().time()
-            self.cancelled.setdefault(key, asyncio.Event()).set()
+            self.marks.cancelled(key)
             raise
+
+
+def bare_worker(client: Client, task_queue: str, marks: Marks) -> Worker:
+    """The bare engine's worker: every bare workflow and activity, with a tool leg's settings.
+
+    Args:
+        client: a connected client.
+        task_queue: the queue the driver starts its workflows on.
+        marks: the engine's shared marks folder.
+    """
+    activities = BareActivities(marks)
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[BareTrivial, BareTrivialLocal, BareHold, BareParked],
+        activities=[activities.trivial, activities.hold],
+        **WORKER_SETTINGS,
+    )
+
+
+def metrics_runtime(address: str) -> Runtime:
+    """A runtime whose SDK metrics (Temporal calls among them) Prometheus scrapes at `address`.
+
+    Args:
+        address: `host:port` to serve them on.
+    """
+    return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
 
 
 @workflow.defn(name="BareTrivial")
@@ -117,3 +156,22 @@ class BareParked:
     @workflow.signal(name=ANSWER_SIGNAL)
     def answer(self) -> None:
         self._answered = True
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    client = await Client.connect(
+        args.address, runtime=metrics_runtime(os.environ["FASTMCP_TEMPORAL_METRICS_ADDRESS"])
+    )
+    worker = bare_worker(client, args.task_queue, Marks(args.marks))
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, lambda: asyncio.ensure_future(worker.shutdown()))
+    await worker.run()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="The bare engine's worker process for bench/compare.py.")
+    parser.add_argument("--address", required=True)
+    parser.add_argument("--task-queue", required=True)
+    parser.add_argument("--marks", type=Path, required=True)
+    asyncio.run(_serve(parser.parse_args()))

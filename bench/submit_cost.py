@@ -20,7 +20,7 @@ import time
 import uuid
 from typing import Any
 
-from compare import add_trivial_tools
+from bench_server import add_trivial_tools
 from fastmcp import Client, FastMCP
 from fastmcp_tasks.client import call_tool_task
 from temporalio.client import Client as TemporalClient

@@ -16,11 +16,12 @@ import uuid
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
-from compare import _Metrics, ask_ok
+from bench_server import ask_ok
 from fastmcp import Client, FastMCP
 from fastmcp_tasks.client import call_tool_task
 from fastmcp_tasks.client_models import UpdateTaskRequest, UpdateTaskRequestParams
 from mcp_types import InputRequiredResult, Result
+from procs import CallCounter
 from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal import TemporalTasksExtension
@@ -38,7 +39,7 @@ def server(client: TemporalClient, queue: str, worker: bool) -> FastMCP:
     return mcp
 
 
-async def answer_once(client: TemporalClient, metrics: _Metrics, queue: str, worker: bool) -> str:
+async def answer_once(client: TemporalClient, metrics: CallCounter, queue: str, worker: bool) -> str:
     async with Client(server(client, queue, worker=True)) as mcp_client:
         task = await call_tool_task(mcp_client, "ask")
         while (current := await task.status()).status != "input_required":
@@ -63,7 +64,7 @@ async def main() -> None:
     with TemporaryDirectory() as state:
         dev = await asyncio.to_thread(start_dev_server, db_path=Path(state) / "temporal.db", ui=False)
         try:
-            metrics = _Metrics()
+            metrics = CallCounter()
             client = await TemporalClient.connect(dev.address, runtime=metrics.runtime)
             for worker in (True, False):
                 print(await answer_once(client, metrics, f"bench-{uuid.uuid4().hex[:8]}", worker))

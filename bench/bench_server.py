@@ -1,0 +1,138 @@
+"""The MCP server `compare.py` measures, one definition for every process that loads it.
+
+The same-process shape builds it inside the driver; production's shape runs it as an API
+server over streamable HTTP (`python bench/bench_server.py`) and loads it again in the
+worker process (`fastmcp-temporal worker bench/bench_server.py`, or fastmcp-tasks'
+`python -m fastmcp_tasks.worker_cli worker bench/bench_server.py`), as a deployment
+does. The engine comes from the environment the benchmark sets:
+
+- `BENCH_ENGINE`: `temporal`, `temporal-baseline`, `tasks-memory` or `tasks-redis`;
+- `BENCH_MARKS`: the folder where tool bodies leave their start and cancel marks;
+- the engines' own settings: `FASTMCP_TEMPORAL_*` (address, task queue, `WORKER`,
+  `METRICS_ADDRESS`) or `FASTMCP_DOCKET_*` (url, name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from fastmcp import FastMCP
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
+from marks import Marks  # bench/ is on the path of every benchmark process
+from mcp_types import ElicitRequest, InputRequiredResult
+
+
+class _RequestCounter(Middleware):
+    """Counts the MCP requests the server answers, by method."""
+
+    def __init__(self, counts: collections.Counter[str]) -> None:
+        self.counts = counts
+
+    async def on_request(self, context: MiddlewareContext[Any], call_next: CallNext[Any, Any]) -> Any:
+        self.counts[context.method or "?"] += 1
+        return await call_next(context)
+
+
+def build(kind: str, marks: Marks) -> FastMCP:
+    """The benchmark server on engine `kind`, configured from the environment.
+
+    Args:
+        kind: `temporal`, `temporal-baseline`, `tasks-memory` or `tasks-redis`.
+        marks: where the `hold` tool records its start and its cancel.
+    """
+    requests: collections.Counter[str] = collections.Counter()
+    mcp = FastMCP("bench", middleware=[_RequestCounter(requests)])
+    if kind.startswith("temporal"):
+        from fastmcp_temporal import TemporalTasksExtension
+
+        mcp.add_extension(TemporalTasksExtension())
+    else:
+        from fastmcp_tasks import TasksExtension
+
+        mcp.add_extension(TasksExtension())
+    add_trivial_tools(mcp)
+    if kind == "temporal":  # a baseline checkout may predate execution policies
+        from fastmcp_temporal import execution_policy
+
+        @mcp.tool(task=True)
+        @execution_policy(leg="local")
+        async def trivial_local(n: int) -> int:
+            return n
+
+    @mcp.tool(task=True)
+    async def hold(key: str) -> str:
+        marks.started(key)
+        try:
+            while True:
+                await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            marks.cancelled(key)
+            raise
+
+    @mcp.tool(task=True)
+    async def park() -> str | InputRequiredResult:
+        return ask_ok()
+
+    @mcp.tool
+    async def bench_requests() -> dict[str, int]:
+        """The MCP requests this server process has answered, by method."""
+        return dict(requests)
+
+    return mcp
+
+
+def add_trivial_tools(mcp: FastMCP) -> None:
+    """`trivial`, a task tool that returns its argument, and `no_task`, the same as a plain tool.
+
+    Args:
+        mcp: the server to add them to.
+    """
+
+    @mcp.tool(task=True)
+    async def trivial(n: int) -> int:
+        return n
+
+    @mcp.tool
+    async def no_task(n: int) -> int:
+        return n
+
+
+def ask_ok() -> InputRequiredResult:
+    """A task tool's ask for one form elicitation with no fields."""
+    request = ElicitRequest(
+        method="elicitation/create",
+        params={"mode": "form", "message": "ok?", "requestedSchema": {"type": "object", "properties": {}}},
+    )
+    return InputRequiredResult(result_type="input_required", input_requests={"q": request})
+
+
+def serve_http(port_file: Path) -> None:
+    """Serve `mcp` over streamable HTTP on a free 127.0.0.1 port, written to `port_file`.
+
+    Args:
+        port_file: where the port goes once the socket is bound (written whole at once).
+    """
+    # IPPROTO_TCP spelled out: asyncio sets TCP_NODELAY only on sockets that name it, and
+    # without it every response after the first waits ~40 ms for a delayed ACK.
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    listener.bind(("127.0.0.1", 0))
+    partial = port_file.with_suffix(".partial")
+    partial.write_text(str(listener.getsockname()[1]))
+    partial.replace(port_file)
+    mcp.run(transport="http", show_banner=False, log_level="warning", sockets=[listener])
+
+
+# What the worker CLIs load by file: built only where the benchmark set the engine up.
+if "BENCH_ENGINE" in os.environ:
+    mcp = build(os.environ["BENCH_ENGINE"], Marks(Path(os.environ["BENCH_MARKS"])))
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port-file", type=Path, required=True, help="where to write the port it serves on")
+    serve_http(parser.parse_args().port_file)

@@ -1,0 +1,334 @@
+"""Start and stop one engine's processes in the shape `compare.py` measures it in.
+
+- `same-process`: one driver process holds the MCP client, the server and the worker
+  (or the bare client and worker);
+- `production`: the driver is only the client; this project runs as an API server
+  (`worker=False`, streamable HTTP on 127.0.0.1) plus a `fastmcp-temporal worker` process
+  on the same server definition; bare Temporal as the driver's client plus a worker
+  process; fastmcp-tasks on Redis as a server plus a Docket worker process
+  (`python -m fastmcp_tasks.worker_cli worker`): a fastmcp-tasks server always runs a
+  Docket worker of its own, so both execute tasks. fastmcp-tasks on `memory://` cannot
+  share tasks across processes: its server process runs them with its embedded worker.
+
+Every process binds 127.0.0.1 only and is stopped (SIGTERM, then SIGKILL) with its engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fastmcp_temporal.devserver._server import free_port
+
+BENCH = Path(__file__).parent
+SHAPES = ("production", "same-process")
+_STOP_TIMEOUT_S = 15
+_START_TIMEOUT_S = 60
+
+
+@dataclass
+class Backends:
+    """What every engine of a run shares: the Temporal dev server and, if installed, Redis."""
+
+    temporal_address: str
+    temporal_pids: list[int]
+    redis_url: str | None
+    redis_pids: list[int]
+
+
+@dataclass
+class Deployment:
+    """One engine in one shape: its driver, its other processes, and their pids by role."""
+
+    kind: str
+    shape: str
+    driver: Driver
+    services: list[asyncio.subprocess.Process] = field(default_factory=list)
+    pids: dict[str, list[int]] = field(default_factory=dict)
+
+    async def call(self, op: str, **params: Any) -> dict[str, Any]:
+        """Run `op` in the driver and return its answer.
+
+        Args:
+            op: a driver method (`round`, `burst`, `history`, `park`).
+            params: its arguments; `burst` and `park` get the pids by role here.
+        """
+        if op in ("burst", "park"):
+            params["pids"] = self.pids
+        return await self.driver.call(op, **params)
+
+    async def stop(self) -> None:
+        """Stop the driver, then every other process, each within a bound."""
+        await self.driver.stop()
+        for process in self.services:
+            await _terminate(process)
+
+
+class Driver:
+    """A `drivers.py` process, spoken to with one JSON line per command."""
+
+    def __init__(self, kind: str, process: asyncio.subprocess.Process) -> None:
+        self.kind, self.process = kind, process
+        self.ready: dict[str, Any] = {}
+
+    @classmethod
+    async def start(cls, kind: str, setup: dict[str, Any], env: dict[str, str], log: Path) -> Driver:
+        """Start a driver and wait until its engine answers.
+
+        Args:
+            kind: the engine.
+            setup: what `drivers.child_main` needs.
+            env: its environment.
+            log: where its stderr goes.
+        """
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(BENCH / "compare.py"),
+            "--child",
+            json.dumps(setup),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log.open("ab"),
+            env=env,
+        )
+        driver = cls(kind, process)
+        try:
+            driver.ready = await asyncio.wait_for(driver._read(), _START_TIMEOUT_S * 2)
+        except BaseException:
+            await _terminate(process)
+            raise
+        return driver
+
+    async def call(self, op: str, **params: Any) -> dict[str, Any]:
+        """Send one command and read its answer."""
+        assert self.process.stdin is not None
+        self.process.stdin.write((json.dumps({"op": op, **params}) + "\n").encode())
+        await self.process.stdin.drain()
+        return await self._read()
+
+    async def _read(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        while True:
+            line = await self.process.stdout.readline()
+            if not line:
+                raise RuntimeError(f"engine {self.kind!r} exited; see bench/results/compare-children.log")
+            if line.startswith(b"@@"):
+                return json.loads(line[2:])
+
+    async def stop(self) -> None:
+        """Ask the driver to quit; kill it if it does not within a bound."""
+        if self.process.returncode is None:
+            try:
+                await asyncio.wait_for(self.call("quit"), 30)
+                await asyncio.wait_for(self.process.wait(), 30)
+            except Exception:
+                await _terminate(self.process)
+
+
+async def deploy(
+    kind: str, shape: str, backends: Backends, state: Path, log: Path, baseline: Path | None
+) -> Deployment:
+    """Start engine `kind` in `shape` and return once its driver has run a warm-up task.
+
+    Args:
+        kind: `tasks-memory`, `tasks-redis`, `bare`, `temporal` or `temporal-baseline`.
+        shape: `production` or `same-process`.
+        backends: the run's Temporal dev server and Redis.
+        state: a fresh folder for this engine's marks and port files.
+        log: where every process's output goes.
+        baseline: the folder of another checkout's `fastmcp_temporal`, for `temporal-baseline`.
+    """
+    state.mkdir(parents=True)
+    env = _engine_env(kind, backends, state, baseline if kind == "temporal-baseline" else None)
+    setup: dict[str, Any] = {
+        "kind": kind,
+        "address": backends.temporal_address,
+        "url": None,
+        "marks": str(state / "marks"),
+        "task_queue": env.get("FASTMCP_TEMPORAL_TASK_QUEUE", ""),
+        "metrics": [],
+        "own_metrics": "",
+        "worker": shape == "same-process",
+    }
+    if kind == "bare":  # the bare client's own calls are part of the engine's
+        setup["own_metrics"] = _endpoint()
+        setup["metrics"].append(setup["own_metrics"])
+    elif kind.startswith("temporal") and shape == "same-process":
+        env["FASTMCP_TEMPORAL_METRICS_ADDRESS"] = _endpoint()
+        setup["metrics"].append(env["FASTMCP_TEMPORAL_METRICS_ADDRESS"])
+    services: list[asyncio.subprocess.Process] = []
+    pids: dict[str, list[int]] = {}
+    try:
+        if shape == "production":
+            await _start_services(kind, env, setup, state, log, services, pids)
+        driver = await Driver.start(kind, setup, env, log)
+    except BaseException:
+        for process in services:
+            await _terminate(process)
+        raise
+    pids["client" if shape == "production" else "engine"] = [driver.process.pid]
+    if kind == "bare" or kind.startswith("temporal"):
+        pids["Temporal dev server"] = backends.temporal_pids
+    if kind == "tasks-redis":
+        pids["Redis"] = backends.redis_pids
+    return Deployment(kind, shape, driver, services, pids)
+
+
+def _engine_env(kind: str, backends: Backends, state: Path, baseline: Path | None) -> dict[str, str]:
+    # Installed packages carry bytecode; without it a workflow sandbox (the bare
+    # engine's, an older baseline's) recompiles its workflow module for every workflow.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (baseline, BENCH) if p is not None)
+    env |= {"BENCH_ENGINE": kind, "BENCH_MARKS": str(state / "marks"), "FASTMCP_SHOW_SERVER_BANNER": "false"}
+    name = f"bench-{uuid.uuid4().hex[:8]}"
+    if kind == "bare" or kind.startswith("temporal"):
+        env |= {"FASTMCP_TEMPORAL_ADDRESS": backends.temporal_address, "FASTMCP_TEMPORAL_TASK_QUEUE": name}
+    else:
+        url = "memory://" if kind == "tasks-memory" else str(backends.redis_url)
+        env |= {"FASTMCP_DOCKET_URL": url, "FASTMCP_DOCKET_NAME": name}
+    return env
+
+
+async def _start_services(
+    kind: str,
+    env: dict[str, str],
+    setup: dict[str, Any],
+    state: Path,
+    log: Path,
+    services: list[asyncio.subprocess.Process],
+    pids: dict[str, list[int]],
+) -> None:
+    """Start production's API server and worker for `kind`, filling `setup`, `services`, `pids`."""
+    if kind != "bare":
+        server_env = dict(env)
+        if kind.startswith("temporal"):
+            server_env |= {
+                "FASTMCP_TEMPORAL_WORKER": "false",
+                "FASTMCP_TEMPORAL_METRICS_ADDRESS": _endpoint(),
+            }
+            setup["metrics"].append(server_env["FASTMCP_TEMPORAL_METRICS_ADDRESS"])
+        port_file = state / "port"
+        server = await _spawn(
+            [str(BENCH / "bench_server.py"), "--port-file", str(port_file)], server_env, log
+        )
+        services.append(server)
+        pids["server"] = [server.pid]
+        setup["url"] = f"http://127.0.0.1:{await _served_port(port_file, server)}/mcp"
+    command = _worker_command(kind, env)
+    if command is not None:
+        worker_env = dict(env)
+        if kind != "tasks-redis":
+            worker_env["FASTMCP_TEMPORAL_METRICS_ADDRESS"] = _endpoint()
+            setup["metrics"].append(worker_env["FASTMCP_TEMPORAL_METRICS_ADDRESS"])
+        worker = await _spawn(command, worker_env, log)
+        services.append(worker)
+        pids["worker"] = [worker.pid]
+
+
+def _worker_command(kind: str, env: dict[str, str]) -> list[str] | None:
+    """The arguments to `python` that run `kind`'s worker process; None where it has none.
+
+    A worker with Temporal calls to count serves them at `FASTMCP_TEMPORAL_METRICS_ADDRESS`.
+    """
+    server_file = str(BENCH / "bench_server.py")
+    if kind == "bare":
+        return [
+            str(BENCH / "bare_engine.py"),
+            *("--address", env["FASTMCP_TEMPORAL_ADDRESS"]),
+            *("--task-queue", env["FASTMCP_TEMPORAL_TASK_QUEUE"]),
+            *("--marks", env["BENCH_MARKS"]),
+        ]
+    if kind.startswith("temporal"):
+        return ["-m", "fastmcp_temporal.cli", "worker", server_file]
+    if kind == "tasks-redis":
+        return ["-m", "fastmcp_tasks.worker_cli", "worker", server_file]
+    return None  # memory:// reaches no other process
+
+
+def _endpoint() -> str:
+    return f"127.0.0.1:{free_port()}"
+
+
+async def _spawn(arguments: list[str], env: dict[str, str], log: Path) -> asyncio.subprocess.Process:
+    output = log.open("ab")
+    return await asyncio.create_subprocess_exec(
+        sys.executable, *arguments, stdin=subprocess.DEVNULL, stdout=output, stderr=output, env=env
+    )
+
+
+async def _served_port(port_file: Path, server: asyncio.subprocess.Process) -> int:
+    """The port the API server listens on, once it accepts connections."""
+    deadline = time.monotonic() + _START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.returncode is not None:
+            raise RuntimeError("the API server exited; see bench/results/compare-children.log")
+        if port_file.exists():
+            port = int(port_file.read_text())
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                return port
+            except OSError:
+                pass
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"the API server did not listen within {_START_TIMEOUT_S} s")
+
+
+async def _terminate(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(process.wait(), _STOP_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        process.kill()
+        await process.wait()
+
+
+def start_redis(state: Path) -> tuple[subprocess.Popen[bytes] | None, str | None]:
+    """A throwaway Redis without persistence on a free 127.0.0.1 port, if one is installed.
+
+    Args:
+        state: its working folder.
+    """
+    import shutil
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        return None, None
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(state),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return process, f"redis://127.0.0.1:{port}/0"
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    return None, None

@@ -1,0 +1,399 @@
+"""The client side of `compare.py`: one driver process per engine, told what to do on stdin.
+
+A driver runs rounds (latencies), bursts (throughput, and what each process of the engine
+spent on them), histories and parking for one engine. In the same-process shape the
+engine runs inside the driver (an in-memory MCP transport, or a temporalio worker); in
+production's shape the driver is only the client, and the engine's API server and worker
+are other processes, reached over streamable HTTP (MCP) or through Temporal (bare).
+The parent names those processes by role (`server`, `worker`, `client`, …) with each
+burst, and the driver reads their CPU time right before and after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import gc
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from billing import billable_actions
+from fastmcp_tasks.client import call_tool_task  # before any client exists: see McpDriver
+from marks import Marks
+from procs import cpu_seconds, rss_mb, temporal_calls
+
+Pids = dict[str, list[int]]
+"""Processes of one engine by role; a role may span several (a dev server and its watchdog)."""
+
+
+class McpDriver:
+    """fastmcp-tasks or fastmcp-temporal behind an unmodified `fastmcp.Client`.
+
+    `fastmcp_tasks.client` is imported with this module: importing it registers the tasks
+    extension every `fastmcp.Client` created afterwards offers. A client created before
+    offers none, and the server then runs a task tool as a plain call in its own process.
+    """
+
+    def __init__(self, setup: dict[str, Any]) -> None:
+        self.kind: str = setup["kind"]
+        self.url: str | None = setup["url"]
+        self.address: str = setup["address"]
+        self.metrics: list[str] = setup["metrics"]
+        self.marks = Marks(Path(setup["marks"]))
+        self.temporal: Any = None
+
+    async def __aenter__(self) -> McpDriver:
+        from fastmcp import Client
+
+        if self.kind.startswith("temporal"):  # reads histories and durations; uncounted
+            from temporalio.client import Client as TemporalClient
+
+            self.temporal = await TemporalClient.connect(self.address)
+        if self.url is None:
+            from bench_server import mcp
+
+            self.client = Client(mcp)
+        else:
+            self.client = Client(self.url)
+        await self.client.__aenter__()
+        await self.client.call_tool("trivial", {"n": 0})
+        await self._start_running()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.running.cancel()
+        await self.client.__aexit__(None, None, None)
+
+    async def _start_running(self) -> None:
+        self.running_key = f"running-{uuid.uuid4().hex}"
+        self.running = await self._submit("hold", {"key": self.running_key})
+        await self.marks.wait_started(self.running_key)
+
+    async def _submit(self, tool: str, arguments: dict[str, Any]) -> Any:
+        return await call_tool_task(self.client, tool, arguments)
+
+    def _workflow_id(self, task_id: str) -> str:
+        return f"mcp-task/anon/{task_id}"
+
+    async def round(self) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = collections.defaultdict(list)
+        t0 = time.perf_counter()
+        await self.client.call_tool("trivial", {"n": 1})
+        out["end_to_end"].append(_ms(t0))
+        if self.kind == "temporal":
+            t0 = time.perf_counter()
+            await self.client.call_tool("trivial_local", {"n": 1})
+            out["end_to_end_local_leg"].append(_ms(t0))
+
+        t0 = time.perf_counter()
+        task = await self._submit("trivial", {"n": 1})
+        out["submit"].append(_ms(t0))
+        await task.result()
+        if self.temporal is not None:
+            out["workflow_duration"].append(
+                await _duration_ms(self.temporal, self._workflow_id(task.task_id))
+            )
+        out["get_finished"] += await _timed_thrice(task.status)
+        out["get_running"] += await _timed_thrice(self.running.status)
+        # What a tools/call costs here before an engine does anything: the floor under submit.
+        # (The floor under tasks/get is "tasks/get finished": answered without calling Temporal.)
+        out["mcp_call_floor"] += await _timed_thrice(lambda: self.client.call_tool("no_task", {"n": 1}))
+
+        out["cancel"].append(await _cancel_ms(self.marks, lambda key: self._submit("hold", {"key": key})))
+        return out
+
+    async def burst(self, n: int, pids: Pids) -> dict[str, Any]:
+        async with self._quiet():
+            out = await self._burst(n, pids)
+            if self.kind == "temporal":
+                out["local_leg_tasks_per_s"] = (await self._burst(n, pids, "trivial_local"))["tasks_per_s"]
+            return out
+
+    @contextlib.asynccontextmanager
+    async def _quiet(self) -> AsyncIterator[None]:
+        """Stop the long-running task while counting, so its heartbeats are not billed to the burst."""
+        await self.running.cancel()
+        await self.marks.wait_cancelled(self.running_key)
+        await self.running.wait(timeout=30)
+        try:
+            yield
+        finally:
+            await self._start_running()
+
+    async def _burst(self, n: int, pids: Pids, tool: str = "trivial") -> dict[str, Any]:
+        reads_before = await self._reads()
+        async with _costs(self.metrics, pids, n) as out:
+            await asyncio.gather(*(self.client.call_tool(tool, {"n": i}) for i in range(n)))
+        out["task_reads_per_task"] = round((await self._reads() - reads_before) / n, 1)
+        return out
+
+    async def _reads(self) -> int:
+        """`tasks/get` requests the server has answered so far."""
+        counts = (await self.client.call_tool("bench_requests", {})).structured_content or {}
+        return int(counts.get("tasks/get", 0))
+
+    async def history(self) -> dict[str, Any]:
+        if self.temporal is None:
+            return {}
+        task = await self._submit("trivial", {"n": 2})
+        await task.result()
+        counts = await _history_counts(self.temporal, self._workflow_id(task.task_id))
+        if self.kind == "temporal":
+            local = await self._submit("trivial_local", {"n": 2})
+            await local.result()
+            counts["local_leg"] = await _history_counts(self.temporal, self._workflow_id(local.task_id))
+        return counts
+
+    async def park(self, n: int, pids: Pids) -> dict[str, Any]:
+        before = await _settled_rss(pids)
+        limit = asyncio.Semaphore(50)
+
+        async def one() -> Any:
+            async with limit:
+                for attempt in range(5):  # an overloaded dev server refuses now and then
+                    try:
+                        return await self._submit("park", {})
+                    except Exception:
+                        if attempt == 4:
+                            raise
+                        await asyncio.sleep(1 + attempt)
+
+        pending = list(await asyncio.gather(*(one() for _ in range(n))))
+        while pending:
+            await asyncio.sleep(0.5)
+            statuses = await asyncio.gather(
+                *(_bounded(limit, t.status()) for t in pending), return_exceptions=True
+            )
+            # a task that failed instead of parking (an overloaded worker) is settled too
+            pending = [t for t, s in zip(pending, statuses) if getattr(s, "status", "working") == "working"]
+        return _parked_memory(n, before, await _settled_rss(pids))
+
+
+class BareDriver:
+    """A plain temporalio client (and, in the same-process shape, its worker): the floor."""
+
+    def __init__(self, setup: dict[str, Any]) -> None:
+        self.address: str = setup["address"]
+        self.queue: str = setup["task_queue"]
+        self.own_metrics: str = setup["own_metrics"]
+        self.metrics: list[str] = setup["metrics"]
+        self.marks = Marks(Path(setup["marks"]))
+        self.in_process_worker: bool = setup["worker"]
+
+    async def __aenter__(self) -> BareDriver:
+        from bare_engine import bare_worker, metrics_runtime
+        from temporalio.client import Client
+
+        self.client = await Client.connect(self.address, runtime=metrics_runtime(self.own_metrics))
+        self.run_task: asyncio.Task[None] | None = None
+        if self.in_process_worker:
+            self.worker = bare_worker(self.client, self.queue, self.marks)
+            self.run_task = asyncio.create_task(self.worker.run())
+        await (await self._start_async("BareTrivial", 0)).result()  # warm up
+        await self._start_running()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.running.cancel()
+        if self.run_task is not None:
+            await self.worker.shutdown()
+            await self.run_task
+
+    async def _start_running(self) -> None:
+        self.running_key = f"running-{uuid.uuid4().hex}"
+        self.running = await self._start_async("BareHold", self.running_key)
+        await self.marks.wait_started(self.running_key)
+
+    async def _start_async(self, workflow: str, arg: Any) -> Any:
+        return await self.client.start_workflow(
+            workflow, arg, id=f"bare/{uuid.uuid4().hex}", task_queue=self.queue, request_eager_start=True
+        )
+
+    async def round(self) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = collections.defaultdict(list)
+        t0 = time.perf_counter()
+        await (await self._start_async("BareTrivial", 1)).result()
+        out["end_to_end"].append(_ms(t0))
+        t0 = time.perf_counter()
+        await (await self._start_async("BareTrivialLocal", 1)).result()
+        out["end_to_end_local_activity"].append(_ms(t0))
+
+        t0 = time.perf_counter()
+        handle = await self._start_async("BareTrivial", 1)
+        out["submit"].append(_ms(t0))
+        await handle.result()
+        out["workflow_duration"].append(await _duration_ms(self.client, handle.id))
+        out["get_finished"] += await _timed_thrice(handle.describe)
+        out["get_running"] += await _timed_thrice(self.running.describe)
+
+        out["cancel"].append(await _cancel_ms(self.marks, lambda key: self._start_async("BareHold", key)))
+        return out
+
+    async def burst(self, n: int, pids: Pids) -> dict[str, Any]:
+        await self.running.cancel()
+        await self.marks.wait_cancelled(self.running_key)
+        try:
+            async with _costs(self.metrics, pids, n) as out:
+                await asyncio.gather(*(self._run_trivial(i) for i in range(n)))
+            return out
+        finally:
+            await self._start_running()
+
+    async def _run_trivial(self, n: int) -> None:
+        await (await self._start_async("BareTrivial", n)).result()
+
+    async def history(self) -> dict[str, Any]:
+        handle = await self._start_async("BareTrivial", 2)
+        await handle.result()
+        local = await self._start_async("BareTrivialLocal", 2)
+        await local.result()
+        return {
+            **await _history_counts(self.client, handle.id),
+            "local_activity": await _history_counts(self.client, local.id),
+        }
+
+    async def park(self, n: int, pids: Pids) -> dict[str, Any]:
+        before = await _settled_rss(pids)
+        limit = asyncio.Semaphore(50)
+        pending = list(
+            await asyncio.gather(*(_bounded(limit, self._start_async("BareParked", i)) for i in range(n)))
+        )
+        while pending:
+            await asyncio.sleep(0.5)
+            descriptions = await asyncio.gather(
+                *(_bounded(limit, h.describe()) for h in pending), return_exceptions=True
+            )
+            pending = [h for h, d in zip(pending, descriptions) if isinstance(d, Exception) or not _parked(d)]
+        return _parked_memory(n, before, await _settled_rss(pids))
+
+
+async def _cancel_ms(marks: Marks, start_hold: Callable[[str], Awaitable[Any]]) -> float:
+    """Milliseconds from asking a running hold to cancel until its body sees `CancelledError`."""
+    key = uuid.uuid4().hex
+    held = await start_hold(key)
+    await marks.wait_started(key)
+    await asyncio.sleep(0.3)
+    t0 = time.monotonic()
+    await held.cancel()
+    return (await marks.wait_cancelled(key) - t0) * 1000
+
+
+@contextlib.asynccontextmanager
+async def _costs(metrics: list[str], pids: Pids, n: int) -> AsyncIterator[dict[str, Any]]:
+    """Throughput of the block, and per task: CPU ms of each process and Temporal calls.
+
+    Metrics are scraped outside the timed and CPU-counted block.
+    """
+    out: dict[str, Any] = {}
+    calls_before = await temporal_calls(metrics)
+    cpu_before = {role: cpu_seconds(role_pids) for role, role_pids in pids.items()}
+    t0 = time.perf_counter()
+    yield out
+    elapsed = time.perf_counter() - t0
+    cpu_after = {role: cpu_seconds(role_pids) for role, role_pids in pids.items()}
+    out["tasks_per_s"] = n / elapsed
+    out["cpu_ms_per_task"] = {
+        role: round((cpu_after[role] - cpu_before[role]) * 1000 / n, 2) for role in pids
+    }
+    if metrics:
+        out["rpcs_per_task"] = _delta(await temporal_calls(metrics), calls_before, n)
+
+
+def _delta(after: dict[str, int], before: dict[str, int], per: int) -> dict[str, float]:
+    return {
+        k: round((v - before.get(k, 0)) / per, 2) for k, v in sorted(after.items()) if v != before.get(k, 0)
+    }
+
+
+async def _history_counts(client: Any, workflow_id: str) -> dict[str, Any]:
+    from temporalio.api.enums.v1 import EventType
+
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    kinds = collections.Counter(EventType.Name(event.event_type) for event in history.events)
+    return {
+        "events": len(history.events),
+        "billable_events": billable_actions(history.events),
+        "by_type": dict(kinds),
+    }
+
+
+async def _duration_ms(client: Any, workflow_id: str) -> float:
+    description = await client.get_workflow_handle(workflow_id).describe()
+    return (description.close_time - description.start_time).total_seconds() * 1000
+
+
+async def _settled_rss(pids: Pids) -> dict[str, float]:
+    """Resident MB per role once this process has collected its garbage and the rest settled."""
+    gc.collect()
+    await asyncio.sleep(1)
+    gc.collect()
+    return {role: rss_mb(role_pids) for role, role_pids in pids.items()}
+
+
+def _parked_memory(n: int, before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+    return {
+        "parked": n,
+        "rss_before_mb": before,
+        "rss_after_mb": after,
+        "mb_per_1000": {role: round((after[role] - before[role]) * 1000 / n, 1) for role in before},
+    }
+
+
+def _parked(description: Any) -> bool:
+    raw = description.raw_description
+    return not raw.pending_activities and not raw.HasField("pending_workflow_task")
+
+
+async def _bounded(limit: asyncio.Semaphore, awaitable: Any) -> Any:
+    async with limit:
+        return await awaitable
+
+
+def _ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1000
+
+
+async def _timed_thrice(read: Callable[[], Awaitable[Any]]) -> list[float]:
+    """Milliseconds of three reads in a row."""
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        await read()
+        times.append(_ms(t0))
+    return times
+
+
+async def child_main(setup: dict[str, Any]) -> None:
+    """Drive one engine: announce readiness, then answer one JSON command per stdin line.
+
+    Args:
+        setup: the engine (`kind`), where it is, and where its processes report.
+    """
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    driver = BareDriver(setup) if setup["kind"] == "bare" else McpDriver(setup)
+    async with driver:
+        _reply({"ready": True, "pid": os.getpid()})
+        while True:
+            line = await asyncio.to_thread(sys.stdin.readline)
+            if not line:
+                return
+            command = json.loads(line)
+            op = command.pop("op")
+            if op == "quit":
+                _reply({})
+                return
+            _reply(await getattr(driver, op)(**command))
+
+
+def _reply(payload: dict[str, Any]) -> None:
+    sys.stdout.write("@@" + json.dumps(payload) + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,77 @@
+"""When a benchmark tool body started and when it saw its cancel, told across processes.
+
+The cancel latency `compare.py` reports ends when the tool body sees `CancelledError`,
+and that body runs in whichever process hosts the engine's worker: the client's own in the
+same-process shape, a worker process in production's. The body writes the moment (the
+system-wide monotonic clock, so processes on one machine agree) into a file named after
+the task's key; the driver waits for that file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+_POLL_S = 0.005
+
+
+class Marks:
+    """Start and cancel marks of keyed tool bodies, one file each in a shared folder."""
+
+    def __init__(self, folder: Path) -> None:
+        """Args:
+        folder: a folder every process of one engine can read and write.
+        """
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def started(self, key: str) -> None:
+        """Record that the body for `key` runs.
+
+        Args:
+            key: the task's key, unique in the run.
+        """
+        self._write(key, "started")
+
+    def cancelled(self, key: str) -> None:
+        """Record that the body for `key` has seen its cancel, now.
+
+        Args:
+            key: the task's key, unique in the run.
+        """
+        self._write(key, "cancelled")
+
+    async def wait_started(self, key: str, timeout: float = 30) -> float:
+        """The monotonic time the body for `key` started, once it has.
+
+        Args:
+            key: the task's key.
+            timeout: seconds to wait before giving up.
+        """
+        return await self._wait(key, "started", timeout)
+
+    async def wait_cancelled(self, key: str, timeout: float = 30) -> float:
+        """The monotonic time the body for `key` saw its cancel, once it has.
+
+        Args:
+            key: the task's key.
+            timeout: seconds to wait before giving up.
+        """
+        return await self._wait(key, "cancelled", timeout)
+
+    def _write(self, key: str, event: str) -> None:
+        now = time.monotonic()
+        partial = self.folder / f".{key}.{event}.{os.getpid()}"
+        partial.write_text(repr(now))
+        partial.replace(self.folder / f"{key}.{event}")  # readers never see half a number
+
+    async def _wait(self, key: str, event: str, timeout: float) -> float:
+        path = self.folder / f"{key}.{event}"
+        deadline = time.monotonic() + timeout
+        while not path.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no {event} mark for {key!r} in {timeout} s; see the engine's log")
+            await asyncio.sleep(_POLL_S)
+        return float(path.read_text())

@@ -1,0 +1,106 @@
+"""What a benchmark process costs, read from outside it: CPU time, memory, Temporal calls.
+
+`compare.py` runs each engine as one or more processes (API server, worker, client) and
+charges every process its own share of a burst. CPU and memory come from `/proc`, so a
+process is measured the same way whether it is this one or another; Temporal calls come
+from each process's SDK metrics served for Prometheus (`temporal_request` and
+`temporal_long_request`, by operation).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+from pathlib import Path
+
+import httpx
+
+_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+_RPC_SAMPLE = re.compile(r"^temporal_(?:long_)?request(?:_total)?\{([^}]*)\} (\S+)$", re.MULTILINE)
+_OPERATION = re.compile(r'operation="([^"]+)"')
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User plus system CPU the processes have used so far, all their threads included.
+
+    Args:
+        pids: the processes to add up; one that has exited counts 0.
+    """
+    total = 0
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except FileNotFoundError:
+            continue
+        fields = stat.rpartition(")")[2].split()  # the command name may hold spaces
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / _TICKS_PER_S
+
+
+def rss_mb(pids: list[int]) -> float:
+    """Resident memory of the processes, in MB.
+
+    Args:
+        pids: the processes to add up.
+    """
+    total_kb = 0
+    for pid in pids:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total_kb += int(line.split()[1])
+    return total_kb / 1024
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants (the Temporal dev server runs under a watchdog).
+
+    Args:
+        pid: the root process.
+    """
+    tree, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        tree.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            children = (task / "children").read_text().split()
+            pending += [int(child) for child in children]
+    return tree
+
+
+async def temporal_calls(endpoints: list[str]) -> dict[str, int]:
+    """Temporal RPCs made so far by the processes serving these metrics, by operation.
+
+    Args:
+        endpoints: `host:port` of each process's Prometheus metrics.
+    """
+    totals: collections.Counter[str] = collections.Counter()
+    async with httpx.AsyncClient(timeout=10) as http:
+        for endpoint in endpoints:
+            text = (await http.get(f"http://{endpoint}/metrics")).text
+            for labels, value in _RPC_SAMPLE.findall(text):
+                operation = _OPERATION.search(labels)
+                totals[operation.group(1) if operation else "?"] += int(float(value))
+    return dict(totals)
+
+
+class CallCounter:
+    """Temporal RPCs this process makes, by operation, from the SDK's metrics kept in memory.
+
+    For scripts where client and worker share this process; `temporal_calls` reads
+    other processes.
+    """
+
+    def __init__(self) -> None:
+        from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
+
+        self.buffer = MetricBuffer(1_000_000)
+        self.runtime = Runtime(telemetry=TelemetryConfig(metrics=self.buffer))
+        self.totals: collections.Counter[str] = collections.Counter()
+
+    def snapshot(self) -> dict[str, int]:
+        """The calls made so far on clients created with `self.runtime`."""
+        for update in self.buffer.retrieve_updates():
+            if update.metric.name in ("temporal_request", "temporal_long_request"):
+                self.totals[str(update.attributes.get("operation"))] += int(update.value)
+        return dict(self.totals)
