@@ -59,7 +59,7 @@ def verifier(extra: dict[str, dict[str, Any]] | None = None) -> StaticTokenVerif
 @asynccontextmanager
 async def serving_http(server: FastMCP) -> AsyncIterator[str]:
     """Serve `server` over streamable HTTP on a free loopback port; stop it gracefully."""
-    sock = socket.socket()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # asyncio sets TCP_NODELAY only then
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     web = uvicorn.Server(uvicorn.Config(server.http_app(), log_level="warning", lifespan="on"))
