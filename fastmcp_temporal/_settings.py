@@ -155,6 +155,18 @@ class TemporalTasksSettings(BaseSettings):
         description="While a tasks/get waits (read_hold), how often it re-reads the task (one describe()) "
         "for an ask, progress or a cancel through another server; the task's close ends the wait at once.",
     )
+    progress_refresh: timedelta = Field(
+        default=timedelta(seconds=30),
+        description="Longest a tasks/get of a task running a leg answers the progress this server last read "
+        "(one describe() re-reads it): progress that changed recently is re-read sooner, once the copy is as "
+        "old as the progress had stood still (at least 1 s). An ask, a cancel or the close show at once.",
+    )
+    watched_tasks: int = Field(
+        default=10_000,
+        ge=0,
+        description="Running tasks one server follows by a long poll of their history, answering reads "
+        "from what it knows; past this many, reads of other tasks describe() them every time (0: always).",
+    )
 
     # How to reach a secured Temporal (Temporal Cloud or your own). Each one left unset
     # comes from Temporal's own environment variables or temporal.toml profile.
@@ -245,6 +257,7 @@ class TemporalTasksSettings(BaseSettings):
     @field_validator(
         "task_ttl", "heartbeat_timeout", "start_to_close_timeout", "shutdown_grace", "connect_timeout",
         "heartbeat_interval", "heartbeat_fast_period", "read_hold", "read_recheck",
+        "progress_refresh",
         mode="before",
     )
     @classmethod
@@ -257,7 +270,7 @@ class TemporalTasksSettings(BaseSettings):
                 return value
         return value
 
-    @field_validator("task_ttl", "heartbeat_timeout", "start_to_close_timeout", "read_recheck")
+    @field_validator("task_ttl", "heartbeat_timeout", "start_to_close_timeout", "read_recheck", "progress_refresh")
     @classmethod
     def _positive(cls, value: timedelta) -> timedelta:
         if value <= timedelta(0):
