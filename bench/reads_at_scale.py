@@ -11,15 +11,17 @@ each mode, fresh API servers and in-memory `fastmcp.Client`s read every task wit
 `tasks/get` once per its `pollIntervalMs` (5 s), each read of a task on the next API
 server in turn (a load balancer), spread evenly over the interval: one round to warm
 up, then the window. Reports the API servers' Temporal requests per second, per task
-per 30 s (by operation), read latency, and the process's memory growth over the mode.
+per 30 s (by operation), and read latency.
 
 - `describe`: `watched_tasks=0`, a `describe()` per read: what every read of a task
   older than 30 s cost before reads were watched;
-- `watched`: the defaults: one long poll of each task's history per server.
+- `watched`: one long poll of each task's history per server (`watched_tasks` is
+  `--watched-tasks`, by default `--tasks`: every task watched).
 
 `--long-poll-expiry` starts the dev server with `history.longPollExpirationInterval`
 set (Temporal's default is 20 s: one request per task per 20 s per server).
-Writes `bench/results/reads_at_scale.json`. Everything started is stopped at the end.
+Writes `bench/results/reads_at_scale.json` (`--out` names another file there).
+Everything started is stopped at the end.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ RESULTS = Path(__file__).parent / "results"
 TASK_QUEUE = "reads-at-scale"
 POLL_INTERVAL = 5.0  # the default pollIntervalMs
 CLIENTS_PER_SERVER = 4
-MODES = {"describe": {"watched_tasks": 0}, "watched": {}}
+MODES = ("describe", "watched")
 _release = asyncio.Event()
 _started = Counter[str]()
 
@@ -101,13 +103,6 @@ async def tasks_get(client: Client, task_id: str) -> ClientGetTaskResult:
     return await client.session.send_request(request, ClientGetTaskResult)
 
 
-def _rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 async def _bounded(limit: asyncio.Semaphore, work: Callable[[], Awaitable[Any]]) -> Any:
     async with limit:
         return await work()
@@ -154,15 +149,17 @@ async def poll_reads(clients: list[list[Client]], ids: list[str], until: float, 
     return errors
 
 
-async def measure(address: str, mode: str, ids: list[str], servers: int, window: float) -> dict[str, Any]:
-    """Fresh API servers in `mode` read every task for a warm-up round, then for `window` seconds."""
+async def measure(address: str, mode: str, ids: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """Fresh API servers in `mode` read every task for a warm-up round, then for `args.window` seconds."""
     requests = Requests()
+    watched = 0 if mode == "describe" else (args.watched_tasks or len(ids))
     apis = []
-    for i in range(servers):
+    for i in range(args.servers):
         client = await requests.connect(address)
-        extension = TemporalTasksExtension(client=client, task_queue=TASK_QUEUE, worker=False, **MODES[mode])
+        extension = TemporalTasksExtension(
+            client=client, task_queue=TASK_QUEUE, worker=False, watched_tasks=watched
+        )
         apis.append(_server(f"api-{i}", extension))
-    rss_before = _rss_mb()
     clients = [[Client(api) for _ in range(CLIENTS_PER_SERVER)] for api in apis]
     for row in clients:
         for client in row:
@@ -173,7 +170,7 @@ async def measure(address: str, mode: str, ids: list[str], servers: int, window:
         before = requests.count()
         latencies: list[float] = []
         began = time.monotonic()
-        errors = await poll_reads(clients, ids, began + window, latencies)
+        errors = await poll_reads(clients, ids, began + args.window, latencies)
         elapsed = time.monotonic() - began
         used = requests.count() - before
     finally:
@@ -183,6 +180,7 @@ async def measure(address: str, mode: str, ids: list[str], servers: int, window:
     per_second = used.total() / elapsed
     return {
         "mode": mode,
+        "watched_tasks": watched,
         "reads_per_s": len(latencies) / elapsed,
         "read_errors": errors,
         "temporal_requests_per_s": round(per_second, 2),
@@ -192,7 +190,6 @@ async def measure(address: str, mode: str, ids: list[str], servers: int, window:
         },
         "read_ms_p50": round(statistics.median(latencies) * 1000, 2),
         "read_ms_p95": round(statistics.quantiles(latencies, n=20)[18] * 1000, 2),
-        "rss_growth_mb": round(_rss_mb() - rss_before, 1),
     }
 
 
@@ -210,7 +207,7 @@ async def run(address: str, args: argparse.Namespace) -> dict[str, Any]:
         print(f"{len(ids)} tasks {args.shape} in {time.monotonic() - began:.0f} s", flush=True)
         results = []
         for mode in args.modes:
-            result = await measure(address, mode, ids, args.servers, args.window)
+            result = await measure(address, mode, ids, args)
             print(json.dumps(result), flush=True)
             results.append(result)
         _release.set()
@@ -231,8 +228,12 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=60.0, help="seconds measured per mode")
     parser.add_argument("--servers", type=int, default=1, help="API servers the reads alternate between")
     parser.add_argument("--shape", choices=["parked", "leg"], default="parked")
-    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument(
+        "--watched-tasks", type=int, default=None, help="each API server's watched_tasks (default: --tasks)"
+    )
     parser.add_argument("--long-poll-expiry", type=int, default=None, help="seconds; Temporal's default is 20")
+    parser.add_argument("--out", default="reads_at_scale.json", help="file name under bench/results")
     args = parser.parse_args()
     dynamic = {"history.longPollExpirationInterval": f'"{args.long_poll_expiry}s"'} if args.long_poll_expiry else {}
     server = start_dev_server(ui=False, dynamic_config=dynamic)
@@ -241,7 +242,7 @@ def main() -> None:
     finally:
         server.stop()
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "reads_at_scale.json").write_text(json.dumps(report, indent=2) + "\n")
+    (RESULTS / args.out).write_text(json.dumps(report, indent=2) + "\n")
     for result in report["modes"]:
         print(
             f"{result['mode']:>9}: {result['temporal_requests_per_s']:8.1f} Temporal requests/s, "

@@ -162,10 +162,12 @@ class TemporalTasksSettings(BaseSettings):
         "old as the progress had stood still (at least 1 s). An ask, a cancel or the close show at once.",
     )
     watched_tasks: int = Field(
-        default=10_000,
+        default=500,
         ge=0,
         description="Running tasks one server follows by a long poll of their history, answering reads "
-        "from what it knows; past this many, reads of other tasks describe() them every time (0: always).",
+        "from what it knows; past this many, reads of other tasks describe() them every time (0: always). "
+        "Each is one of the namespace's concurrent long polls, which Temporal caps (frontend.namespaceCount, "
+        "1,200 per frontend host by default): keep the sum over all servers below that cap.",
     )
 
     # How to reach a secured Temporal (Temporal Cloud or your own). Each one left unset

@@ -17,9 +17,11 @@ it is re-read at most once per `progress_refresh` (30 s), sooner while it change
 often. A quiet task so costs one request per long poll (Temporal ends each after
 20 s) instead of one `describe()` per read. Concurrent reads of one task share one
 `describe()`; a closed task (which never changes again) is answered from a bounded
-in-process cache until its TTL ends. A server follows at most `watched_tasks` tasks;
-past that, and when a long poll fails, reads describe the task every time. A task no
-read asked about for a minute (and three of its poll intervals) is let go.
+in-process cache until its TTL ends. A server follows at most `watched_tasks` tasks
+(Temporal caps a namespace's concurrent long polls; one it refuses pauses following new
+tasks for a minute); past that, and when a long poll fails, reads describe the task
+every time. A task no read asked about for a minute (and three of its poll intervals)
+is let go.
 
 For a task's first `read_hold` (250 ms) after this server created it, a `tasks/get`
 first waits for the task to change from what reads last answered, so a short task's
@@ -82,6 +84,9 @@ _CLOSED_CACHE_MAX_RESULT_CHARS = 64 * 1024
 # A followed task no read asked about for this long (and three of its poll intervals)
 # is let go when its long poll next returns.
 _WATCH_IDLE = timedelta(minutes=1)
+# Temporal refused a long poll (its cap on concurrent long polls per namespace): follow
+# no new task for this long.
+_REFUSED_PAUSE = timedelta(minutes=1)
 # A running leg's progress, unchanged for a while, is re-read once the known copy is as
 # old as the time it had stood still: at least this, at most `progress_refresh`.
 _PROGRESS_RECHECK_MIN = timedelta(seconds=1)
@@ -212,6 +217,7 @@ class TaskMethods:
         self._watches: dict[str, _Watch] = {}
         self._storeless = replace(backend.client.data_converter, external_storage=None)
         self._progress_refresh = backend.settings.progress_refresh.total_seconds()
+        self._follow_after = 0.0  # loop time before which no new task is followed (see _REFUSED_PAUSE)
 
     def watch(self, task_id: str, created_at: str, poll_interval_ms: int | None) -> None:
         """Follow a task just created here, holding its first reads (see the module docstring)."""
@@ -294,10 +300,15 @@ class TaskMethods:
     def _follow(
         self, key: str, handle: WorkflowHandle[Any, TaskOutcome], timing: _Timing, run_id: str = ""
     ) -> _Watch | None:
-        """Start following a task's history, unless `watched_tasks` are followed already."""
-        if len(self._watches) >= self._backend.settings.watched_tasks:
+        """Start following a task's history, unless `watched_tasks` are followed already.
+
+        Nor for a while after Temporal refused a long poll: each is one of the namespace's
+        concurrent long polls, which Temporal caps (`frontend.namespaceCount`).
+        """
+        now = asyncio.get_running_loop().time()
+        if len(self._watches) >= self._backend.settings.watched_tasks or now < self._follow_after:
             return None
-        watch = _Watch(handle, timing, asyncio.get_running_loop().time(), run_id)
+        watch = _Watch(handle, timing, now, run_id)
         follow = asyncio.create_task(self._follow_history(key, watch))
         watch.follow = follow
         self._watches[key] = watch
@@ -307,7 +318,8 @@ class TaskMethods:
     async def _follow_history(self, key: str, watch: _Watch) -> None:
         """Long-poll the run's history for its next events until it closes or nobody reads it.
 
-        An error ends the watch: reads then describe the task, and follow it anew.
+        An error ends the watch: reads then describe the task, and follow it anew; a
+        refusal (too many long polls) also pauses following new tasks.
         """
         client = self._backend.client
         request = GetWorkflowExecutionHistoryRequest(
@@ -318,7 +330,12 @@ class TaskMethods:
         )
         loop = asyncio.get_running_loop()
         while True:
-            response = await client.workflow_service.get_workflow_execution_history(request, retry=True)
+            try:
+                response = await client.workflow_service.get_workflow_execution_history(request)
+            except RPCError as exc:
+                if exc.status == RPCStatusCode.RESOURCE_EXHAUSTED:
+                    self._follow_after = loop.time() + _REFUSED_PAUSE.total_seconds()
+                raise
             for event in response.history.events:
                 if not watch.run_id and event.HasField("workflow_execution_started_event_attributes"):
                     watch.run_id = event.workflow_execution_started_event_attributes.original_execution_run_id
