@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import json
 import statistics
+import sys
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -38,13 +39,15 @@ from typing import Any
 
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
-from fastmcp_tasks.client_models import ClientGetTaskResult, GetTaskRequest, GetTaskRequestParams
-from mcp_types import ElicitRequest, InputRequiredResult
-from temporalio.client import Client as TemporalClient
-from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
+from mcp_types import InputRequiredResult
 
-from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import start_dev_server
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from fastmcp_temporal import TemporalTasksExtension  # noqa: E402
+from fastmcp_temporal.devserver._server import start_dev_server  # noqa: E402
+from task_wire import ask, tasks_get  # noqa: E402
+from temporal_requests import TemporalRequests  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 TASK_QUEUE = "reads-at-scale"
@@ -58,11 +61,7 @@ _started = Counter[str]()
 async def park(ctx: Context) -> str | InputRequiredResult:
     """Parks on one question until answered."""
     _started["park"] += 1
-    question = ElicitRequest(
-        method="elicitation/create",
-        params={"mode": "form", "message": "name", "requestedSchema": {"type": "object", "properties": {}}},
-    )
-    return InputRequiredResult(result_type="input_required", input_requests={"name": question})
+    return ask("name")
 
 
 async def leg() -> str:
@@ -78,29 +77,6 @@ def _server(name: str, extension: TemporalTasksExtension) -> FastMCP:
     server.tool(park, task=True)
     server.tool(leg, task=True)
     return server
-
-
-class Requests:
-    """Requests of the clients connected through it, by operation, from the SDK's metrics."""
-
-    def __init__(self) -> None:
-        self._buffer = MetricBuffer(1_000_000)
-        self._runtime = Runtime(telemetry=TelemetryConfig(metrics=self._buffer))
-        self._totals: Counter[str] = Counter()
-
-    async def connect(self, address: str) -> TemporalClient:
-        return await TemporalClient.connect(address, runtime=self._runtime)
-
-    def count(self) -> Counter[str]:
-        for update in self._buffer.retrieve_updates():
-            if update.metric.name in ("temporal_request", "temporal_long_request"):
-                self._totals[str(update.attributes.get("operation"))] += int(update.value)
-        return Counter(self._totals)
-
-
-async def tasks_get(client: Client, task_id: str) -> ClientGetTaskResult:
-    request = GetTaskRequest(params=GetTaskRequestParams(task_id=task_id))
-    return await client.session.send_request(request, ClientGetTaskResult)
 
 
 async def _bounded(limit: asyncio.Semaphore, work: Callable[[], Awaitable[Any]]) -> Any:
@@ -151,7 +127,7 @@ async def poll_reads(clients: list[list[Client]], ids: list[str], until: float, 
 
 async def measure(address: str, mode: str, ids: list[str], args: argparse.Namespace) -> dict[str, Any]:
     """Fresh API servers in `mode` read every task for a warm-up round, then for `args.window` seconds."""
-    requests = Requests()
+    requests = TemporalRequests()
     watched = 0 if mode == "describe" else (args.watched_tasks or len(ids))
     apis = []
     for i in range(args.servers):
