@@ -9,8 +9,8 @@ client whose every request the SDK's metrics count. Holds `--tasks` tasks runnin
 parked on input (`parked`, the cheapest), or in a leg that waits (`leg`). Then, for
 each mode, fresh API servers and in-memory `fastmcp.Client`s read every task with
 `tasks/get` once per its `pollIntervalMs` (5 s), each read of a task on the next API
-server in turn (a load balancer), spread evenly over the interval: one round to warm
-up, then the window. Reports the API servers' Temporal requests per second, per task
+server in turn (a load balancer), spread evenly over the interval: a round per server
+to warm up, then the window. Reports the API servers' Temporal requests per second, per task
 per 30 s (by operation), and read latency.
 
 - `describe`: `watched_tasks=0`, a `describe()` per read: what every read of a task
@@ -141,8 +141,8 @@ async def measure(address: str, mode: str, ids: list[str], args: argparse.Namesp
         for client in row:
             await client.__aenter__()
     try:
-        warm: list[float] = []
-        await poll_reads(clients, ids, time.monotonic() + POLL_INTERVAL, warm)
+        warm: list[float] = []  # every server reads every task once
+        await poll_reads(clients, ids, time.monotonic() + POLL_INTERVAL * args.servers, warm)
         before = requests.count()
         latencies: list[float] = []
         began = time.monotonic()
@@ -176,6 +176,7 @@ async def run(address: str, args: argparse.Namespace) -> dict[str, Any]:
         task_queue=TASK_QUEUE,
         max_concurrent_activities=args.tasks + 10,
         max_cached_workflows=args.tasks + 10,
+        watched_tasks=0,  # its long polls would count against the same cap as the API servers'
     )
     async with Client(_server("worker", worker)) as client:
         began = time.monotonic()
