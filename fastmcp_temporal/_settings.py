@@ -40,7 +40,7 @@ CLI_VARIABLES = frozenset({CODEC_TOKEN_VARIABLE, UI_URL_VARIABLE})
 """Variables of the operator CLI that share the prefix but are not settings."""
 POSITIVE_DURATIONS = (
     "task_ttl", "heartbeat_timeout", "start_to_close_timeout", "connect_timeout", "heartbeat_interval",
-    "read_recheck",
+    "read_recheck", "progress_refresh",
 )
 DURATIONS_OFF_AT_ZERO = ("shutdown_grace", "heartbeat_fast_period", "read_hold")
 
@@ -203,6 +203,20 @@ class TemporalTasksSettings(BaseSettings):
         default=timedelta(seconds=1),
         description="While a tasks/get waits (read_hold), how often it re-reads the task (one describe()) "
         "for an ask, progress or a cancel through another server; the task's close ends the wait at once.",
+    )
+    progress_refresh: timedelta = Field(
+        default=timedelta(seconds=30),
+        description="Longest a tasks/get of a task running a leg answers the progress this server last read "
+        "(one describe() re-reads it): progress that changed recently is re-read sooner, once the copy is as "
+        "old as the progress had stood still (at least 1 s). An ask, a cancel or the close show at once.",
+    )
+    watched_tasks: int = Field(
+        default=500,
+        ge=0,
+        description="Running tasks one server follows by a long poll of their history, answering reads "
+        "from what it knows; past this many, reads of other tasks describe() them every time (0: always). "
+        "Each is one of the namespace's concurrent long polls, which Temporal caps (frontend.namespaceCount, "
+        "1,200 per frontend host by default): keep the sum over all servers below that cap.",
     )
 
     # How to reach a secured Temporal (Temporal Cloud or your own). Each one left unset

@@ -8,19 +8,28 @@ when nothing is found under it, the caller's tags under the other listed encrypt
 keys, then its legacy tag: see `_scope`), so a missing, expired or foreign task id all
 get the same -32602.
 
-Reads are cheap because the MCP client polls: concurrent reads of one task share one
-`describe()`, and a closed task (which never changes again) is answered from a
-bounded in-process cache until its TTL ends, without calling Temporal.
+Reads scale with tasks, not with polls. A server follows each running task it is
+asked about (or created) with one long poll of its history, and answers reads from
+its last `describe()` of the task for as long as that poll has seen no event past
+it: an ask, an answer, a cancel through any server, the close all add an event, so
+they show at the next read. Progress (a running leg's heartbeat details) adds none:
+it is re-read at most once per `progress_refresh` (30 s), sooner while it changes
+often. A quiet task so costs one request per long poll (Temporal ends each after
+20 s) instead of one `describe()` per read. Concurrent reads of one task share one
+`describe()`; a closed task (which never changes again) is answered from a bounded
+in-process cache until its TTL ends. A server follows at most `watched_tasks` tasks
+(Temporal caps a namespace's concurrent long polls; one it refuses pauses following new
+tasks for a minute); past that, and when a long poll fails, reads describe the task
+every time. A task no read asked about for a minute (and three of its poll intervals)
+is let go.
 
-A task this process created is watched while it is young: one long poll of its
-result, as a bare Temporal client would make, fills that cache the moment the task
-closes. For the task's first `read_hold` (250 ms), a `tasks/get` of it first waits
-for the task to change from what reads last answered, so a short task's result
-reaches the caller as soon as it exists instead of at the caller's next poll. The
-close ends the wait at once; an ask, progress or a cancel through another server
+For a task's first `read_hold` (250 ms) after this server created it, a `tasks/get`
+first waits for the task to change from what reads last answered, so a short task's
+result reaches the caller as soon as it exists instead of at the caller's next poll.
+The close ends the wait at once; an ask, progress or a cancel through another server
 shows at the next re-read (every `read_recheck`, 1 s; with the default hold, when it
 ends). The hold is short because a client's request timeout cuts a held read short
-with an error. Reads of older tasks answer at once.
+with an error.
 """
 
 from __future__ import annotations
@@ -28,15 +37,17 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import mcp_types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
-from temporalio.api.enums.v1 import HistoryEventFilterType
+from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
 from temporalio.client import (
     WorkflowExecutionDescription,
     WorkflowFailureError,
@@ -70,9 +81,15 @@ _REMEMBERED_ANSWERS = 10_000
 # Closed tasks answered from memory: at most this many, each result at most this big.
 _CLOSED_CACHE_ENTRIES = 1_000
 _CLOSED_CACHE_MAX_RESULT_CHARS = 64 * 1024
-# Young tasks watched for their close: for how long, and how many at once.
-_WATCH_PERIOD = timedelta(seconds=30)
-_WATCHED_TASKS = 1_000
+# A followed task no read asked about for this long (and three of its poll intervals)
+# is let go when its long poll next returns.
+_WATCH_IDLE = timedelta(minutes=1)
+# Temporal refused a long poll (its cap on concurrent long polls per namespace): follow
+# no new task for this long.
+_REFUSED_PAUSE = timedelta(minutes=1)
+# A running leg's progress, unchanged for a while, is re-read once the known copy is as
+# old as the time it had stood still: at least this, at most `progress_refresh`.
+_PROGRESS_RECHECK_MIN = timedelta(seconds=1)
 
 
 @dataclass
@@ -100,13 +117,81 @@ _Shown = tuple[TaskStatus, str | None, frozenset[str]]
 _CREATED: _Shown = ("working", None, frozenset())
 
 
+@dataclass(frozen=True)
+class _Timing:
+    """The wire's timing fields of a task, fixed when it was created."""
+
+    created_at: str
+    ttl_ms: int
+    poll_interval_ms: int
+
+
+@dataclass(frozen=True)
+class _Known:
+    """A task as one `describe()` found it, and when (event-loop time)."""
+
+    description: WorkflowExecutionDescription
+    memo: dict[str, Any]
+    read_at: float
+    progress_since: float  # since when its legs' heartbeat details have read the same
+
+    @property
+    def events(self) -> int:
+        return self.description.raw_description.workflow_execution_info.history_length
+
+    @property
+    def progress(self) -> bytes | None:
+        """The running legs' heartbeat details; None when no leg runs (nothing can change unseen)."""
+        pending = self.description.raw_description.pending_activities
+        return b"".join(leg.heartbeat_details.SerializeToString() for leg in pending) if pending else None
+
+
 @dataclass
 class _Watch:
-    """A young task's result, awaited by one long poll; reads wait for a change until `hold_until`."""
+    """A task this server follows by a long poll of its history (`follow`).
 
-    result: asyncio.Task[None]
-    hold_until: float
-    shown: _Shown = _CREATED  # what reads of the task last answered
+    `known` answers reads while the poll has seen no event past it, and, when a leg
+    runs, while its progress is fresh enough; a young task's reads wait for a change
+    from what reads last answered (`shown`) until `hold_until`.
+    """
+
+    handle: WorkflowHandle[Any, TaskOutcome]
+    timing: _Timing
+    last_read: float
+    run_id: str = ""  # the run followed; learned from its first event when not given
+    seen: int = 0  # the last history event the long poll has delivered
+    known: _Known | None = None
+    hold_until: float = 0.0
+    shown: _Shown = _CREATED
+    follow: asyncio.Task[None] | None = None
+    read_history: asyncio.Event = field(default_factory=asyncio.Event)  # its first page has arrived
+
+    async def first_page(self) -> None:
+        """Wait for the first page of history (a request that does not wait), unless the watch ended."""
+        if self.read_history.is_set() or self.follow is None:
+            return
+        arrived = asyncio.ensure_future(self.read_history.wait())
+        await asyncio.wait([arrived, self.follow], return_when=asyncio.FIRST_COMPLETED)
+        arrived.cancel()
+
+    def current(self, now: float, progress_refresh: float) -> _Known | None:
+        """The known task, unless an event came after it or its progress is due a re-read."""
+        known = self.known
+        if known is None or known.events != self.seen or known.description.run_id != self.run_id:
+            return None
+        if known.progress is not None and now - known.read_at >= _progress_age(known, progress_refresh):
+            return None
+        return known
+
+    def idle(self, now: float) -> bool:
+        interval = self.timing.poll_interval_ms / 1000
+        return now - self.last_read > max(_WATCH_IDLE.total_seconds(), 3 * interval)
+
+
+def _progress_age(known: _Known, progress_refresh: float) -> float:
+    """How old known progress may be when read: as old as it had stood still, within bounds."""
+    still = known.read_at - known.progress_since
+    return min(max(still, _PROGRESS_RECHECK_MIN.total_seconds()), progress_refresh)
 
 
 @dataclass(frozen=True)
@@ -115,9 +200,7 @@ class _Closed:
 
     status: TaskStatus
     fields: dict[str, Any]
-    created_at: str
-    ttl_ms: int
-    poll_interval_ms: int
+    timing: _Timing
     expires_at: datetime
 
 
@@ -133,31 +216,32 @@ class TaskMethods:
         self._reads: dict[str, asyncio.Future[tuple[WorkflowExecutionDescription, dict[str, Any]]]] = {}
         self._watches: dict[str, _Watch] = {}
         self._storeless = replace(backend.client.data_converter, external_storage=None)
+        self._progress_refresh = backend.settings.progress_refresh.total_seconds()
+        self._follow_after = 0.0  # loop time before which no new task is followed (see _REFUSED_PAUSE)
 
     def watch(self, task_id: str, created_at: str, poll_interval_ms: int | None) -> None:
-        """Await the result of a task just created here (see the module docstring)."""
-        if len(self._watches) >= _WATCHED_TASKS:
-            return
-        handle = self._handle(self._key(task_id))
-        interval = poll_interval_ms or DEFAULT_POLL_INTERVAL_MS
-        result = asyncio.create_task(self._await_close(handle, created_at, interval))
-        hold_until = asyncio.get_running_loop().time() + self._backend.settings.read_hold.total_seconds()
-        self._watches[handle.id] = _Watch(result, hold_until)
-        result.add_done_callback(lambda _: self._unwatch(handle.id))
+        """Follow a task just created here, holding its first reads (see the module docstring)."""
+        key = self._key(task_id)
+        timing = _Timing(created_at, self._backend.ttl_ms, poll_interval_ms or DEFAULT_POLL_INTERVAL_MS)
+        watch = self._follow(key, self._handle(key), timing)
+        if watch is not None:
+            watch.hold_until = watch.last_read + self._backend.settings.read_hold.total_seconds()
 
     def close(self) -> None:
         """Stop every watch (the server is stopping)."""
         for watch in list(self._watches.values()):
-            watch.result.cancel()
+            if watch.follow is not None:
+                watch.follow.cancel()
 
     async def get(self, task_id: str) -> GetTaskResult:
         if (closed := self._cached_closed(task_id)) is not None:
             return self._closed_result(task_id, closed)
-        watch = self._watches.get(self._key(task_id))
+        key = self._key(task_id)
+        watch = self._watches.get(key)
         answer = await self._changed_within_hold(task_id, watch) if watch is not None else None
         if answer is None:
-            answer = await self._answer(await self._find(task_id, shared=True))
-        if watch is not None:
+            answer = await self._answer(await self._current(task_id, self._progress_refresh))
+        if (watch := self._watches.get(key)) is not None:
             watch.shown = _shown(answer)
         return answer
 
@@ -169,14 +253,14 @@ class TaskMethods:
         """
         loop = asyncio.get_running_loop()
         recheck = self._backend.settings.read_recheck.total_seconds()
-        while (hold := watch.hold_until - loop.time()) > 0:
+        while (hold := watch.hold_until - loop.time()) > 0 and watch.follow is not None:
             last = hold <= recheck
-            await asyncio.wait([watch.result], timeout=min(hold, recheck))
+            await asyncio.wait([watch.follow], timeout=min(hold, recheck))
             if (closed := self._cached_closed(task_id)) is not None:
                 return self._closed_result(task_id, closed)
-            if last or watch.result.done():
+            if last or watch.follow.done():
                 return None
-            answer = await self._answer(await self._find(task_id, shared=True))
+            answer = await self._answer(await self._current(task_id, min(recheck, self._progress_refresh)))
             if _shown(answer) != watch.shown:
                 return answer
         return None
@@ -192,56 +276,113 @@ class TaskMethods:
         else:
             status, fields = "working", {"status_message": await self._status_message(task)}
         if status != "working":  # parked or cancelling: its close is no longer imminent
-            self._unwatch(task.handle.id)
+            self._end_hold(task.task_id)
         return self._result(task, status, **fields)
 
-    async def _await_close(
-        self, handle: WorkflowHandle[Any, TaskOutcome], created_at: str, poll_interval_ms: int
-    ) -> None:
-        try:
-            outcome = await asyncio.wait_for(self._small_outcome(handle), _WATCH_PERIOD.total_seconds())
-        except Exception:  # not closed in time, or a stored result: reads describe it
-            return
-        state = _outcome_state(outcome) if outcome is not None else None
-        if state is None:  # failed, cancelled, terminated, continued, expired: reads describe it
-            return
-        status, fields = state
-        ttl_ms = self._backend.ttl_ms
-        self._remember_closed(
-            handle.id,
-            _Closed(
-                status=status,
-                fields=fields,
-                created_at=created_at,
-                ttl_ms=ttl_ms,
-                poll_interval_ms=poll_interval_ms,
-                expires_at=datetime.now(timezone.utc) + timedelta(milliseconds=ttl_ms),
-            ),
-        )
+    async def _current(self, task_id: str, progress_refresh: float) -> _Task:
+        """The task as this server's watch knows it, or as a (shared) `describe()` finds it."""
+        key = self._key(task_id)
+        loop = asyncio.get_running_loop()
+        watch = self._watches.get(key)
+        if watch is not None:
+            watch.last_read = loop.time()
+            await watch.first_page()
+            if (known := watch.current(loop.time(), progress_refresh)) is not None:
+                return _Task(task_id, watch.handle, known.description, known.memo)
+        read_at = loop.time()
+        task = await self._find(task_id, shared=True)
+        if task.running and (watch := self._watches.get(key)) is None:
+            watch = self._follow(key, task.handle, self._timing(task), task.description.run_id)
+        if watch is not None and watch.handle.id == task.handle.id:
+            watch.known = _known(task, read_at, watch.known)
+        return task
 
-    async def _small_outcome(self, handle: WorkflowHandle[Any, TaskOutcome]) -> TaskOutcome | None:
-        """The outcome of the task's run once it completes, when small enough for the closed cache.
+    def _follow(
+        self, key: str, handle: WorkflowHandle[Any, TaskOutcome], timing: _Timing, run_id: str = ""
+    ) -> _Watch | None:
+        """Start following a task's history, unless `watched_tasks` are followed already.
+
+        Nor for a while after Temporal refused a long poll: each is one of the namespace's
+        concurrent long polls, which Temporal caps (`frontend.namespaceCount`).
+        """
+        now = asyncio.get_running_loop().time()
+        if len(self._watches) >= self._backend.settings.watched_tasks or now < self._follow_after:
+            return None
+        watch = _Watch(handle, timing, now, run_id)
+        follow = asyncio.create_task(self._follow_history(key, watch))
+        watch.follow = follow
+        self._watches[key] = watch
+        follow.add_done_callback(lambda done: self._unwatch(key, done))
+        return watch
+
+    async def _follow_history(self, key: str, watch: _Watch) -> None:
+        """Long-poll the run's history for its next events until it closes or nobody reads it.
+
+        An error ends the watch: reads then describe the task, and follow it anew; a
+        refusal (too many long polls) also pauses following new tasks.
+        """
+        client = self._backend.client
+        request = GetWorkflowExecutionHistoryRequest(
+            namespace=client.namespace,
+            execution=WorkflowExecution(workflow_id=watch.handle.id, run_id=watch.run_id),
+            wait_new_event=True,
+            skip_archival=True,
+        )
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                response = await client.workflow_service.get_workflow_execution_history(request)
+            except RPCError as exc:
+                if exc.status == RPCStatusCode.RESOURCE_EXHAUSTED:
+                    self._follow_after = loop.time() + _REFUSED_PAUSE.total_seconds()
+                raise
+            for event in response.history.events:
+                if not watch.run_id and event.HasField("workflow_execution_started_event_attributes"):
+                    watch.run_id = event.workflow_execution_started_event_attributes.original_execution_run_id
+                watch.seen = event.event_id
+                if event.HasField("workflow_execution_completed_event_attributes"):
+                    await self._remember_outcome(key, watch.timing, event)
+            watch.read_history.set()
+            if not response.next_page_token:  # the run has closed
+                return
+            if not response.history.events and watch.idle(loop.time()):
+                return
+            request.next_page_token = response.next_page_token
+
+    async def _remember_outcome(self, key: str, timing: _Timing, event: HistoryEvent) -> None:
+        """Cache a completed task's answer from its close event, when small enough.
 
         Decoded without the payload store: a stored result is never fetched just to be
         cached (its reference fails to decode, and it is too big for the cache anyway).
+        Anything else (failed, cancelled, expired, a stored result) reads describe.
         """
-        events = handle.fetch_history_events(
-            wait_new_event=True, event_filter_type=HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT
-        )
-        async for event in events:
-            if not event.HasField("workflow_execution_completed_event_attributes"):
-                return None
-            payloads = event.workflow_execution_completed_event_attributes.result.payloads
-            if sum(payload.ByteSize() for payload in payloads) > _CLOSED_CACHE_MAX_RESULT_CHARS:
-                return None
+        payloads = event.workflow_execution_completed_event_attributes.result.payloads
+        if sum(payload.ByteSize() for payload in payloads) > _CLOSED_CACHE_MAX_RESULT_CHARS:
+            return
+        try:
             (outcome,) = await self._storeless.decode(payloads, [TaskOutcome])
-            return outcome
-        return None
+        except Exception:  # a stored result's reference, or one this server cannot decrypt
+            return
+        if (state := _outcome_state(outcome)) is not None:
+            closed_at = event.event_time.ToDatetime(tzinfo=timezone.utc)
+            expires_at = closed_at + timedelta(milliseconds=timing.ttl_ms)
+            self._remember_closed(key, _Closed(*state, timing=timing, expires_at=expires_at))
 
-    def _unwatch(self, key: str) -> None:
-        watch = self._watches.pop(key, None)
-        if watch is not None:
-            watch.result.cancel()
+    def _unwatch(self, key: str, follow: asyncio.Task[None]) -> None:
+        watch = self._watches.get(key)
+        if watch is not None and watch.follow is follow:
+            del self._watches[key]
+        if not follow.cancelled():
+            follow.exception()  # a failed long poll only ends the watch; reads describe
+
+    def _end_hold(self, task_id: str) -> None:
+        if (watch := self._watches.get(self._key(task_id))) is not None:
+            watch.hold_until = 0.0
+
+    def _forget(self, task_id: str) -> None:
+        """After a write through this server, later reads read afresh and are not held."""
+        if (watch := self._watches.get(self._key(task_id))) is not None:
+            watch.hold_until, watch.known = 0.0, None
 
     def _key(self, task_id: str) -> str:
         """The caller's task's workflow id: what every cache and watch here is keyed by."""
@@ -249,6 +390,14 @@ class TaskMethods:
 
     def _handle(self, key: str) -> WorkflowHandle[Any, TaskOutcome]:
         return self._backend.client.get_workflow_handle(key, result_type=TaskOutcome)
+
+    def _timing(self, task: _Task) -> _Timing:
+        memo = task.memo
+        return _Timing(
+            created_at=memo.get("createdAt") or task.description.start_time.isoformat(),
+            ttl_ms=int(memo.get("ttlMs") or self._backend.ttl_ms),
+            poll_interval_ms=int(memo.get("pollIntervalMs") or DEFAULT_POLL_INTERVAL_MS),
+        )
 
     async def update(self, task_id: str, responses: dict[str, Any]) -> UpdateTaskResult:
         if self._cached_closed(task_id) is not None:
@@ -270,7 +419,7 @@ class TaskMethods:
                 return UpdateTaskResult()  # closed meanwhile: nothing is waiting for answers
             self._remember_answered(task_id, answers)
             self._reads.pop(task.handle.id, None)
-            self._unwatch(task.handle.id)
+            self._forget(task_id)
             await self._wait_until_applied(task, set(answers))
         return UpdateTaskResult()
 
@@ -295,7 +444,7 @@ class TaskMethods:
         if task.running and not task.cancel_requested:
             await task.handle.cancel()
             self._reads.pop(task.handle.id, None)  # later reads must see the cancel
-            self._unwatch(task.handle.id)
+            self._forget(task_id)
         return CancelTaskResult()
 
     async def _find(self, task_id: str, *, shared: bool = False) -> _Task:
@@ -345,15 +494,7 @@ class TaskMethods:
     async def _close(self, task: _Task) -> _Closed:
         """The closed task's final answer, remembered when small enough."""
         status, fields = await self._closed_state(task)
-        memo = task.memo
-        closed = _Closed(
-            status=status,
-            fields=fields,
-            created_at=memo.get("createdAt") or task.description.start_time.isoformat(),
-            ttl_ms=int(memo.get("ttlMs") or self._backend.ttl_ms),
-            poll_interval_ms=int(memo.get("pollIntervalMs") or DEFAULT_POLL_INTERVAL_MS),
-            expires_at=_expires_at(task.description, memo),
-        )
+        closed = _Closed(status, fields, self._timing(task), _expires_at(task.description, task.memo))
         self._remember_closed(self._key(task.task_id), closed)  # a legacy task's too
         return closed
 
@@ -364,15 +505,7 @@ class TaskMethods:
                 self._closed.popitem(last=False)
 
     def _closed_result(self, task_id: str, closed: _Closed) -> GetTaskResult:
-        return GetTaskResult(
-            task_id=task_id,
-            status=closed.status,
-            created_at=closed.created_at,
-            last_updated_at=datetime.now(timezone.utc).isoformat(),
-            ttl_ms=closed.ttl_ms,
-            poll_interval_ms=closed.poll_interval_ms,
-            **closed.fields,
-        )
+        return _answer_of(task_id, closed.status, closed.timing, **closed.fields)
 
     async def _closed_state(self, task: _Task) -> tuple[TaskStatus, dict[str, Any]]:
         status = task.description.status
@@ -427,16 +560,27 @@ class TaskMethods:
             self._answered.pop(task_id, None)
 
     def _result(self, task: _Task, status: TaskStatus, **fields: Any) -> GetTaskResult:
-        memo = task.memo
-        return GetTaskResult(
-            task_id=task.task_id,
-            status=status,
-            created_at=memo.get("createdAt") or task.description.start_time.isoformat(),
-            last_updated_at=datetime.now(timezone.utc).isoformat(),
-            ttl_ms=int(memo.get("ttlMs") or self._backend.ttl_ms),
-            poll_interval_ms=int(memo.get("pollIntervalMs") or DEFAULT_POLL_INTERVAL_MS),
-            **fields,
-        )
+        return _answer_of(task.task_id, status, self._timing(task), **fields)
+
+
+def _answer_of(task_id: str, status: TaskStatus, timing: _Timing, **fields: Any) -> GetTaskResult:
+    return GetTaskResult(
+        task_id=task_id,
+        status=status,
+        created_at=timing.created_at,
+        last_updated_at=datetime.now(timezone.utc).isoformat(),
+        ttl_ms=timing.ttl_ms,
+        poll_interval_ms=timing.poll_interval_ms,
+        **fields,
+    )
+
+
+def _known(task: _Task, read_at: float, before: _Known | None) -> _Known:
+    """What a `describe()` started at `read_at` found, carrying over since when progress stood still."""
+    known = _Known(task.description, task.memo, read_at, progress_since=read_at)
+    if before is not None and before.progress == known.progress and before.read_at <= read_at:
+        return replace(known, progress_since=before.progress_since)
+    return known
 
 
 def _answered_bytes(task: _Task) -> int:

@@ -1,0 +1,231 @@
+"""Temporal requests per task while clients poll many long-running tasks.
+
+    .venv/bin/python bench/reads_at_scale.py [--tasks 1000] [--window 60] [--servers 1]
+        [--shape parked|leg] [--modes describe watched] [--long-poll-expiry SECONDS]
+
+Starts its own in-memory dev server on loopback, a worker server (FastMCP with the
+extension, worker on) and `--servers` API-only servers, each on its own Temporal
+client whose every request the SDK's metrics count. Holds `--tasks` tasks running:
+parked on input (`parked`, the cheapest), or in a leg that waits (`leg`). Then, for
+each mode, fresh API servers and in-memory `fastmcp.Client`s read every task with
+`tasks/get` once per its `pollIntervalMs` (5 s), each read of a task on the next API
+server in turn (a load balancer), spread evenly over the interval: a round per server
+to warm up, then the window. Reports the API servers' Temporal requests per second, per task
+per 30 s (by operation), and read latency.
+
+- `describe`: `watched_tasks=0`, a `describe()` per read: what every read of a task
+  older than 30 s cost before reads were watched;
+- `watched`: one long poll of each task's history per server (`watched_tasks` is
+  `--watched-tasks`, by default `--tasks`: every task watched).
+
+`--long-poll-expiry` starts the dev server with `history.longPollExpirationInterval`
+set (Temporal's default is 20 s: one request per task per 20 s per server).
+Writes `bench/results/reads_at_scale.json` (`--out` names another file there).
+Everything started is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from fastmcp import Client, Context, FastMCP
+from fastmcp_tasks.client import call_tool_task
+from mcp_types import InputRequiredResult
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from fastmcp_temporal import TemporalTasksExtension  # noqa: E402
+from fastmcp_temporal.devserver._server import start_dev_server  # noqa: E402
+from task_wire import ask, tasks_get  # noqa: E402
+from temporal_requests import TemporalRequests  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+TASK_QUEUE = "reads-at-scale"
+POLL_INTERVAL = 5.0  # the default pollIntervalMs
+CLIENTS_PER_SERVER = 4
+MODES = ("describe", "watched")
+_release = asyncio.Event()
+_started = Counter[str]()
+
+
+async def park(ctx: Context) -> str | InputRequiredResult:
+    """Parks on one question until answered."""
+    _started["park"] += 1
+    return ask("name")
+
+
+async def leg() -> str:
+    """Runs until the bench ends."""
+    _started["leg"] += 1
+    await _release.wait()
+    return "done"
+
+
+def _server(name: str, extension: TemporalTasksExtension) -> FastMCP:
+    server = FastMCP(name)
+    server.add_extension(extension)
+    server.tool(park, task=True)
+    server.tool(leg, task=True)
+    return server
+
+
+async def _bounded(limit: asyncio.Semaphore, work: Callable[[], Awaitable[Any]]) -> Any:
+    async with limit:
+        return await work()
+
+
+async def start_tasks(client: Client, shape: str, n: int) -> list[str]:
+    """Start `n` tasks of `shape` and wait until every one is parked or in its leg."""
+    limit = asyncio.Semaphore(50)
+    tasks = await asyncio.gather(*(_bounded(limit, lambda: call_tool_task(client, shape)) for _ in range(n)))
+    ids = [task.task_id for task in tasks]
+    settled = "input_required" if shape == "park" else "working"
+    while _started[shape] < n:
+        await asyncio.sleep(0.5)
+    pending = ids
+    while pending:  # the ask shows once the workflow has upserted its memo
+        reads = await asyncio.gather(*(_bounded(limit, lambda i=i: tasks_get(client, i)) for i in pending))
+        pending = [i for i, read in zip(pending, reads) if read.status != settled]
+        await asyncio.sleep(0.5)
+    return ids
+
+
+async def poll_reads(clients: list[list[Client]], ids: list[str], until: float, latencies: list[float]) -> int:
+    """Read every task once per `POLL_INTERVAL`, spread evenly, each read on the next server."""
+    errors = 0
+    start = time.monotonic()
+
+    async def reader(index: int, task_id: str) -> None:
+        nonlocal errors
+        due = start + POLL_INTERVAL * index / len(ids)
+        n = index
+        while due < until:
+            await asyncio.sleep(max(0.0, due - time.monotonic()))
+            server = clients[n % len(clients)]
+            began = time.perf_counter()
+            try:
+                await tasks_get(server[index % len(server)], task_id)
+            except Exception:
+                errors += 1
+            latencies.append(time.perf_counter() - began)
+            due += POLL_INTERVAL
+            n += 1
+
+    await asyncio.gather(*(reader(i, task_id) for i, task_id in enumerate(ids)))
+    return errors
+
+
+async def measure(address: str, mode: str, ids: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """Fresh API servers in `mode` read every task for a warm-up round, then for `args.window` seconds."""
+    requests = TemporalRequests()
+    watched = 0 if mode == "describe" else (args.watched_tasks or len(ids))
+    apis = []
+    for i in range(args.servers):
+        client = await requests.connect(address)
+        extension = TemporalTasksExtension(
+            client=client, task_queue=TASK_QUEUE, worker=False, watched_tasks=watched
+        )
+        apis.append(_server(f"api-{i}", extension))
+    clients = [[Client(api) for _ in range(CLIENTS_PER_SERVER)] for api in apis]
+    for row in clients:
+        for client in row:
+            await client.__aenter__()
+    try:
+        warm: list[float] = []  # every server reads every task once
+        await poll_reads(clients, ids, time.monotonic() + POLL_INTERVAL * args.servers, warm)
+        before = requests.count()
+        latencies: list[float] = []
+        began = time.monotonic()
+        errors = await poll_reads(clients, ids, began + args.window, latencies)
+        elapsed = time.monotonic() - began
+        used = requests.count() - before
+    finally:
+        for row in clients:
+            for client in row:
+                await client.__aexit__(None, None, None)
+    per_second = used.total() / elapsed
+    return {
+        "mode": mode,
+        "watched_tasks": watched,
+        "reads_per_s": len(latencies) / elapsed,
+        "read_errors": errors,
+        "temporal_requests_per_s": round(per_second, 2),
+        "per_task_per_30s": round(per_second * 30 / len(ids), 3),
+        "per_task_per_30s_by_operation": {
+            op: round(n / elapsed * 30 / len(ids), 3) for op, n in sorted(used.items())
+        },
+        "read_ms_p50": round(statistics.median(latencies) * 1000, 2),
+        "read_ms_p95": round(statistics.quantiles(latencies, n=20)[18] * 1000, 2),
+    }
+
+
+async def run(address: str, args: argparse.Namespace) -> dict[str, Any]:
+    shape = "park" if args.shape == "parked" else "leg"
+    worker = TemporalTasksExtension(
+        address=address,
+        task_queue=TASK_QUEUE,
+        max_concurrent_activities=args.tasks + 10,
+        max_cached_workflows=args.tasks + 10,
+        watched_tasks=0,  # its long polls would count against the same cap as the API servers'
+    )
+    async with Client(_server("worker", worker)) as client:
+        began = time.monotonic()
+        ids = await start_tasks(client, shape, args.tasks)
+        print(f"{len(ids)} tasks {args.shape} in {time.monotonic() - began:.0f} s", flush=True)
+        results = []
+        for mode in args.modes:
+            result = await measure(address, mode, ids, args)
+            print(json.dumps(result), flush=True)
+            results.append(result)
+        _release.set()
+    return {
+        "tasks": args.tasks,
+        "shape": args.shape,
+        "servers": args.servers,
+        "window_s": args.window,
+        "poll_interval_s": POLL_INTERVAL,
+        "long_poll_expiry_s": args.long_poll_expiry or 20,
+        "modes": results,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=1_000)
+    parser.add_argument("--window", type=float, default=60.0, help="seconds measured per mode")
+    parser.add_argument("--servers", type=int, default=1, help="API servers the reads alternate between")
+    parser.add_argument("--shape", choices=["parked", "leg"], default="parked")
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument(
+        "--watched-tasks", type=int, default=None, help="each API server's watched_tasks (default: --tasks)"
+    )
+    parser.add_argument("--long-poll-expiry", type=int, default=None, help="seconds; Temporal's default is 20")
+    parser.add_argument("--out", default="reads_at_scale.json", help="file name under bench/results")
+    args = parser.parse_args()
+    dynamic = {"history.longPollExpirationInterval": f'"{args.long_poll_expiry}s"'} if args.long_poll_expiry else {}
+    server = start_dev_server(ui=False, dynamic_config=dynamic)
+    try:
+        report = asyncio.run(run(server.address, args))
+    finally:
+        server.stop()
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / args.out).write_text(json.dumps(report, indent=2) + "\n")
+    for result in report["modes"]:
+        print(
+            f"{result['mode']:>9}: {result['temporal_requests_per_s']:8.1f} Temporal requests/s, "
+            f"{result['per_task_per_30s']:.2f} per task per 30 s; reads p50 {result['read_ms_p50']} ms"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+"""Reads of a running task cost Temporal requests per change, not per read, on any server.
+
+Proves, on a real Temporal server over the MCP wire, with two servers on one task queue
+(one runs the worker, one is API-only, as behind a load balancer) and a client reading
+through each in turn: an ask, an answer, the close, and a cancel made through one server
+all show on the other, although both answer unchanged reads from what they already know
+(their long poll of the task's history sees the event); that a quiet task, parked or in a
+long leg, read many times costs the server a small bounded number of Temporal requests
+(counted from the SDK's metrics), where each read used to cost a `describe()`; and that
+a leg's progress, which adds no history event, shows within `progress_refresh`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import anyio
+import pytest
+from fastmcp import Client, Context, FastMCP
+from fastmcp_tasks.client import call_tool_task
+from fastmcp_tasks.client_models import ClientGetTaskResult
+from mcp_types import InputRequiredResult
+from temporalio.client import Client as TemporalClient
+
+from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal.devserver._server import DevServer
+from servers import server_with
+from task_wire import DEADLINE, accept, ask, tasks_cancel, tasks_get, tasks_update
+from temporal_requests import TemporalRequests
+from test_tool_changes import no_workflow_running
+
+pytestmark = pytest.mark.anyio
+
+# Longer than any test: the progress refresh never re-reads, so only an event can.
+NEVER = timedelta(seconds=DEADLINE * 4)
+READS = 40
+DESCRIBE = "DescribeWorkflowExecution"
+
+
+async def two_rounds(ctx: Context) -> str | InputRequiredResult:
+    """Asks "first", then "second", then returns "done"."""
+    if ctx.request_state is None:
+        return ask("first", state="first")
+    if ctx.request_state == "first":
+        return ask("second", state="second")
+    return "done"
+
+
+async def parks(ctx: Context) -> str | InputRequiredResult:
+    """Asks "name" and waits for it."""
+    return ask("name") if ctx.input_responses is None else "answered"
+
+
+async def _api_server(
+    temporal_server: DevServer, task_queue: str, requests: TemporalRequests, *tools: Callable[..., Any], **settings: Any
+) -> tuple[FastMCP, TemporalClient]:
+    """An API-only server (no worker), and its Temporal client, whose requests `requests` counts."""
+    client = await requests.connect(temporal_server.address)
+    extension = TemporalTasksExtension(client=client, task_queue=task_queue, worker=False, **settings)
+    return server_with(extension, *tools, name="api"), client
+
+
+def _asking(key: str) -> Callable[[ClientGetTaskResult], bool]:
+    """The read shows one open request, asking `key`."""
+
+    def check(read: ClientGetTaskResult) -> bool:
+        requests = list((read.input_requests or {}).values())
+        return len(requests) == 1 and requests[0]["params"]["message"] == key
+
+    return check
+
+
+async def _every_server_shows(
+    clients: list[Client], task_id: str, status: str, until: Callable[[ClientGetTaskResult], bool] = lambda _: True
+) -> list[ClientGetTaskResult]:
+    """Read the task through each server in turn until every one's read shows `status`."""
+    with anyio.fail_after(DEADLINE):
+        while True:
+            reads = [await tasks_get(client, task_id) for client in clients]
+            if all(read.status == status and until(read) for read in reads):
+                return reads
+            await anyio.sleep(0.05)
+
+
+def _only_key(read: ClientGetTaskResult) -> str:
+    (key,) = read.input_requests or {}
+    return key
+
+
+async def test_changes_through_one_server_show_at_the_other_servers_reads(
+    temporal_server: DevServer, task_queue: str, make_extension: Callable[..., TemporalTasksExtension]
+) -> None:
+    requests = TemporalRequests()
+    worker = server_with(make_extension(progress_refresh=NEVER), two_rounds, parks, name="worker")
+    api, temporal = await _api_server(temporal_server, task_queue, requests, two_rounds, parks, progress_refresh=NEVER)
+    async with Client(worker) as one, Client(api) as two:
+        both = [one, two]
+        task = await call_tool_task(one, "two_rounds")
+        (_, parked) = await _every_server_shows(both, task.task_id, "input_required", _asking("first"))
+
+        described = requests.count()[DESCRIBE]
+        for _ in range(READS):
+            assert _asking("first")(await tasks_get(two, task.task_id))
+        assert requests.count()[DESCRIBE] == described  # answered from what the watch knows
+
+        await tasks_update(one, task.task_id, {_only_key(parked): accept("1")})
+        (_, parked) = await _every_server_shows(both, task.task_id, "input_required", _asking("second"))
+        await tasks_update(two, task.task_id, {_only_key(parked): accept("2")})
+        done = await _every_server_shows(both, task.task_id, "completed")
+        assert [read.result["structuredContent"] for read in done] == [{"result": "done"}] * 2
+
+        cancelled = await call_tool_task(two, "parks")
+        await _every_server_shows(both, cancelled.task_id, "input_required", _asking("name"))
+        await tasks_cancel(one, cancelled.task_id)
+        await _every_server_shows(both, cancelled.task_id, "cancelled")
+    await no_workflow_running(temporal, task_queue)
+
+
+def _gated(started: anyio.Event, release: anyio.Event) -> Callable[..., Any]:
+    """A tool, `gated`, that says it started and returns "done" once released; it reports no progress."""
+
+    async def gated() -> str:
+        started.set()
+        await release.wait()
+        return "done"
+
+    return gated
+
+
+async def _requests_for_reads(requests: TemporalRequests, client: Client, task_id: str, status: str) -> int:
+    """Read the task `READS` times (each shows `status`); the Temporal requests that cost."""
+    before = requests.count()
+    for _ in range(READS):
+        assert (await tasks_get(client, task_id)).status == status
+        await anyio.sleep(0.05)
+    return (requests.count() - before).total()
+
+
+async def test_a_quiet_task_read_many_times_costs_a_few_temporal_requests(
+    temporal_server: DevServer, task_queue: str, make_extension: Callable[..., TemporalTasksExtension]
+) -> None:
+    """Parked on input, or in a leg that reports nothing: no change, so no request per read.
+
+    A parked task costs its first `describe()` and the watch's history requests; a leg's
+    progress is re-read as its copy ages (after 1 s, 2 s, 4 s ... of standing still).
+    """
+    started, release = anyio.Event(), anyio.Event()
+    gated = _gated(started, release)
+    requests = TemporalRequests()
+    worker = server_with(make_extension(), parks, gated, name="worker")
+    api, temporal = await _api_server(temporal_server, task_queue, requests, parks, gated)
+    async with Client(worker) as one, Client(api) as two:
+        parked = await call_tool_task(one, "parks")
+        await _every_server_shows([one], parked.task_id, "input_required")
+        assert await _requests_for_reads(requests, two, parked.task_id, "input_required") <= 4
+
+        running = await call_tool_task(one, "gated")
+        with anyio.fail_after(DEADLINE):
+            await started.wait()
+        assert await _requests_for_reads(requests, two, running.task_id, "working") <= 10
+
+        release.set()
+        await tasks_cancel(two, parked.task_id)
+        assert (await running.result()).structured_content == {"result": "done"}
+    await no_workflow_running(temporal, task_queue)
+
+
+async def test_progress_shows_within_progress_refresh(
+    temporal_server: DevServer, task_queue: str, make_extension: Callable[..., TemporalTasksExtension]
+) -> None:
+    """Progress adds no history event: the server re-reads it, within `progress_refresh`, not per read."""
+    halfway, finish = anyio.Event(), anyio.Event()
+
+    async def reports(ctx: Context) -> str:
+        await ctx.report_progress(1, 3, "one")
+        await halfway.wait()
+        await ctx.report_progress(2, 3, "two")
+        await finish.wait()
+        return "done"
+
+    requests = TemporalRequests()
+    worker = server_with(make_extension(), reports, name="worker")
+    api, temporal = await _api_server(
+        temporal_server, task_queue, requests, reports, progress_refresh=timedelta(seconds=2)
+    )
+    async with Client(worker) as one, Client(api) as two:
+        task = await call_tool_task(one, "reports")
+        reads = 0
+
+        async def progress_reads(message: str) -> None:
+            nonlocal reads
+            with anyio.fail_after(DEADLINE):
+                while (await tasks_get(two, task.task_id)).status_message != message:
+                    reads += 1
+                    await anyio.sleep(0.05)
+
+        await progress_reads("one")
+        halfway.set()
+        await progress_reads("two")
+        assert requests.count()[DESCRIBE] < reads  # refreshed, not described per read
+        finish.set()
+        assert (await task.result()).structured_content == {"result": "done"}
+    await no_workflow_running(temporal, task_queue)
