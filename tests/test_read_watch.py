@@ -115,7 +115,7 @@ async def test_changes_through_one_server_show_at_the_other_servers_reads(
         await _every_server_shows(both, cancelled.task_id, "input_required", _asking("name"))
         await tasks_cancel(one, cancelled.task_id)
         await _every_server_shows(both, cancelled.task_id, "cancelled")
-    await no_workflow_running(temporal, task_queue)
+        await no_workflow_running(temporal, task_queue)  # while the worker still runs: it closes them
 
 
 def _gated(started: anyio.Event, release: anyio.Event) -> Callable[..., Any]:
@@ -164,7 +164,7 @@ async def test_a_quiet_task_read_many_times_costs_a_few_temporal_requests(
         release.set()
         await tasks_cancel(two, parked.task_id)
         assert (await running.result()).structured_content == {"result": "done"}
-    await no_workflow_running(temporal, task_queue)
+        await no_workflow_running(temporal, task_queue)  # while the worker still runs: it closes them
 
 
 async def test_progress_shows_within_progress_refresh(
@@ -202,4 +202,4 @@ async def test_progress_shows_within_progress_refresh(
         assert requests.count()[DESCRIBE] < reads  # refreshed, not described per read
         finish.set()
         assert (await task.result()).structured_content == {"result": "done"}
-    await no_workflow_running(temporal, task_queue)
+        await no_workflow_running(temporal, task_queue)  # while the worker still runs: it closes them

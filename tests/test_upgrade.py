@@ -23,6 +23,7 @@ from temporalio.client import Client as TemporalClient
 from fastmcp_temporal.devserver._server import DevServer, free_port
 from fault_processes import DEADLINE, AttemptLog, Processes, answering_client
 from task_wire import accept, eventually, tasks_get, tasks_update
+from test_tool_changes import no_workflow_running
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -64,7 +65,7 @@ async def test_tasks_of_the_previous_release_finish_on_this_one(
             await tasks_update(client, task.task_id, {key: accept("yes")})
         results = [(await _status(client, task.task_id, "completed")).result for task in parked]
         counted = (await _status(client, counting.task_id, "completed")).result
-    await _none_running(temporal_server, task_queue)
+    await no_workflow_running(await TemporalClient.connect(temporal_server.address), task_queue)
 
     assert [result["structuredContent"] for result in results] == [{"result": "first: yes"}, {"result": "second: yes"}]
     assert counted["structuredContent"] == {"key": "c", "counted": 30}
@@ -73,11 +74,3 @@ async def test_tasks_of_the_previous_release_finish_on_this_one(
     starts = attempts.starts("c")
     assert len(starts) == 2 and starts[1]["resumed_from"] >= 3
     assert [Path(start["code"]).is_relative_to(previous_release) for start in starts] == [True, False]
-
-
-async def _none_running(server: DevServer, task_queue: str) -> None:
-    temporal = await TemporalClient.connect(server.address)
-    query = f"TaskQueue = '{task_queue}' AND ExecutionStatus = 'Running'"
-    with anyio.fail_after(DEADLINE):
-        while [execution.id async for execution in temporal.list_workflows(query)]:
-            await anyio.sleep(0.2)
