@@ -54,10 +54,6 @@ TOOL_ATTRIBUTE = SearchAttributeKey.for_keyword(TOOL_SEARCH_ATTRIBUTE)
 SCOPE_ATTRIBUTE = SearchAttributeKey.for_keyword(SCOPE_SEARCH_ATTRIBUTE)
 
 
-# An exception in this workflow's code is a bug no retry of the workflow task fixes:
-# it fails the task (published as failed) instead of leaving it running forever. Not
-# a NondeterminismError (a TemporalError): a task that no longer replays after an
-# upgrade waits for a worker with compatible code instead of failing.
 # Continue as new past this many bytes of history too (Temporal terminates a task at 50 MiB),
 # or when Temporal suggests it.
 _HISTORY_BYTES_LIMIT = 8 * 1024 * 1024
@@ -65,6 +61,10 @@ _HISTORY_BYTES_LIMIT = 8 * 1024 * 1024
 _CONTINUE_ON_HISTORY_SIZE = "continue-as-new-on-history-size"
 _ANSWER_BYTES_IN_MEMO = "answer-bytes-in-memo"
 
+# An exception in this workflow's code is a bug no retry of the workflow task fixes:
+# it fails the task (published as failed) instead of leaving it running forever. Not
+# a NondeterminismError (a TemporalError): a task that no longer replays after an
+# upgrade waits for a worker with compatible code instead of failing.
 WORKFLOW_BUGS = (
     ArithmeticError, AssertionError, AttributeError, LookupError, NameError, RuntimeError, TypeError, ValueError
 )
