@@ -1,4 +1,4 @@
-"""Screenshot the Temporal UI on a demo task, for the README.
+"""Screenshot the Temporal UI on a demo task, for the README and the docs.
 
     python examples/ui_screenshot.py [docs/demo-ui.png]
 
@@ -52,7 +52,7 @@ def main(output: Path) -> None:
 
 
 def run_demo(address: str, ui_url: str) -> str:
-    """Run the README demo against `address`; the `greet` task's id."""
+    """Run the README's demo against `address`; the `greet` task's id."""
     port = free_port()
     env = {**os.environ, "PORT": str(port), "FASTMCP_TEMPORAL_ADDRESS": address}
     server = subprocess.Popen(
