@@ -125,8 +125,9 @@ class TemporalTasksSettings(BaseSettings):
     max_cached_workflows: int = Field(
         default=1_000,
         ge=0,
-        description="Task workflows a worker keeps in memory; a parked task past this is evicted, "
-        "holds nothing, and is replayed from history when answered (0 disables the cache).",
+        description="Task workflows a worker keeps in memory (about 0.1 MB each); past this the least "
+        "recently used (parked ones first) are evicted, hold nothing, and are replayed from history when "
+        "answered (0 disables the cache).",
     )
     shutdown_grace: timedelta = Field(
         default=timedelta(seconds=5),
@@ -183,7 +184,8 @@ class TemporalTasksSettings(BaseSettings):
         ge=64 * 1024,
         description=(
             "The largest request body the server takes over streamable HTTP (mcp's own default is 4 MiB); "
-            "the default fits what a payload store takes (stored_payload_limit) with the JSON-RPC envelope."
+            "the default fits what a payload store takes (stored_payload_limit) with the JSON-RPC envelope. "
+            "A larger request gets -32600 at HTTP 413, naming its size and this setting."
         ),
     )
     state_dir: Path | None = Field(
@@ -253,10 +255,13 @@ class TemporalTasksSettings(BaseSettings):
     # Worker Versioning: which Worker Deployment Version this process's code is.
     deployment_name: str | None = Field(
         default=None,
-        description="Temporal Worker Deployment the workers belong to (with build_id: Worker Versioning on).",
+        description="Temporal Worker Deployment the workers belong to (with build_id: Worker Versioning on; "
+        "both or neither; no '.' in the name).",
     )
     build_id: str | None = Field(
-        default=None, description="This build of the tools and server code, within deployment_name."
+        default=None,
+        description="This build of the tools and server code (an image tag, a git sha), within "
+        "deployment_name.",
     )
     versioning_behavior: VersioningBehaviorName = Field(
         default="pinned",
