@@ -27,12 +27,12 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
 def settings_table() -> str:
     """One Markdown table row per setting, in the order the class declares them."""
     rows = [
-        "| setting | environment variable | default | meaning |",
-        "| --- | --- | --- | --- |",
+        "| setting and variable | default | meaning |",
+        "| --- | --- | --- |",
     ]
     for name, field in TemporalTasksSettings.model_fields.items():
         rows.append(
-            f"| `{name}` | `{ENV_PREFIX}{name.upper()}` | {shown_default(field)} | {field.description or ''} |"
+            f"| `{name}`<br>`{ENV_PREFIX}{name.upper()}` | {shown_default(field)} | {field.description or ''} |"
         )
     return "\n".join(rows)
 
