@@ -32,7 +32,7 @@ FRACTION = re.compile(r"^(\d+)/(\d+)\b")
 
 
 def show_task(task: ToolTask, tool: str, ui: str | None) -> None:
-    # An unauthenticated caller's task is workflow `mcp-task/anon/<task id>` (README: "How it maps").
+    # An unauthenticated caller's task is workflow `mcp-task/anon/<task id>` (docs/architecture.md).
     workflow_id = f"mcp-task/anon/{task.task_id}"
     console.print(f"{tool}: task {task.task_id}")
     if ui:

@@ -25,6 +25,22 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 @dataclass(frozen=True)
 class ExecutionPolicy:
+    """How one tool's legs are scheduled; None leaves the extension's setting in force.
+
+    `@execution_policy(...)` builds one; a custom `Tool` subclass may carry one as its
+    `execution_policy` attribute instead.
+
+    Args:
+        start_to_close_timeout: the longest one leg may run.
+        heartbeat_timeout: a leg silent this long is retried on another worker.
+        maximum_attempts: attempts per leg after crashes or timeouts (0 is unlimited).
+        initial_retry_interval: the wait before the first retry.
+        heartbeat_interval: how often a leg heartbeats once past its fast period.
+        sync_calls: `inline` or `workflow`, for callers that did not opt in to tasks.
+        leg: `activity`, or `local` for a tool that finishes within seconds.
+        versioning_behavior: `pinned` or `auto_upgrade`, with Worker Versioning on.
+    """
+
     start_to_close_timeout: timedelta | None = None
     heartbeat_timeout: timedelta | None = None
     maximum_attempts: int | None = None
@@ -48,11 +64,28 @@ def execution_policy(
 ) -> Callable[[F], F]:
     """Set how this tool's legs are scheduled; place it below `@mcp.tool(task=True)`.
 
-    `heartbeat_interval` is read by the worker running the leg, the others when the task starts.
-    `leg="local"` suits tools that finish within seconds: see the README's "Short tools".
-    `versioning_behavior` (with Worker Versioning on) overrides the extension's for this tool's
-    tasks: "pinned" keeps a task on the version that started it, "auto_upgrade" moves it to the
-    current version at its next workflow task.
+    Each argument left None keeps the extension's setting of the same name. `heartbeat_interval`
+    is read by the worker running the leg, the others when the task starts.
+
+    Args:
+        start_to_close_timeout: the longest one leg of this tool may run (default 7 days).
+        heartbeat_timeout: a leg silent this long is retried on another worker.
+        maximum_attempts: attempts per leg after crashes or timeouts (0 is unlimited); errors
+            the tool raises are results and never retried.
+        initial_retry_interval: the wait before the first retry.
+        heartbeat_interval: how often a running leg heartbeats once past its fast period (a
+            cancel takes up to this long to reach the tool).
+        sync_calls: `inline` serves a caller that did not opt in to tasks in the server
+            process, `workflow` on the workers.
+        leg: `local` runs the body as a local activity inside the workflow task, for tools
+            that finish within seconds (docs: "Short tools as local activities"); `activity`
+            as a regular activity.
+        versioning_behavior: with Worker Versioning on, `pinned` keeps a task on the version
+            that started it, `auto_upgrade` moves it to the current version at its next
+            workflow task.
+
+    Raises:
+        ValueError: `sync_calls`, `leg` or `versioning_behavior` is not one of its values.
     """
     if sync_calls not in (None, "inline", "workflow"):
         raise ValueError(f"execution_policy(sync_calls={sync_calls!r}): use 'inline' or 'workflow'.")

@@ -52,7 +52,19 @@ VERSIONING_BEHAVIORS: dict[str, VersioningBehavior] = {
 
 
 class TemporalTasksSettings(BaseSettings):
-    """Where tasks run and how each leg is scheduled."""
+    """Where tasks run and how each leg is scheduled.
+
+    `TemporalTasksExtension` builds one from its arguments; the docs' Configuration page lists
+    every field with its variable and default.
+
+    Args:
+        **values: settings by name; each one left out comes from `FASTMCP_TEMPORAL_<NAME>` in the
+            environment, then from the `.env` file, then from its default.
+
+    Raises:
+        pydantic.ValidationError: a value is invalid, or a name (argument or variable) is not a
+            setting; the error lists the settings.
+    """
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_file=ENV_FILE, extra="forbid")
 
@@ -85,7 +97,9 @@ class TemporalTasksSettings(BaseSettings):
     namespace: str | None = Field(
         default=None, description="Temporal namespace; unset: Temporal's profile/env, else 'default'."
     )
-    task_queue: str = "fastmcp-tasks"
+    task_queue: str = Field(
+        default="fastmcp-tasks", description="The task queue servers submit to and workers poll."
+    )
     worker: bool = Field(
         default=True, description="Run a worker inside the server process (off for API-only pods)."
     )
@@ -107,12 +121,13 @@ class TemporalTasksSettings(BaseSettings):
     maximum_attempts: int = Field(
         default=5, ge=0, description="Attempts per leg after crashes or timeouts; 0 is unlimited."
     )
-    max_concurrent_activities: int = Field(default=50, ge=1)
+    max_concurrent_activities: int = Field(default=50, ge=1, description="Tool legs one worker runs at once.")
     max_cached_workflows: int = Field(
         default=1_000,
         ge=0,
-        description="Task workflows a worker keeps in memory; a parked task past this is evicted, "
-        "holds nothing, and is replayed from history when answered (0 disables the cache).",
+        description="Task workflows a worker keeps in memory (about 0.1 MB each); past this the least "
+        "recently used (parked ones first) are evicted, hold nothing, and are replayed from history when "
+        "answered (0 disables the cache).",
     )
     shutdown_grace: timedelta = Field(
         default=timedelta(seconds=5),
@@ -169,11 +184,14 @@ class TemporalTasksSettings(BaseSettings):
         ge=64 * 1024,
         description=(
             "The largest request body the server takes over streamable HTTP (mcp's own default is 4 MiB); "
-            "the default fits what a payload store takes (stored_payload_limit) with the JSON-RPC envelope."
+            "the default fits what a payload store takes (stored_payload_limit) with the JSON-RPC envelope. "
+            "A larger request gets -32600 at HTTP 413, naming its size and this setting."
         ),
     )
     state_dir: Path | None = Field(
-        default=None, description="Where the embedded dev server keeps its sqlite file."
+        default=None,
+        description="Where the embedded dev server keeps its sqlite file; unset: a per-user data folder "
+        "(~/.local/share/fastmcp-temporal, or under $XDG_DATA_HOME).",
     )
     ui: bool = Field(default=True, description="Serve the Temporal UI from the embedded dev server.")
     connect_timeout: timedelta = Field(
@@ -237,10 +255,13 @@ class TemporalTasksSettings(BaseSettings):
     # Worker Versioning: which Worker Deployment Version this process's code is.
     deployment_name: str | None = Field(
         default=None,
-        description="Temporal Worker Deployment the workers belong to (with build_id: Worker Versioning on).",
+        description="Temporal Worker Deployment the workers belong to (with build_id: Worker Versioning on; "
+        "both or neither; no '.' in the name).",
     )
     build_id: str | None = Field(
-        default=None, description="This build of the tools and server code, within deployment_name."
+        default=None,
+        description="This build of the tools and server code (an image tag, a git sha), within "
+        "deployment_name.",
     )
     versioning_behavior: VersioningBehaviorName = Field(
         default="pinned",

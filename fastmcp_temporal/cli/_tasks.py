@@ -10,7 +10,7 @@ anonymous, else by a bounded visibility scan over `McpTaskWorkflow` executions
 without running its cleanup. `list --stuck` finds what no worker can move, whatever
 the cause (a worker without the key, a store it cannot reach, a bug in workflow
 code): running tasks whose workflow task has failed at least once and is being
-retried, with the reason Temporal recorded. `--json` output is stable (see the README).
+retried, with the reason Temporal recorded. `--json` output is stable (docs/operations.md).
 
 The connection options are local to this module for now; they read the same
 `FASTMCP_TEMPORAL_*` environment as the extension.
@@ -59,7 +59,7 @@ STATUS_QUERIES = {
     "failed": "(McpTaskStatus = 'failed' OR ExecutionStatus IN ('Failed', 'Terminated', 'TimedOut'))",
     "cancelled": "(McpTaskStatus = 'cancelled' OR ExecutionStatus = 'Canceled')",
 }
-"""The visibility query of each MCP status (the README's UI views). A task that succeeds keeps
+"""The visibility query of each MCP status (the UI views in docs/operations.md). A task that succeeds keeps
 its last published `McpTaskStatus`, 'working' (0.2.0 published 'completed'): its execution's
 COMPLETED status says it, and a task that completes with an error outcome is published 'failed'."""
 _FAILED = (Status.FAILED, Status.TERMINATED, Status.TIMED_OUT)

@@ -68,6 +68,20 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
     the `.env` file, then to the default; with no address anywhere a local dev server is
     started. Pass `client` to reuse a connected `temporalio.client.Client`.
 
+    Args:
+        address: `host:port` of the Temporal frontend; unset: Temporal's own configuration,
+            else an embedded dev server.
+        namespace: the Temporal namespace; unset: Temporal's own configuration, else `default`.
+        task_queue: the queue this server submits to and its workers poll.
+        client: a connected `temporalio.client.Client` to use instead of connecting (its
+            address and namespace win; connect it with `encrypted_data_converter` when tasks
+            are encrypted or use a payload store).
+        worker: run a worker inside this server process; False for an API-only server.
+        task_ttl: how long a finished or parked task stays readable (the wire's `ttlMs`).
+        heartbeat_timeout: a tool leg silent this long is retried on another worker.
+        **settings: any other `TemporalTasksSettings` field by name, e.g. `sync_calls="workflow"`
+            or `encryption_key=...` (the Configuration page lists them all).
+
     Raises:
         pydantic.ValidationError: a setting is invalid, or an argument (or a
             `FASTMCP_TEMPORAL_*` variable) names no setting; the error lists the settings.

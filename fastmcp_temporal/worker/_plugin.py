@@ -57,8 +57,13 @@ class McpTasksPlugin(SimplePlugin):
     Pass it to `Client.connect(plugins=[...])` (the client then encrypts when
     `FASTMCP_TEMPORAL_ENCRYPTION_KEY` is set, and every worker of that client loads
     it) or to `Worker(plugins=[...])`. The worker must poll the extension's task
-    queue. `enter_server_lifespan=False` is for a worker that already runs inside
-    the server's lifespan.
+    queue.
+
+    Args:
+        server: the FastMCP server definition, the same the MCP servers load, with its
+            `TemporalTasksExtension` added.
+        enter_server_lifespan: run the worker inside the server's lifespan, so tools see
+            their `lifespan_context`; False for a worker that already runs inside it.
     """
 
     def __init__(self, server: FastMCP, *, enter_server_lifespan: bool = True) -> None:

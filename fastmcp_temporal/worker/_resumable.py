@@ -18,7 +18,18 @@ from fastmcp_temporal.worker._progress import current_progress
 
 
 def checkpoint(value: Any) -> None:
-    """Record how far the running tool got; a retried attempt reads it back."""
+    """Record how far the running tool got; a retried attempt reads it back.
+
+    The value rides on the leg's next heartbeat, so a crash loses at most what came after it.
+
+    Args:
+        value: a JSON-like value (dicts, lists, strings, numbers, dataclasses, pydantic models)
+            that `last_checkpoint()` returns to the next attempt of this leg.
+
+    Raises:
+        TypeError: Temporal cannot store `value` as JSON.
+        RuntimeError: called outside a task tool running on a Temporal worker.
+    """
     progress = current_progress.get()
     if progress is None:
         raise RuntimeError("checkpoint() works only inside a task tool running on a Temporal worker.")
@@ -33,7 +44,12 @@ def checkpoint(value: Any) -> None:
 
 
 def last_checkpoint(default: Any = None) -> Any:
-    """The last checkpoint of this leg's earlier attempts, or `default` on the first attempt."""
+    """The last checkpoint of this leg's earlier attempts, or `default` on the first attempt.
+
+    Args:
+        default: what to return when no earlier attempt recorded a checkpoint (and outside a
+            task tool).
+    """
     progress = current_progress.get()
     if progress is None or progress.checkpoint is None:
         return default
