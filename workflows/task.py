@@ -342,8 +342,8 @@ def _over_budget(task: TaskInput, leg: LegInput) -> str | None:
     Temporal refuses the whole workflow task when one command's payload is too large,
     and refuses it again on every retry; a leg that cannot be scheduled ends the task.
     """
-    if task.leg_input_budget is None:
-        return None
+    if task.leg_input_budget is None or (leg.input_responses is None and leg.request_state is None):
+        return None  # the arguments alone: measured, with more, when the task was created
     size = _converted_size(leg)
     if size <= task.leg_input_budget:
         return None

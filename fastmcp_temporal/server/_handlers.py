@@ -54,11 +54,12 @@ from temporalio.client import (
     WorkflowHandle,
 )
 from temporalio.client import WorkflowExecutionStatus as Status
+from temporalio.common import RawValue
 from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal._fastmcp_private import CancelTaskResult, GetTaskResult, TaskStatus, UpdateTaskResult
 from fastmcp_temporal._wire import encode_answer
-from fastmcp_temporal.connection._payloads import encoded_size, encoded_size_of
+from fastmcp_temporal.connection._payloads import encoded_payload_size, encoded_size_of
 from fastmcp_temporal.server._backend import Backend, UnreadablePayloadError
 from fastmcp_temporal.server._scope import workflow_id
 from fastmcp_temporal.workflows.models import (
@@ -410,9 +411,9 @@ class TaskMethods:
             if key in outstanding
         }
         if answers:
-            await self._refuse_oversize(task, answers)
+            converted = await self._keepable_answers(task, answers)
             try:
-                await task.handle.signal(SUBMIT_INPUT_SIGNAL, InputAnswers(answers))
+                await task.handle.signal(SUBMIT_INPUT_SIGNAL, converted)
             except RPCError as exc:
                 if exc.status != RPCStatusCode.NOT_FOUND:
                     raise
@@ -423,19 +424,22 @@ class TaskMethods:
             await self._wait_until_applied(task, set(answers))
         return UpdateTaskResult()
 
-    async def _refuse_oversize(self, task: _Task, answers: dict[str, Any]) -> None:
-        """Answers the next leg could not carry are refused before anything is signalled.
+    async def _keepable_answers(self, task: _Task, answers: dict[str, Any]) -> RawValue:
+        """The answers' signal input, converted once; refused before anything is signalled
+        when the next leg could not carry them.
 
         The next leg's input holds the task's arguments and every answer of this round,
         so it is measured whole, against the limit that will apply to it (Temporal's
         payload limit, or the store's); the workflow checks it again before the leg.
         """
         converter = self._backend.client.data_converter
-        size = await encoded_size(converter, InputAnswers(answers)) + int(task.memo.get("inputBytes") or 0)
+        (payload,) = converter.payload_converter.to_payloads([InputAnswers(answers)])
+        size = await encoded_payload_size(converter, payload) + int(task.memo.get("inputBytes") or 0)
         size += await encoded_size_of(converter, _answered_bytes(task))
         what = "The next leg's input (the task's arguments with this round's answers)"
         if refusal := self._backend.payload_limits.refusal(what, size):
             raise MCPError(code=mcp_types.INVALID_PARAMS, message=refusal)
+        return RawValue(payload)
 
     async def cancel(self, task_id: str) -> CancelTaskResult:
         if self._cached_closed(task_id) is not None:
