@@ -37,6 +37,8 @@ pytestmark = pytest.mark.anyio
 NEVER = timedelta(seconds=DEADLINE * 4)
 READS = 40
 DESCRIBE = "DescribeWorkflowExecution"
+HISTORY = "GetWorkflowExecutionHistory"
+SHORT_TASKS = 10
 
 
 async def two_rounds(ctx: Context) -> str | InputRequiredResult:
@@ -116,6 +118,26 @@ async def test_changes_through_one_server_show_at_the_other_servers_reads(
         await tasks_cancel(one, cancelled.task_id)
         await _every_server_shows(both, cancelled.task_id, "cancelled")
         await no_workflow_running(temporal, task_queue)  # while the worker still runs: it closes them
+
+
+async def test_a_short_task_costs_its_creating_server_one_long_poll(
+    temporal_server: DevServer, task_queue: str, make_extension: Callable[..., TemporalTasksExtension]
+) -> None:
+    """A task just created is followed for its close alone: the dozen events of its workflow
+    end no long poll of the server that created it (following every event cost about five)."""
+
+    async def quick() -> str:
+        return "quick"
+
+    requests = TemporalRequests()
+    worker = server_with(make_extension(), quick, name="worker")
+    api, temporal = await _api_server(temporal_server, task_queue, requests, quick)
+    async with Client(worker), Client(api) as two:
+        for _ in range(SHORT_TASKS):
+            task = await call_tool_task(two, "quick")
+            assert (await task.result()).structured_content == {"result": "quick"}
+        assert requests.count()[HISTORY] < 3 * SHORT_TASKS  # 1 each, more only for a task slower than 2 s
+        await no_workflow_running(temporal, task_queue)
 
 
 def _gated(started: anyio.Event, release: anyio.Event) -> Callable[..., Any]:

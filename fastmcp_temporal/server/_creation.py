@@ -79,7 +79,8 @@ class StartedWorkflow:
 
 async def start_task(
     backend: Backend, tool: Tool, arguments: dict[str, Any] | None, context: Context
-) -> CreateTaskResult:
+) -> tuple[CreateTaskResult, StartedWorkflow]:
+    """Start a task's workflow: what the wire answers, and the workflow started."""
     started = await start_tool_workflow(backend, tool, arguments, context, kind="task")
     return CreateTaskResult(
         task_id=started.task_id,
@@ -88,7 +89,7 @@ async def start_task(
         last_updated_at=started.created_at,
         ttl_ms=backend.ttl_ms,
         poll_interval_ms=started.poll_interval_ms,
-    )
+    ), started
 
 
 async def start_tool_workflow(

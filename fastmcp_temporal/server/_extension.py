@@ -236,9 +236,9 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
             with temporal_errors("run the call"):
                 return await call_through_workflow(self._running_backend(), tool, params.arguments, context)
         with temporal_errors("start the task"):
-            created = await start_task(self._running_backend(), tool, params.arguments, context)
+            created, started = await start_task(self._running_backend(), tool, params.arguments, context)
         if self._methods is not None:
-            self._methods.watch(created.task_id, created.created_at, created.poll_interval_ms)
+            self._methods.watch(started)
         return created
 
     def _running_backend(self) -> Backend:

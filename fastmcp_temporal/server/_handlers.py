@@ -11,8 +11,12 @@ get the same -32602.
 Reads scale with tasks, not with polls. A server follows each running task it is
 asked about (or created) with one long poll of its history, and answers reads from
 its last `describe()` of the task for as long as that poll has seen no event past
-it: an ask, an answer, a cancel through any server, the close all add an event, so
-they show at the next read. Progress (a running leg's heartbeat details) adds none:
+it that changes an answer: an ask, an answer, a cancel through any server, the close
+all add one, so they show at the next read (a workflow's own bookkeeping, its
+workflow tasks, timers and a leg's attempts, changes none). A task this server just
+created is followed for its close alone for its first 2 s, so a short task costs one
+long poll instead of one per event; meanwhile what the server knows answers for
+`read_recheck` (1 s) at most. Progress (a running leg's heartbeat details) adds none:
 it is re-read at most once per `progress_refresh` (30 s), sooner while it changes
 often. A quiet task so costs one request per long poll (Temporal ends each after
 20 s) instead of one `describe()` per read. Concurrent reads of one task share one
@@ -45,6 +49,7 @@ import mcp_types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import EventType, HistoryEventFilterType
 from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
@@ -61,6 +66,7 @@ from fastmcp_temporal._fastmcp_private import CancelTaskResult, GetTaskResult, T
 from fastmcp_temporal._wire import encode_answer
 from fastmcp_temporal.connection._payloads import encoded_payload_size, encoded_size_of
 from fastmcp_temporal.server._backend import Backend, UnreadablePayloadError
+from fastmcp_temporal.server._creation import StartedWorkflow
 from fastmcp_temporal.server._scope import workflow_id
 from fastmcp_temporal.workflows.models import (
     SUBMIT_INPUT_SIGNAL,
@@ -91,6 +97,31 @@ _REFUSED_PAUSE = timedelta(minutes=1)
 # A running leg's progress, unchanged for a while, is re-read once the known copy is as
 # old as the time it had stood still: at least this, at most `progress_refresh`.
 _PROGRESS_RECHECK_MIN = timedelta(seconds=1)
+# A task this server just created is followed for its close alone this long: a short
+# task's dozen events would each end a long poll, and none of them changes an answer.
+_CLOSE_ONLY_FOR = timedelta(seconds=2)
+# Events that change nothing a read answers: workflow tasks, a leg's progress through
+# its attempt, timers, markers, and answers (their memo upsert says when they apply).
+_UNSEEN_BY_READS = frozenset(
+    {
+        EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED,
+        EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED,
+        EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED,
+        EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT,
+        EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
+        EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED,
+        EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED,
+        EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED,
+        EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT,
+        EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED,
+        EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED,
+        EventType.EVENT_TYPE_TIMER_STARTED,
+        EventType.EVENT_TYPE_TIMER_FIRED,
+        EventType.EVENT_TYPE_TIMER_CANCELED,
+        EventType.EVENT_TYPE_MARKER_RECORDED,
+        EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+    }
+)
 
 
 @dataclass
@@ -151,16 +182,20 @@ class _Known:
 class _Watch:
     """A task this server follows by a long poll of its history (`follow`).
 
-    `known` answers reads while the poll has seen no event past it, and, when a leg
-    runs, while its progress is fresh enough; a young task's reads wait for a change
-    from what reads last answered (`shown`) until `hold_until`.
+    `known` answers reads while the poll has seen no event past it that changes an
+    answer, and, when a leg runs, while its progress is fresh enough; a young task's
+    reads wait for a change from what reads last answered (`shown`) until `hold_until`.
+    While the poll waits for the close alone (`close_only`), other events go unseen, so
+    `known` answers for `read_recheck` at most.
     """
 
     handle: WorkflowHandle[Any, TaskOutcome]
     timing: _Timing
     last_read: float
     run_id: str = ""  # the run followed; learned from its first event when not given
-    seen: int = 0  # the last history event the long poll has delivered
+    changed: int = 0  # the last history event that changes what a read answers
+    leg_scheduled: tuple[int, float] = (0, 0.0)  # the last leg's schedule event, and when it was seen
+    close_only: bool = False
     known: _Known | None = None
     hold_until: float = 0.0
     shown: _Shown = _CREATED
@@ -175,14 +210,26 @@ class _Watch:
         await asyncio.wait([arrived, self.follow], return_when=asyncio.FIRST_COMPLETED)
         arrived.cancel()
 
-    def current(self, now: float, progress_refresh: float) -> _Known | None:
-        """The known task, unless an event came after it or its progress is due a re-read."""
+    def current(self, now: float, progress_refresh: float, recheck: float) -> _Known | None:
+        """The known task, unless a change came after it or its progress is due a re-read."""
         known = self.known
-        if known is None or known.events != self.seen or known.description.run_id != self.run_id:
+        if known is None or known.events < self.changed or known.description.run_id != self.run_id:
             return None
+        if self.close_only and now - known.read_at >= recheck:
+            return None
+        leg_event, leg_seen_at = self.leg_scheduled
+        if leg_event > known.events and now - leg_seen_at >= _PROGRESS_RECHECK_MIN.total_seconds():
+            return None  # a leg began after the known copy: its progress is due a first read
         if known.progress is not None and now - known.read_at >= _progress_age(known, progress_refresh):
             return None
         return known
+
+    def saw(self, event: HistoryEvent, now: float) -> None:
+        """Note what a history event changes for reads."""
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            self.leg_scheduled = (event.event_id, now)
+        elif event.event_type not in _UNSEEN_BY_READS:
+            self.changed = event.event_id
 
     def idle(self, now: float) -> bool:
         interval = self.timing.poll_interval_ms / 1000
@@ -220,11 +267,12 @@ class TaskMethods:
         self._progress_refresh = backend.settings.progress_refresh.total_seconds()
         self._follow_after = 0.0  # loop time before which no new task is followed (see _REFUSED_PAUSE)
 
-    def watch(self, task_id: str, created_at: str, poll_interval_ms: int | None) -> None:
-        """Follow a task just created here, holding its first reads (see the module docstring)."""
-        key = self._key(task_id)
-        timing = _Timing(created_at, self._backend.ttl_ms, poll_interval_ms or DEFAULT_POLL_INTERVAL_MS)
-        watch = self._follow(key, self._handle(key), timing)
+    def watch(self, started: StartedWorkflow) -> None:
+        """Follow a task just created here, for its close alone at first, holding its first
+        reads (see the module docstring)."""
+        key = self._key(started.task_id)
+        timing = _Timing(started.created_at, self._backend.ttl_ms, started.poll_interval_ms or DEFAULT_POLL_INTERVAL_MS)
+        watch = self._follow(key, self._handle(key), timing, started.handle.result_run_id or "", close_only=True)
         if watch is not None:
             watch.hold_until = watch.last_read + self._backend.settings.read_hold.total_seconds()
 
@@ -288,7 +336,8 @@ class TaskMethods:
         if watch is not None:
             watch.last_read = loop.time()
             await watch.first_page()
-            if (known := watch.current(loop.time(), progress_refresh)) is not None:
+            recheck = self._backend.settings.read_recheck.total_seconds()
+            if (known := watch.current(loop.time(), progress_refresh, recheck)) is not None:
                 return _Task(task_id, watch.handle, known.description, known.memo)
         read_at = loop.time()
         task = await self._find(task_id, shared=True)
@@ -299,7 +348,13 @@ class TaskMethods:
         return task
 
     def _follow(
-        self, key: str, handle: WorkflowHandle[Any, TaskOutcome], timing: _Timing, run_id: str = ""
+        self,
+        key: str,
+        handle: WorkflowHandle[Any, TaskOutcome],
+        timing: _Timing,
+        run_id: str = "",
+        *,
+        close_only: bool = False,
     ) -> _Watch | None:
         """Start following a task's history, unless `watched_tasks` are followed already.
 
@@ -309,7 +364,9 @@ class TaskMethods:
         now = asyncio.get_running_loop().time()
         if len(self._watches) >= self._backend.settings.watched_tasks or now < self._follow_after:
             return None
-        watch = _Watch(handle, timing, now, run_id)
+        watch = _Watch(handle, timing, now, run_id, close_only=close_only)
+        if close_only:
+            watch.read_history.set()  # nothing before the close is looked for
         follow = asyncio.create_task(self._follow_history(key, watch))
         watch.follow = follow
         self._watches[key] = watch
@@ -319,28 +376,31 @@ class TaskMethods:
     async def _follow_history(self, key: str, watch: _Watch) -> None:
         """Long-poll the run's history for its next events until it closes or nobody reads it.
 
-        An error ends the watch: reads then describe the task, and follow it anew; a
-        refusal (too many long polls) also pauses following new tasks.
+        A watch that starts `close_only` waits for the close alone for `_CLOSE_ONLY_FOR`,
+        then reads the whole history and follows every event. An error ends the watch:
+        reads then describe the task, and follow it anew; a refusal (too many long polls)
+        also pauses following new tasks.
         """
         client = self._backend.client
-        request = GetWorkflowExecutionHistoryRequest(
-            namespace=client.namespace,
-            execution=WorkflowExecution(workflow_id=watch.handle.id, run_id=watch.run_id),
-            wait_new_event=True,
-            skip_archival=True,
-        )
         loop = asyncio.get_running_loop()
+        request = _history_request(client.namespace, watch)
+        close_only_until = loop.time() + _CLOSE_ONLY_FOR.total_seconds()
         while True:
+            timeout = timedelta(seconds=max(close_only_until - loop.time(), 0.0)) if watch.close_only else None
             try:
-                response = await client.workflow_service.get_workflow_execution_history(request)
+                response = await client.workflow_service.get_workflow_execution_history(request, timeout=timeout)
             except RPCError as exc:
+                if watch.close_only and exc.status == RPCStatusCode.DEADLINE_EXCEEDED:
+                    watch.close_only = False
+                    request = _history_request(client.namespace, watch)
+                    continue
                 if exc.status == RPCStatusCode.RESOURCE_EXHAUSTED:
                     self._follow_after = loop.time() + _REFUSED_PAUSE.total_seconds()
                 raise
             for event in response.history.events:
                 if not watch.run_id and event.HasField("workflow_execution_started_event_attributes"):
                     watch.run_id = event.workflow_execution_started_event_attributes.original_execution_run_id
-                watch.seen = event.event_id
+                watch.saw(event, loop.time())
                 if event.HasField("workflow_execution_completed_event_attributes"):
                     await self._remember_outcome(key, watch.timing, event)
             watch.read_history.set()
@@ -576,6 +636,21 @@ def _answer_of(task_id: str, status: TaskStatus, timing: _Timing, **fields: Any)
         ttl_ms=timing.ttl_ms,
         poll_interval_ms=timing.poll_interval_ms,
         **fields,
+    )
+
+
+def _history_request(namespace: str, watch: _Watch) -> GetWorkflowExecutionHistoryRequest:
+    """A long poll of the watched run's history: every event, or its close alone."""
+    return GetWorkflowExecutionHistoryRequest(
+        namespace=namespace,
+        execution=WorkflowExecution(workflow_id=watch.handle.id, run_id=watch.run_id),
+        wait_new_event=True,
+        skip_archival=True,
+        history_event_filter_type=(
+            HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT
+            if watch.close_only
+            else HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT
+        ),
     )
 
 
