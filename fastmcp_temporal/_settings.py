@@ -42,7 +42,7 @@ POSITIVE_DURATIONS = (
     "task_ttl", "heartbeat_timeout", "start_to_close_timeout", "connect_timeout", "heartbeat_interval",
     "read_recheck", "progress_refresh",
 )
-DURATIONS_OFF_AT_ZERO = ("shutdown_grace", "heartbeat_fast_period", "read_hold")
+DURATIONS_OFF_AT_ZERO = ("shutdown_grace", "heartbeat_fast_period", "read_hold", "reread_hold")
 
 VersioningBehaviorName = Literal["pinned", "auto_upgrade"]
 VERSIONING_BEHAVIORS: dict[str, VersioningBehavior] = {
@@ -216,6 +216,14 @@ class TemporalTasksSettings(BaseSettings):
         "caller as soon as it exists; an ask or progress shows at the next read_recheck or when the hold "
         "ends. Keep it below your clients' request timeouts (a held read outlasting one fails with "
         "'Request tasks/get timed out'). 0 answers at once.",
+    )
+    reread_hold: timedelta = Field(
+        default=timedelta(seconds=1),
+        description="A tasks/get that comes within 100 ms of this server answering the task 'working' "
+        "(a client waiting on it, polling fast) waits up to this long for the task to change: its close "
+        "answers at once, an ask, progress or a cancel through another server when the wait ends. It "
+        "spares such a client's polls (the FastMCP client polls after 20, 40, 80 ms ...). Keep it below "
+        "your clients' request timeouts. 0 answers at once.",
     )
     read_recheck: timedelta = Field(
         default=timedelta(seconds=1),

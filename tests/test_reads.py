@@ -3,8 +3,8 @@
 Proves, on a real Temporal server over the MCP wire, that a read sent while a young
 task runs answers its result once the tool returns, from the server's own long poll of
 the result and with no `describe()` of the task; that a held read answers an ask or
-progress at its next re-read instead of at the end of the hold; that `read_hold=0`
-answers at once; and that a read after `tasks/cancel` is not held, so the cancel shows
+progress at its next re-read instead of at the end of the hold; that a read right after a `working` answer waits for the close
+the same way (`reread_hold`); that `read_hold=0` answers at once; and that a read after `tasks/cancel` is not held, so the cancel shows
 immediately.
 """
 
@@ -105,17 +105,23 @@ async def _read_while_running(
     task = await call_tool_task(client, tool)
     with anyio.fail_after(DEADLINE):
         await started.wait()
+    return task, await _read_then_release(client, task.task_id, reads, release)
+
+
+async def _read_then_release(client: Client, task_id: str, reads: _ReadsArrive, release: anyio.Event) -> Any:
+    """Send a `tasks/get` and let the tool go on when the read reaches the server; the read's answer."""
     answers: list[Any] = []
+    reads.arrived = anyio.Event()
 
     async def read() -> None:
-        answers.append(await tasks_get(client, task.task_id))
+        answers.append(await tasks_get(client, task_id))
 
     with anyio.fail_after(DEADLINE / 2):  # the hold is longer and the watch gives up after 30 s
         async with anyio.create_task_group() as group:
             group.start_soon(read)
             await reads.arrived.wait()
             release.set()
-    return task, answers[0]
+    return answers[0]
 
 
 async def test_a_read_of_a_young_task_answers_its_result_once_the_tool_returns(
@@ -132,6 +138,27 @@ async def test_a_read_of_a_young_task_answers_its_result_once_the_tool_returns(
         assert answer.status == "completed"
         assert answer.result["structuredContent"] == {"result": "done"}
         assert counter.described[f"mcp-task/anon/{task.task_id}"] == 0
+
+
+async def test_a_quick_reread_of_a_running_task_waits_for_its_close(
+    temporal_server: DevServer, task_queue: str
+) -> None:
+    """A read right after a `working` answer is a client waiting on the task (`reread_hold`):
+    it answers the result once the tool returns, where it would have answered `working` again."""
+    started, release = anyio.Event(), anyio.Event()
+    gated = _gated(started, release)
+
+    server, _, reads = await _server(
+        temporal_server, task_queue, gated, read_hold=timedelta(0), reread_hold=LONG_HOLD, read_recheck=LONG_HOLD
+    )
+    async with Client(server) as client:
+        task = await call_tool_task(client, "gated")
+        with anyio.fail_after(DEADLINE):
+            await started.wait()
+        assert (await tasks_get(client, task.task_id)).status == "working"
+        answer = await _read_then_release(client, task.task_id, reads, release)
+        assert answer.status == "completed"
+        assert answer.result["structuredContent"] == {"result": "done"}
 
 
 async def test_a_held_read_answers_an_ask_at_its_next_recheck(temporal_server: DevServer, task_queue: str) -> None:

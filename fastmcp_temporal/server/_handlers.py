@@ -100,6 +100,8 @@ _PROGRESS_RECHECK_MIN = timedelta(seconds=1)
 # A task this server just created is followed for its close alone this long: a short
 # task's dozen events would each end a long poll, and none of them changes an answer.
 _CLOSE_ONLY_FOR = timedelta(seconds=2)
+# A read this soon after a `working` answer is a client waiting on the task (see `reread_hold`).
+_QUICK_REREAD = timedelta(milliseconds=100)
 # Events that change nothing a read answers: workflow tasks, a leg's progress through
 # its attempt, timers, markers, and answers (their memo upsert says when they apply).
 _UNSEEN_BY_READS = frozenset(
@@ -199,6 +201,7 @@ class _Watch:
     known: _Known | None = None
     hold_until: float = 0.0
     shown: _Shown = _CREATED
+    answered_at: float = float("-inf")  # when a read last answered it
     follow: asyncio.Task[None] | None = None
     read_history: asyncio.Event = field(default_factory=asyncio.Event)  # its first page has arrived
 
@@ -286,13 +289,22 @@ class TaskMethods:
         if (closed := self._cached_closed(task_id)) is not None:
             return self._closed_result(task_id, closed)
         key = self._key(task_id)
+        loop = asyncio.get_running_loop()
         watch = self._watches.get(key)
-        answer = await self._changed_within_hold(task_id, watch) if watch is not None else None
+        answer = None
+        if watch is not None:
+            self._hold_quick_reread(watch, loop.time())
+            answer = await self._changed_within_hold(task_id, watch)
         if answer is None:
             answer = await self._answer(await self._current(task_id, self._progress_refresh))
         if (watch := self._watches.get(key)) is not None:
-            watch.shown = _shown(answer)
+            watch.shown, watch.answered_at = _shown(answer), loop.time()
         return answer
+
+    def _hold_quick_reread(self, watch: _Watch, now: float) -> None:
+        """Hold a read that comes right after a `working` answer: its client is waiting on the task."""
+        if watch.shown[0] == "working" and now - watch.answered_at < _QUICK_REREAD.total_seconds():
+            watch.hold_until = max(watch.hold_until, now + self._backend.settings.reread_hold.total_seconds())
 
     async def _changed_within_hold(self, task_id: str, watch: _Watch) -> GetTaskResult | None:
         """The task's answer once it differs from what reads last got, within the hold.
