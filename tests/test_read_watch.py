@@ -140,6 +140,29 @@ async def test_a_short_task_costs_its_creating_server_one_long_poll(
         await no_workflow_running(temporal, task_queue)
 
 
+async def test_a_task_that_outlives_its_close_only_watch_is_followed_at_a_few_requests(
+    temporal_server: DevServer, task_queue: str
+) -> None:
+    """With no worker online nothing happens to the task: the creating server's close-only long
+    poll ends empty after 2 s, and it then follows every event with one long poll, not a loop."""
+
+    async def never_runs() -> str:
+        return "ran"
+
+    requests = TemporalRequests()
+    api, temporal = await _api_server(temporal_server, task_queue, requests, never_runs)
+    async with Client(api) as client:
+        task = await call_tool_task(client, "never_runs")
+        with anyio.fail_after(DEADLINE):
+            while requests.count()[HISTORY] < 2:  # the close-only poll, then the first page of every event
+                await anyio.sleep(0.05)
+        assert (await tasks_get(client, task.task_id)).status == "working"
+        await tasks_cancel(client, task.task_id)
+        assert (await tasks_get(client, task.task_id)).status == "cancelled"
+        assert requests.count()[HISTORY] <= 4
+        await temporal.get_workflow_handle(f"mcp-task/anon/{task.task_id}").terminate()
+
+
 def _gated(started: anyio.Event, release: anyio.Event) -> Callable[..., Any]:
     """A tool, `gated`, that says it started and returns "done" once released; it reports no progress."""
 
