@@ -68,13 +68,15 @@ class McpDriver:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.running.cancel()
+        for running in self.running:
+            await running.cancel()
         await self.client.__aexit__(None, None, None)
 
     async def _start_running(self) -> None:
-        self.running_key = f"running-{uuid.uuid4().hex}"
-        self.running = await self._submit("hold", {"key": self.running_key})
-        await self.marks.wait_started(self.running_key)
+        self.running_keys = [f"running-{uuid.uuid4().hex}" for _ in range(_RUNNING_READS)]
+        self.running = [await self._submit("hold", {"key": key}) for key in self.running_keys]
+        for key in self.running_keys:
+            await self.marks.wait_started(key)
 
     async def _submit(self, tool: str, arguments: dict[str, Any]) -> Any:
         return await call_tool_task(self.client, tool, arguments)
@@ -100,11 +102,11 @@ class McpDriver:
             out["workflow_duration"].append(
                 await _duration_ms(self.temporal, self._workflow_id(task.task_id))
             )
-        out["get_finished"] += await _timed_thrice(task.status)
-        out["get_running"] += await _timed_thrice(self.running.status)
+        out["get_finished"] += await _timed_each([task.status] * 3)
+        out["get_running"] += await _timed_each([running.status for running in self.running])
         # What a tools/call costs here before an engine does anything: the floor under submit.
         # (The floor under tasks/get is "tasks/get finished": answered without calling Temporal.)
-        out["mcp_call_floor"] += await _timed_thrice(lambda: self.client.call_tool("no_task", {"n": 1}))
+        out["mcp_call_floor"] += await _timed_each([lambda: self.client.call_tool("no_task", {"n": 1})] * 3)
 
         out["cancel"].append(await _cancel_ms(self.marks, lambda key: self._submit("hold", {"key": key})))
         return out
@@ -119,9 +121,10 @@ class McpDriver:
     @contextlib.asynccontextmanager
     async def _quiet(self) -> AsyncIterator[None]:
         """Stop the long-running task while counting, so its heartbeats are not billed to the burst."""
-        await self.running.cancel()
-        await self.marks.wait_cancelled(self.running_key)
-        await self.running.wait(timeout=30)
+        for running, key in zip(self.running, self.running_keys):
+            await running.cancel()
+            await self.marks.wait_cancelled(key)
+            await running.wait(timeout=30)
         try:
             yield
         finally:
@@ -201,15 +204,17 @@ class BareDriver:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.running.cancel()
+        for running in self.running:
+            await running.cancel()
         if self.run_task is not None:
             await self.worker.shutdown()
             await self.run_task
 
     async def _start_running(self) -> None:
-        self.running_key = f"running-{uuid.uuid4().hex}"
-        self.running = await self._start_async("BareHold", self.running_key)
-        await self.marks.wait_started(self.running_key)
+        self.running_keys = [f"running-{uuid.uuid4().hex}" for _ in range(_RUNNING_READS)]
+        self.running = [await self._start_async("BareHold", key) for key in self.running_keys]
+        for key in self.running_keys:
+            await self.marks.wait_started(key)
 
     async def _start_async(self, workflow: str, arg: Any) -> Any:
         return await self.client.start_workflow(
@@ -230,15 +235,16 @@ class BareDriver:
         out["submit"].append(_ms(t0))
         await handle.result()
         out["workflow_duration"].append(await _duration_ms(self.client, handle.id))
-        out["get_finished"] += await _timed_thrice(handle.describe)
-        out["get_running"] += await _timed_thrice(self.running.describe)
+        out["get_finished"] += await _timed_each([handle.describe] * 3)
+        out["get_running"] += await _timed_each([running.describe for running in self.running])
 
         out["cancel"].append(await _cancel_ms(self.marks, lambda key: self._start_async("BareHold", key)))
         return out
 
     async def burst(self, n: int, pids: Pids) -> dict[str, Any]:
-        await self.running.cancel()
-        await self.marks.wait_cancelled(self.running_key)
+        for running, key in zip(self.running, self.running_keys):
+            await running.cancel()
+            await self.marks.wait_cancelled(key)
         try:
             async with _costs(self.metrics, pids, n) as out:
                 await asyncio.gather(*(self._run_trivial(i) for i in range(n)))
@@ -360,15 +366,15 @@ def _ms(t0: float) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
-# Status reads, not a client waiting: a tasks/get within 100 ms of a `working` answer waits (`reread_hold`).
-_READ_GAP = 0.15
+# Running tasks read once each per round: a status read, not a client waiting on one task
+# (a tasks/get within 100 ms of a `working` answer of the same task waits, see `reread_hold`).
+_RUNNING_READS = 3
 
 
-async def _timed_thrice(read: Callable[[], Awaitable[Any]]) -> list[float]:
-    """Milliseconds of three reads, `_READ_GAP` apart."""
+async def _timed_each(reads: list[Callable[[], Awaitable[Any]]]) -> list[float]:
+    """Milliseconds of each read, in a row."""
     times = []
-    for _ in range(3):
-        await asyncio.sleep(_READ_GAP)
+    for read in reads:
         t0 = time.perf_counter()
         await read()
         times.append(_ms(t0))
