@@ -33,7 +33,7 @@ from temporalio.client import (
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver._server import DevServer
-from task_wire import DEADLINE, ask, tasks_cancel, tasks_get
+from task_wire import DEADLINE, accept, ask, tasks_cancel, tasks_get, tasks_update
 
 pytestmark = pytest.mark.anyio
 
@@ -159,6 +159,36 @@ async def test_a_quick_reread_of_a_running_task_waits_for_its_close(
         answer = await _read_then_release(client, task.task_id, reads, release)
         assert answer.status == "completed"
         assert answer.result["structuredContent"] == {"result": "done"}
+
+
+async def test_a_held_read_answers_an_ask_the_moment_it_comes_once_the_task_was_answered(
+    temporal_server: DevServer, task_queue: str
+) -> None:
+    """A task answered through this server is followed for every event: a held read ends at its
+    next ask, not at the end of the hold (here longer than the test)."""
+    release = anyio.Event()
+
+    async def asks_twice(ctx: Context) -> str | InputRequiredResult:
+        if ctx.request_state is None:
+            return ask("first", state="first")
+        await release.wait()
+        return ask("second", state="second") if ctx.request_state == "first" else "done"
+
+    server, _, reads = await _server(
+        temporal_server, task_queue, asks_twice, read_hold=timedelta(0), reread_hold=LONG_HOLD, read_recheck=LONG_HOLD
+    )
+    async with Client(server) as client:
+        task = await call_tool_task(client, "asks_twice")
+        with anyio.fail_after(DEADLINE):
+            while (parked := await tasks_get(client, task.task_id)).status != "input_required":
+                await anyio.sleep(0.15)  # slower than a client waiting on it: never held
+        (key,) = parked.input_requests
+        await tasks_update(client, task.task_id, {key: accept("1")})
+        assert (await tasks_get(client, task.task_id)).status == "working"
+        answer = await _read_then_release(client, task.task_id, reads, release)
+        assert answer.status == "input_required"
+        assert [r["params"]["message"] for r in answer.input_requests.values()] == ["second"]
+        await tasks_cancel(client, task.task_id)
 
 
 async def test_a_held_read_answers_an_ask_at_its_next_recheck(temporal_server: DevServer, task_queue: str) -> None:

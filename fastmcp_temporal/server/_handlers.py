@@ -212,6 +212,7 @@ class _Watch:
     answered_at: float = float("-inf")  # when a read last answered it
     follow: asyncio.Task[None] | None = None
     read_history: asyncio.Event = field(default_factory=asyncio.Event)  # its first page has arrived
+    change: asyncio.Future[None] | None = None  # resolved by the next event that changes an answer
 
     async def first_page(self) -> None:
         """Wait for the first page of history (a request that does not wait), unless the watch ended."""
@@ -241,6 +242,14 @@ class _Watch:
             self.leg_scheduled = (event.event_id, now)
         elif event.event_type not in _UNSEEN_BY_READS:
             self.changed = event.event_id
+            if self.change is not None and not self.change.done():
+                self.change.set_result(None)
+
+    def next_change(self) -> asyncio.Future[None]:
+        """A future the next event that changes an answer resolves (never, while `close_only`)."""
+        if self.change is None or self.change.done():
+            self.change = asyncio.get_running_loop().create_future()
+        return self.change
 
     def idle(self, now: float) -> bool:
         interval = self.timing.poll_interval_ms / 1000
@@ -317,17 +326,18 @@ class TaskMethods:
     async def _changed_within_hold(self, task_id: str, watch: _Watch) -> GetTaskResult | None:
         """The task's answer once it differs from what reads last got, within the hold.
 
-        The close comes from the watch at once; anything else (an ask, progress, a cancel
-        through another server) from re-reading the task every `read_recheck`.
+        The close comes from the watch at once, and so does any change while the watch
+        follows every event; progress, and while it follows the close alone an ask or a
+        cancel through another server, from re-reading the task every `read_recheck`.
         """
         loop = asyncio.get_running_loop()
         recheck = self._backend.settings.read_recheck.total_seconds()
         while (hold := watch.hold_until - loop.time()) > 0 and watch.follow is not None:
-            last = hold <= recheck
-            await asyncio.wait([watch.follow], timeout=min(hold, recheck))
+            changed = watch.next_change()
+            await asyncio.wait([watch.follow, changed], timeout=min(hold, recheck), return_when=asyncio.FIRST_COMPLETED)
             if (closed := self._cached_closed(task_id)) is not None:
                 return self._closed_result(task_id, closed)
-            if last or watch.follow.done():
+            if watch.follow.done() or (hold <= recheck and not changed.done()):
                 return None
             answer = await self._answer(await self._current(task_id, min(recheck, self._progress_refresh)))
             if _shown(answer) != watch.shown:
@@ -462,9 +472,15 @@ class TaskMethods:
             watch.hold_until = 0.0
 
     def _forget(self, task_id: str) -> None:
-        """After a write through this server, later reads read afresh and are not held."""
+        """After a write through this server, later reads read afresh and are not held.
+
+        A task written to is interactive: one followed for its close alone is let go, so
+        the next read follows every event and its holds end at the next ask.
+        """
         if (watch := self._watches.get(self._key(task_id))) is not None:
             watch.hold_until, watch.known = 0.0, None
+            if watch.close_only and watch.follow is not None:
+                watch.follow.cancel()
 
     def _key(self, task_id: str) -> str:
         """The caller's task's workflow id: what every cache and watch here is keyed by."""
