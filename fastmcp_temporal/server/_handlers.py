@@ -106,6 +106,9 @@ _PROGRESS_RECHECK_MIN = timedelta(seconds=1)
 # A task this server just created is followed for its close alone this long: a short
 # task's dozen events would each end a long poll, and none of them changes an answer.
 _CLOSE_ONLY_FOR = timedelta(seconds=2)
+# Meanwhile what it knows answers for this long at most, and a held read re-reads the task
+# this often, so an ask in those first seconds shows within it.
+_CLOSE_ONLY_RECHECK = timedelta(milliseconds=250)
 # Temporal answers a long poll empty this long before the caller's deadline.
 _LONG_POLL_TAIL = timedelta(seconds=1)
 # A read this soon after a `working` answer is a client waiting on the task (see `reread_hold`).
@@ -331,8 +334,8 @@ class TaskMethods:
         cancel through another server, from re-reading the task every `read_recheck`.
         """
         loop = asyncio.get_running_loop()
-        recheck = self._backend.settings.read_recheck.total_seconds()
         while (hold := watch.hold_until - loop.time()) > 0 and watch.follow is not None:
+            recheck = self._recheck(watch)
             changed = watch.next_change()
             await asyncio.wait([watch.follow, changed], timeout=min(hold, recheck), return_when=asyncio.FIRST_COMPLETED)
             if (closed := self._cached_closed(task_id)) is not None:
@@ -343,6 +346,12 @@ class TaskMethods:
             if _shown(answer) != watch.shown:
                 return answer
         return None
+
+    def _recheck(self, watch: _Watch) -> float:
+        """How often a held read re-reads the task; while the watch sees only the close, how long
+        what it knows answers."""
+        recheck = self._backend.settings.read_recheck.total_seconds()
+        return min(recheck, _CLOSE_ONLY_RECHECK.total_seconds()) if watch.close_only else recheck
 
     async def _answer(self, task: _Task) -> GetTaskResult:
         fields: dict[str, Any] = {}
@@ -366,8 +375,7 @@ class TaskMethods:
         if watch is not None:
             watch.last_read = loop.time()
             await watch.first_page()
-            recheck = self._backend.settings.read_recheck.total_seconds()
-            if (known := watch.current(loop.time(), progress_refresh, recheck)) is not None:
+            if (known := watch.current(loop.time(), progress_refresh, self._recheck(watch))) is not None:
                 return _Task(task_id, watch.handle, known.description, known.memo)
         read_at = loop.time()
         task = await self._find(task_id, shared=True)
