@@ -221,13 +221,15 @@ class TemporalTasksSettings(BaseSettings):
         default=timedelta(seconds=1),
         description="A tasks/get that comes within 100 ms of this server answering the task 'working' "
         "(a client waiting on it, polling fast) waits up to this long for the task to change: its close "
-        "answers at once, an ask, progress or a cancel through another server when the wait ends. It "
-        "spares such a client's polls (the FastMCP client polls after 20, 40, 80 ms ...). Keep it below "
-        "your clients' request timeouts. 0 answers at once.",
+        "answers at once, an ask, progress or a cancel through another server at the next re-read (every "
+        "250 ms in a task's first 2 s on the server that created it, else every read_recheck) or at once "
+        "when the server follows the task's every event. It spares such a client's polls (the FastMCP "
+        "client polls after 20, 40, 80 ms ...). Keep it below your clients' request timeouts. 0 answers "
+        "at once.",
     )
     read_recheck: timedelta = Field(
         default=timedelta(seconds=1),
-        description="While a tasks/get waits (read_hold), how often it re-reads the task (one describe()) "
+        description="While a tasks/get waits (read_hold, reread_hold), how often it re-reads the task (one describe()) "
         "for an ask, progress or a cancel through another server; the task's close ends the wait at once.",
     )
     progress_refresh: timedelta = Field(

@@ -16,7 +16,7 @@ all add one, so they show at the next read (a workflow's own bookkeeping, its
 workflow tasks, timers and a leg's attempts, changes none). A task this server just
 created is followed for its close alone for its first 2 s, so a short task costs one
 long poll instead of one per event; meanwhile what the server knows answers for
-`read_recheck` (1 s) at most. Progress (a running leg's heartbeat details) adds none:
+250 ms at most, so an ask shows within that. Progress (a running leg's heartbeat details) adds none:
 it is re-read at most once per `progress_refresh` (30 s), sooner while it changes
 often. A quiet task so costs one request per long poll (Temporal ends each after
 20 s) instead of one `describe()` per read. Concurrent reads of one task share one
@@ -199,7 +199,7 @@ class _Watch:
     answer, and, when a leg runs, while its progress is fresh enough; a young task's
     reads wait for a change from what reads last answered (`shown`) until `hold_until`.
     While the poll waits for the close alone (`close_only`), other events go unseen, so
-    `known` answers for `read_recheck` at most.
+    `known` answers for `_CLOSE_ONLY_RECHECK` at most.
     """
 
     handle: WorkflowHandle[Any, TaskOutcome]
@@ -434,6 +434,7 @@ class TaskMethods:
                 response = GetWorkflowExecutionHistoryResponse()  # no close yet
             if watch.close_only and not response.history.events:
                 watch.close_only = False  # still running after _CLOSE_ONLY_FOR: follow every event
+                watch.read_history.clear()  # reads wait for the events so far
                 request = _history_request(client.namespace, watch)
                 continue
             for event in response.history.events:
