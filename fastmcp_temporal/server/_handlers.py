@@ -440,9 +440,9 @@ class TaskMethods:
             for event in response.history.events:
                 if not watch.run_id and event.HasField("workflow_execution_started_event_attributes"):
                     watch.run_id = event.workflow_execution_started_event_attributes.original_execution_run_id
-                watch.saw(event, loop.time())
                 if event.HasField("workflow_execution_completed_event_attributes"):
                     await self._remember_outcome(key, watch.timing, event)
+                watch.saw(event, loop.time())  # after: a held read it wakes finds the outcome
             watch.read_history.set()
             if not response.next_page_token:  # the run has closed
                 return
