@@ -3,9 +3,10 @@
 Proves, on a real Temporal server over the MCP wire, that a read sent while a young
 task runs answers its result once the tool returns, from the server's own long poll of
 the result and with no `describe()` of the task; that a held read answers an ask or
-progress at its next re-read instead of at the end of the hold; that a read right after a `working` answer waits for the close
-the same way (`reread_hold`); that `read_hold=0` answers at once; and that a read after `tasks/cancel` is not held, so the cancel shows
-immediately.
+progress at its next re-read instead of at the end of the hold, and, once the task was
+answered, an ask the moment it comes; that a read right after a `working` answer waits
+for the close the same way (`reread_hold`); that `read_hold=0` answers at once; and
+that a read after `tasks/cancel` is not held, so the cancel shows immediately.
 """
 
 from __future__ import annotations
