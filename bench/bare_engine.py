@@ -18,8 +18,10 @@ import argparse
 import asyncio
 import os
 import signal
+import uuid
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from marks import Marks  # bench/ is on the path of every benchmark process
 from temporalio import activity, workflow
@@ -96,6 +98,20 @@ def bare_worker(client: Client, task_queue: str, marks: Marks) -> Worker:
         workflows=[BareTrivial, BareTrivialLocal, BareHold, BareParked],
         activities=[activities.trivial, activities.hold],
         **WORKER_SETTINGS,
+    )
+
+
+async def start(client: Client, task_queue: str, workflow_name: str, arg: object) -> Any:
+    """Start a bare workflow as the bare driver and the `bare-mcp` engine's tool both do.
+
+    Args:
+        client: a connected client.
+        task_queue: the engine's queue.
+        workflow_name: `BareTrivial`, `BareHold`, … .
+        arg: its one argument.
+    """
+    return await client.start_workflow(
+        workflow_name, arg, id=f"bare/{uuid.uuid4().hex}", task_queue=task_queue, request_eager_start=True
     )
 
 

@@ -6,10 +6,15 @@ worker process (`fastmcp-temporal worker bench/bench_server.py`, or fastmcp-task
 `python -m fastmcp_tasks.worker_cli worker bench/bench_server.py`), as a deployment
 does. The engine comes from the environment the benchmark sets:
 
-- `BENCH_ENGINE`: `temporal`, `temporal-baseline`, `tasks-memory` or `tasks-redis`;
+- `BENCH_ENGINE`: `temporal`, `temporal-baseline`, `tasks-memory`, `tasks-redis` or
+  `bare-mcp`;
 - `BENCH_MARKS`: the folder where tool bodies leave their start and cancel marks;
 - the engines' own settings: `FASTMCP_TEMPORAL_*` (address, task queue, `WORKER`,
   `METRICS_ADDRESS`) or `FASTMCP_DOCKET_*` (url, name).
+
+`bare-mcp` is the MCP floor over bare Temporal: no tasks extension, just two plain tools,
+`bare_start` (starts `BareTrivial`, returns its workflow id) and `bare_result` (waits for
+its result), on one temporalio client; the bare engine's worker runs the workflows.
 """
 
 from __future__ import annotations
@@ -43,11 +48,21 @@ def build(kind: str, marks: Marks) -> FastMCP:
     """The benchmark server on engine `kind`, configured from the environment.
 
     Args:
-        kind: `temporal`, `temporal-baseline`, `tasks-memory` or `tasks-redis`.
+        kind: `temporal`, `temporal-baseline`, `tasks-memory`, `tasks-redis` or `bare-mcp`.
         marks: where the `hold` tool records its start and its cancel.
     """
     requests: collections.Counter[str] = collections.Counter()
     mcp = FastMCP("bench", middleware=[_RequestCounter(requests)])
+
+    @mcp.tool
+    async def bench_requests() -> dict[str, int]:
+        """The MCP requests this server process has answered, by method."""
+        return dict(requests)
+
+    if kind == "bare-mcp":  # no tasks extension: plain tools only
+        add_trivial_tools(mcp, tasks=False)
+        add_bare_tools(mcp, os.environ["FASTMCP_TEMPORAL_TASK_QUEUE"])
+        return mcp
     if kind.startswith("temporal"):
         from fastmcp_temporal import TemporalTasksExtension
 
@@ -79,28 +94,71 @@ def build(kind: str, marks: Marks) -> FastMCP:
     async def park() -> str | InputRequiredResult:
         return ask_ok()
 
-    @mcp.tool
-    async def bench_requests() -> dict[str, int]:
-        """The MCP requests this server process has answered, by method."""
-        return dict(requests)
-
     return mcp
 
 
-def add_trivial_tools(mcp: FastMCP) -> None:
+def add_trivial_tools(mcp: FastMCP, *, tasks: bool = True) -> None:
     """`trivial`, a task tool that returns its argument, and `no_task`, the same as a plain tool.
 
     Args:
         mcp: the server to add them to.
+        tasks: False on a server without a tasks extension: `no_task` alone.
     """
+    if tasks:
 
-    @mcp.tool(task=True)
-    async def trivial(n: int) -> int:
-        return n
+        @mcp.tool(task=True)
+        async def trivial(n: int) -> int:
+            return n
 
     @mcp.tool
     async def no_task(n: int) -> int:
         return n
+
+
+def add_bare_tools(mcp: FastMCP, task_queue: str) -> None:
+    """`bare_start` and `bare_result`: the two requests any MCP tasks client makes, over bare Temporal.
+
+    Args:
+        mcp: the server to add them to.
+        task_queue: the queue the bare worker polls.
+    """
+    from bare_engine import start
+
+    @mcp.tool
+    async def bare_start(n: int) -> str:
+        """Start `BareTrivial` with `n`; its workflow id."""
+        return (await start(await bare_client(), task_queue, "BareTrivial", n)).id
+
+    @mcp.tool
+    async def bare_result(workflow_id: str) -> int:
+        """Wait for a `BareTrivial` workflow's result."""
+        return await (await bare_client()).get_workflow_handle(workflow_id).result()
+
+
+_bare_client: Any = None
+_bare_connect = asyncio.Lock()
+
+
+async def bare_client() -> Any:
+    """The process's temporalio client for `bare-mcp`, connected on first use.
+
+    It connects to `FASTMCP_TEMPORAL_ADDRESS` and, where `FASTMCP_TEMPORAL_METRICS_ADDRESS`
+    is set, serves its Temporal calls there. The same-process shape runs the bare worker
+    on it too, so a start can be eager, as the bare engine's can.
+    """
+    global _bare_client
+    if _bare_client is not None:
+        return _bare_client
+    async with _bare_connect:
+        if _bare_client is None:
+            from bare_engine import metrics_runtime
+            from temporalio.client import Client
+
+            metrics = os.environ.get("FASTMCP_TEMPORAL_METRICS_ADDRESS")
+            _bare_client = await Client.connect(
+                os.environ["FASTMCP_TEMPORAL_ADDRESS"], runtime=metrics_runtime(metrics) if metrics else None
+            )
+    return _bare_client
 
 
 def ask_ok() -> InputRequiredResult:

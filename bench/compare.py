@@ -10,6 +10,10 @@ Starts one sqlite-WAL Temporal dev server (as the project's launcher does) and, 
 - `tasks-redis`: fastmcp-tasks on that Redis (skipped, with a note, without one);
 - `bare`: a Temporal workflow running one activity, with the same worker settings,
   timeouts and heartbeat cadence as a fastmcp-temporal leg (`bench/bare_engine.py`);
+- `bare-mcp`: the MCP floor over bare Temporal: that workflow behind two plain MCP tools
+  (no tasks extension), `bare_start` and `bare_result`, the two requests any MCP tasks
+  client must make; the least an MCP tasks engine on Temporal could cost (end to end,
+  submit, the plain-call floor and burst only: no task reads, cancel, history or parking);
 - `temporal`: this project; its trivial tool also runs as a `leg="local"` tool (end to
   end, burst and history measured apart).
 
@@ -48,7 +52,8 @@ from procs import process_tree
 from report import chart, print_table
 
 RESULTS = Path(__file__).parent / "results"
-ENGINES = ("tasks-memory", "tasks-redis", "bare", "temporal", "temporal-baseline")
+ENGINES = ("tasks-memory", "tasks-redis", "bare", "bare-mcp", "temporal", "temporal-baseline")
+_UNPARKED = ("bare-mcp",)  # no parked shape: two plain tools cannot wait for input
 
 
 async def parent_main(args: argparse.Namespace) -> dict[str, Any]:
@@ -144,7 +149,7 @@ async def _measure(args: argparse.Namespace, deployments: dict[str, Deployment])
         profile = await _profiled(deployments["temporal"], args.burst)
     history = {k: await deployments[k].call("history") for k in order if k.startswith(("bare", "temporal"))}
     parked = {}
-    for kind in order if args.parked else ():
+    for kind in [k for k in order if k not in _UNPARKED] if args.parked else ():
         print(f"parking {args.parked} tasks on {kind}", flush=True)
         parked[kind] = await deployments[kind].call("park", n=args.parked)
     engines = {
@@ -255,7 +260,7 @@ def _summary(samples: list[float]) -> dict[str, float]:
 def _ratios(engines: dict[str, Any]) -> dict[str, Any]:
     metrics = ("end_to_end", "submit", "get_running", "get_finished", "cancel")
     ratios: dict[str, Any] = {}
-    for base in ("bare", "tasks-memory", "temporal-baseline"):
+    for base in ("bare", "bare-mcp", "tasks-memory", "temporal-baseline"):
         if base not in engines or "temporal" not in engines:
             continue
         ours, ref = engines["temporal"], engines[base]
@@ -273,6 +278,10 @@ def _ratios(engines: dict[str, Any]) -> dict[str, Any]:
             entry["end_to_end_local_leg_p50"] = round(local_p50 / ref["end_to_end"]["p50"], 2)
             entry["throughput_local_leg"] = round(
                 ours["throughput_local_leg_tasks_per_s"] / ref["throughput_tasks_per_s"], 2
+            )
+        if base == "bare" and "bare-mcp" in engines:  # the floor's own throughput against bare
+            entry["throughput_floor"] = round(
+                engines["bare-mcp"]["throughput_tasks_per_s"] / ref["throughput_tasks_per_s"], 2
             )
         entry["cpu_ms_per_task"] = round(_engine_cpu(ours) / _engine_cpu(ref), 2)
         ratios[f"temporal/{base}"] = entry

@@ -9,6 +9,8 @@
   (`python -m fastmcp_tasks.worker_cli worker`): a fastmcp-tasks server always runs a
   Docket worker of its own, so both execute tasks. fastmcp-tasks on `memory://` cannot
   share tasks across processes: its server process runs them with its embedded worker.
+  `bare-mcp` (bare Temporal behind two plain MCP tools) runs as that MCP server plus the
+  bare worker process; in the same-process shape its driver runs the bare worker.
 
 Every process binds 127.0.0.1 only and is stopped (SIGTERM, then SIGKILL) with its engine.
 """
@@ -141,7 +143,7 @@ async def deploy(
     """Start engine `kind` in `shape` and return once its driver has run a warm-up task.
 
     Args:
-        kind: `tasks-memory`, `tasks-redis`, `bare`, `temporal` or `temporal-baseline`.
+        kind: `tasks-memory`, `tasks-redis`, `bare`, `bare-mcp`, `temporal` or `temporal-baseline`.
         shape: `production` or `same-process`.
         backends: the run's Temporal dev server and Redis.
         state: a fresh folder for this engine's marks and port files.
@@ -163,7 +165,7 @@ async def deploy(
     if kind == "bare":  # the bare client's own calls are part of the engine's
         setup["own_metrics"] = _endpoint()
         setup["metrics"].append(setup["own_metrics"])
-    elif kind.startswith("temporal") and shape == "same-process":
+    elif _on_temporal(kind) and shape == "same-process":
         env["FASTMCP_TEMPORAL_METRICS_ADDRESS"] = _endpoint()
         setup["metrics"].append(env["FASTMCP_TEMPORAL_METRICS_ADDRESS"])
     services: list[asyncio.subprocess.Process] = []
@@ -177,7 +179,7 @@ async def deploy(
             await _terminate(process)
         raise
     pids["client" if shape == "production" else "engine"] = [driver.process.pid]
-    if kind == "bare" or kind.startswith("temporal"):
+    if _on_temporal(kind):
         pids["Temporal dev server"] = backends.temporal_pids
     if kind == "tasks-redis":
         pids["Redis"] = backends.redis_pids
@@ -191,7 +193,7 @@ def _engine_env(kind: str, backends: Backends, state: Path, baseline: Path | Non
     env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (baseline, BENCH) if p is not None)
     env |= {"BENCH_ENGINE": kind, "BENCH_MARKS": str(state / "marks"), "FASTMCP_SHOW_SERVER_BANNER": "false"}
     name = f"bench-{uuid.uuid4().hex[:8]}"
-    if kind == "bare" or kind.startswith("temporal"):
+    if _on_temporal(kind):
         env |= {"FASTMCP_TEMPORAL_ADDRESS": backends.temporal_address, "FASTMCP_TEMPORAL_TASK_QUEUE": name}
     else:
         url = "memory://" if kind == "tasks-memory" else str(backends.redis_url)
@@ -212,10 +214,9 @@ async def _start_services(
     if kind != "bare":
         server_env = dict(env)
         if kind.startswith("temporal"):
-            server_env |= {
-                "FASTMCP_TEMPORAL_WORKER": "false",
-                "FASTMCP_TEMPORAL_METRICS_ADDRESS": _endpoint(),
-            }
+            server_env["FASTMCP_TEMPORAL_WORKER"] = "false"
+        if _on_temporal(kind):  # the API server's Temporal calls are the engine's
+            server_env["FASTMCP_TEMPORAL_METRICS_ADDRESS"] = _endpoint()
             setup["metrics"].append(server_env["FASTMCP_TEMPORAL_METRICS_ADDRESS"])
         port_file = state / "port"
         server = await _spawn(
@@ -241,7 +242,7 @@ def _worker_command(kind: str, env: dict[str, str]) -> list[str] | None:
     A worker with Temporal calls to count serves them at `FASTMCP_TEMPORAL_METRICS_ADDRESS`.
     """
     server_file = str(BENCH / "bench_server.py")
-    if kind == "bare":
+    if kind.startswith("bare"):
         return [
             str(BENCH / "bare_engine.py"),
             *("--address", env["FASTMCP_TEMPORAL_ADDRESS"]),
@@ -253,6 +254,11 @@ def _worker_command(kind: str, env: dict[str, str]) -> list[str] | None:
     if kind == "tasks-redis":
         return ["-m", "fastmcp_tasks.worker_cli", "worker", server_file]
     return None  # memory:// reaches no other process
+
+
+def _on_temporal(kind: str) -> bool:
+    """Whether engine `kind` runs on the Temporal dev server (not on Docket)."""
+    return kind.startswith(("bare", "temporal"))
 
 
 def _endpoint() -> str:

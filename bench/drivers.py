@@ -5,6 +5,8 @@ spent on them), histories and parking for one engine. In the same-process shape 
 engine runs inside the driver (an in-memory MCP transport, or a temporalio worker); in
 production's shape the driver is only the client, and the engine's API server and worker
 are other processes, reached over streamable HTTP (MCP) or through Temporal (bare).
+`bare-mcp` is bare Temporal behind two plain MCP tools: its driver is an MCP client, and
+in the same-process shape it runs the bare worker too.
 The parent names those processes by role (`server`, `worker`, `client`, …) with each
 burst, and the driver reads their CPU time right before and after it.
 """
@@ -63,9 +65,12 @@ class McpDriver:
         else:
             self.client = Client(self.url)
         await self.client.__aenter__()
+        await self._warm_up()
+        return self
+
+    async def _warm_up(self) -> None:
         await self.client.call_tool("trivial", {"n": 0})
         await self._start_running()
-        return self
 
     async def __aexit__(self, *exc: object) -> None:
         for running in self.running:
@@ -104,12 +109,15 @@ class McpDriver:
             )
         out["get_finished"] += await _timed_each([task.status] * 3)
         out["get_running"] += await _timed_each([running.status for running in self.running])
-        # What a tools/call costs here before an engine does anything: the floor under submit.
-        # (The floor under tasks/get is "tasks/get finished": answered without calling Temporal.)
-        out["mcp_call_floor"] += await _timed_each([lambda: self.client.call_tool("no_task", {"n": 1})] * 3)
+        # The floor under tasks/get is "tasks/get finished": answered without calling Temporal.
+        await self._mcp_call_floor(out)
 
         out["cancel"].append(await _cancel_ms(self.marks, lambda key: self._submit("hold", {"key": key})))
         return out
+
+    async def _mcp_call_floor(self, out: dict[str, list[float]]) -> None:
+        """What a tools/call costs here before an engine does anything: the floor under submit."""
+        out["mcp_call_floor"] += await _timed_each([lambda: self.client.call_tool("no_task", {"n": 1})] * 3)
 
     async def burst(self, n: int, pids: Pids) -> dict[str, Any]:
         async with self._quiet():
@@ -179,6 +187,66 @@ class McpDriver:
         return _parked_memory(n, before, await _settled_rss(pids))
 
 
+class BareMcpDriver(McpDriver):
+    """Bare Temporal behind two plain MCP tools, `bare_start` then `bare_result`: the MCP floor.
+
+    The least any MCP tasks engine on Temporal could cost: bare Temporal plus one request
+    to submit and one that returns the result. No task reads, cancels or parking here.
+    """
+
+    def __init__(self, setup: dict[str, Any]) -> None:
+        super().__init__(setup)
+        self.queue: str = setup["task_queue"]
+        self.in_process_worker: bool = setup["worker"]
+        self.running: list[Any] = []
+        self.run_task: asyncio.Task[None] | None = None
+
+    async def _warm_up(self) -> None:
+        if self.in_process_worker:  # on the server's own client, as the bare engine shares one
+            from bare_engine import bare_worker
+            from bench_server import bare_client
+
+            self.worker = bare_worker(await bare_client(), self.queue, self.marks)
+            self.run_task = asyncio.create_task(self.worker.run())
+        await self._run_trivial(0)
+
+    async def __aexit__(self, *exc: object) -> None:
+        await super().__aexit__(*exc)
+        if self.run_task is not None:
+            await self.worker.shutdown()
+            await self.run_task
+
+    async def _start(self, n: int) -> str:
+        return (await self.client.call_tool("bare_start", {"n": n})).data
+
+    async def _result(self, workflow_id: str) -> None:
+        await self.client.call_tool("bare_result", {"workflow_id": workflow_id})
+
+    async def _run_trivial(self, n: int) -> None:
+        await self._result(await self._start(n))
+
+    async def round(self) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = collections.defaultdict(list)
+        t0 = time.perf_counter()
+        await self._run_trivial(1)
+        out["end_to_end"].append(_ms(t0))
+
+        t0 = time.perf_counter()
+        workflow_id = await self._start(1)
+        out["submit"].append(_ms(t0))
+        await self._result(workflow_id)
+        await self._mcp_call_floor(out)
+        return out
+
+    async def burst(self, n: int, pids: Pids) -> dict[str, Any]:
+        async with _costs(self.metrics, pids, n) as out:
+            await asyncio.gather(*(self._run_trivial(i) for i in range(n)))
+        return out
+
+    async def history(self) -> dict[str, Any]:
+        return {}
+
+
 class BareDriver:
     """A plain temporalio client (and, in the same-process shape, its worker): the floor."""
 
@@ -217,9 +285,9 @@ class BareDriver:
             await self.marks.wait_started(key)
 
     async def _start_async(self, workflow: str, arg: Any) -> Any:
-        return await self.client.start_workflow(
-            workflow, arg, id=f"bare/{uuid.uuid4().hex}", task_queue=self.queue, request_eager_start=True
-        )
+        from bare_engine import start
+
+        return await start(self.client, self.queue, workflow, arg)
 
     async def round(self) -> dict[str, list[float]]:
         out: dict[str, list[float]] = collections.defaultdict(list)
@@ -390,7 +458,8 @@ async def child_main(setup: dict[str, Any]) -> None:
     import logging
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    driver = BareDriver(setup) if setup["kind"] == "bare" else McpDriver(setup)
+    drivers = {"bare": BareDriver, "bare-mcp": BareMcpDriver}
+    driver = drivers.get(setup["kind"], McpDriver)(setup)
     async with driver:
         _reply({"ready": True, "pid": os.getpid()})
         while True:

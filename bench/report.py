@@ -18,6 +18,7 @@ LABELS = {
     "tasks-memory": "fastmcp-tasks (memory)",
     "tasks-redis": "fastmcp-tasks (Redis)",
     "bare": "bare Temporal",
+    "bare-mcp": "bare Temporal + 2 MCP calls",
     "temporal": "fastmcp-temporal",
     "temporal-baseline": "fastmcp-temporal (baseline)",
 }
@@ -25,6 +26,7 @@ COLORS = {
     "tasks-memory": "#9ecae1",
     "tasks-redis": "#d62728",
     "bare": "#7f7f7f",
+    "bare-mcp": "#c7c7c7",
     "temporal": "#2ca02c",
     "temporal-baseline": "#98df8a",
 }
@@ -94,8 +96,9 @@ def _figure_rows(engines: dict[str, Any], parked: int) -> list[tuple[str, Callab
                 f"{sum(v['temporal_rpcs_per_task'].values()):.1f}" if "temporal_rpcs_per_task" in v else "—"
             ),
         ),
-        (f"MB per 1,000 parked, by process ({parked} parked)", _parked),
     ]
+    if parked:
+        rows.append((f"MB per 1,000 parked, by process ({parked} parked)", _parked))
     return rows
 
 
