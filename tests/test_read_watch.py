@@ -163,6 +163,29 @@ async def test_a_task_that_outlives_its_close_only_watch_is_followed_at_a_few_re
         await temporal.get_workflow_handle(f"mcp-task/anon/{task.task_id}").terminate()
 
 
+async def test_a_waiting_client_of_a_queued_task_costs_a_few_describes_in_its_first_seconds(
+    temporal_server: DevServer, task_queue: str
+) -> None:
+    """A task no worker has picked up yet, waited on by a client polling fast (a burst's
+    tasks, queued): its first read is answered from its creation, and the held reads that
+    follow re-read it after 250 ms, then 500 ms, then each second (it was every 250 ms)."""
+
+    async def queued() -> str:
+        return "ran"
+
+    requests = TemporalRequests()
+    api, temporal = await _api_server(temporal_server, task_queue, requests, queued)
+    async with Client(api) as client:
+        task = await call_tool_task(client, "queued")
+        before = requests.count()[DESCRIBE]
+        with anyio.fail_after(DEADLINE):
+            for _ in range(3):  # the first read, then two held reads of about 1 s each
+                assert (await tasks_get(client, task.task_id)).status == "working"
+                await anyio.sleep(0.05)
+        assert requests.count()[DESCRIBE] - before <= 3  # 2 here; 6 when re-read every 250 ms
+        await temporal.get_workflow_handle(f"mcp-task/anon/{task.task_id}").terminate()
+
+
 def _gated(started: anyio.Event, release: anyio.Event) -> Callable[..., Any]:
     """A tool, `gated`, that says it started and returns "done" once released; it reports no progress."""
 

@@ -15,8 +15,10 @@ it that changes an answer: an ask, an answer, a cancel through any server, the c
 all add one, so they show at the next read (a workflow's own bookkeeping, its
 workflow tasks, timers and a leg's attempts, changes none). A task this server just
 created is followed for its close alone for its first 2 s, so a short task costs one
-long poll instead of one per event; meanwhile what the server knows answers for
-250 ms at most, so an ask shows within that. Progress (a running leg's heartbeat details) adds none:
+long poll instead of one per event; meanwhile its first 250 ms answer `working`
+without a request, and what the server knows then answers for 250 ms, 500 ms, then 1 s
+after each `describe()`, so a quick ask shows within 250 ms and a task queued behind
+a burst is not described four times a second. Progress (a running leg's heartbeat details) adds none:
 it is re-read at most once per `progress_refresh` (30 s), sooner while it changes
 often. A quiet task so costs one request per long poll (Temporal ends each after
 20 s) instead of one `describe()` per read. Concurrent reads of one task share one
@@ -106,8 +108,10 @@ _PROGRESS_RECHECK_MIN = timedelta(seconds=1)
 # A task this server just created is followed for its close alone this long: a short
 # task's dozen events would each end a long poll, and none of them changes an answer.
 _CLOSE_ONLY_FOR = timedelta(seconds=2)
-# Meanwhile what it knows answers for this long at most, and a held read re-reads the task
-# this often, so an ask in those first seconds shows within it.
+# Meanwhile the task is `working` for this long after it was created, without asking Temporal;
+# then what a `describe()` found answers, and a held read re-reads the task, this long after
+# it, doubling with each re-read up to `read_recheck`: a quick ask shows within 250 ms, and a
+# task waiting in a busy queue is not described every 250 ms.
 _CLOSE_ONLY_RECHECK = timedelta(milliseconds=250)
 # Temporal answers a long poll empty this long before the caller's deadline.
 _LONG_POLL_TAIL = timedelta(seconds=1)
@@ -199,7 +203,7 @@ class _Watch:
     answer, and, when a leg runs, while its progress is fresh enough; a young task's
     reads wait for a change from what reads last answered (`shown`) until `hold_until`.
     While the poll waits for the close alone (`close_only`), other events go unseen, so
-    `known` answers for `_CLOSE_ONLY_RECHECK` at most.
+    `known` answers for `close_only_recheck` at most (see `_CLOSE_ONLY_RECHECK`).
     """
 
     handle: WorkflowHandle[Any, TaskOutcome]
@@ -209,6 +213,8 @@ class _Watch:
     changed: int = 0  # the last history event that changes what a read answers
     leg_scheduled: tuple[int, float] = (0, 0.0)  # the last leg's schedule event, and when it was seen
     close_only: bool = False
+    followed_at: float = 0.0  # when this server began following it (event-loop time)
+    close_only_recheck: float = _CLOSE_ONLY_RECHECK.total_seconds()
     known: _Known | None = None
     hold_until: float = 0.0
     shown: _Shown = _CREATED
@@ -316,10 +322,22 @@ class TaskMethods:
             self._hold_quick_reread(watch, loop.time())
             answer = await self._changed_within_hold(task_id, watch)
         if answer is None:
+            answer = self._just_created(task_id, watch, loop.time())
+        if answer is None:
             answer = await self._answer(await self._current(task_id, self._progress_refresh))
         if (watch := self._watches.get(key)) is not None:
             watch.shown, watch.answered_at = _shown(answer), loop.time()
         return answer
+
+    def _just_created(self, task_id: str, watch: _Watch | None, now: float) -> GetTaskResult | None:
+        """A task this server created moments ago is `working`, as its creation answered: its
+        watch sees the close, and anything else shows once `_CLOSE_ONLY_RECHECK` has passed."""
+        if watch is None or not watch.close_only or watch.known is not None:
+            return None
+        if now - watch.followed_at >= _CLOSE_ONLY_RECHECK.total_seconds():
+            return None
+        watch.last_read = now
+        return _answer_of(task_id, "working", watch.timing, status_message=None)
 
     def _hold_quick_reread(self, watch: _Watch, now: float) -> None:
         """Hold a read that comes right after a `working` answer: its client is waiting on the task."""
@@ -351,7 +369,7 @@ class TaskMethods:
         """How often a held read re-reads the task; while the watch sees only the close, how long
         what it knows answers."""
         recheck = self._backend.settings.read_recheck.total_seconds()
-        return min(recheck, _CLOSE_ONLY_RECHECK.total_seconds()) if watch.close_only else recheck
+        return min(recheck, watch.close_only_recheck) if watch.close_only else recheck
 
     async def _answer(self, task: _Task) -> GetTaskResult:
         fields: dict[str, Any] = {}
@@ -383,6 +401,8 @@ class TaskMethods:
             watch = self._follow(key, task.handle, self._timing(task), task.description.run_id)
         if watch is not None and watch.handle.id == task.handle.id:
             watch.known = _known(task, read_at, watch.known)
+            if watch.close_only:
+                watch.close_only_recheck *= 2
         return task
 
     def _follow(
@@ -402,7 +422,7 @@ class TaskMethods:
         now = asyncio.get_running_loop().time()
         if len(self._watches) >= self._backend.settings.watched_tasks or now < self._follow_after:
             return None
-        watch = _Watch(handle, timing, now, run_id, close_only=close_only)
+        watch = _Watch(handle, timing, now, run_id, close_only=close_only, followed_at=now)
         if close_only:
             watch.read_history.set()  # nothing before the close is looked for
         follow = asyncio.create_task(self._follow_history(key, watch))
