@@ -12,7 +12,8 @@ a leg's progress, which adds no history event, shows within `progress_refresh`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -145,22 +146,15 @@ async def test_a_task_that_outlives_its_close_only_watch_is_followed_at_a_few_re
 ) -> None:
     """With no worker online nothing happens to the task: the creating server's close-only long
     poll ends empty after 2 s, and it then follows every event with one long poll, not a loop."""
-
-    async def never_runs() -> str:
-        return "ran"
-
     requests = TemporalRequests()
-    api, temporal = await _api_server(temporal_server, task_queue, requests, never_runs)
-    async with Client(api) as client:
-        task = await call_tool_task(client, "never_runs")
+    async with _a_task_no_worker_runs(temporal_server, task_queue, requests) as (client, task_id):
         with anyio.fail_after(DEADLINE):
             while requests.count()[HISTORY] < 2:  # the close-only poll, then the first page of every event
                 await anyio.sleep(0.05)
-        assert (await tasks_get(client, task.task_id)).status == "working"
-        await tasks_cancel(client, task.task_id)
-        assert (await tasks_get(client, task.task_id)).status == "cancelled"
+        assert (await tasks_get(client, task_id)).status == "working"
+        await tasks_cancel(client, task_id)
+        assert (await tasks_get(client, task_id)).status == "cancelled"
         assert requests.count()[HISTORY] <= 4
-        await temporal.get_workflow_handle(f"mcp-task/anon/{task.task_id}").terminate()
 
 
 async def test_a_waiting_client_of_a_queued_task_costs_a_few_describes_in_its_first_seconds(
@@ -169,21 +163,33 @@ async def test_a_waiting_client_of_a_queued_task_costs_a_few_describes_in_its_fi
     """A task no worker has picked up yet, waited on by a client polling fast (a burst's
     tasks, queued): its first read is answered from its creation, and the held reads that
     follow re-read it after 250 ms, then 500 ms, then each second (it was every 250 ms)."""
-
-    async def queued() -> str:
-        return "ran"
-
     requests = TemporalRequests()
-    api, temporal = await _api_server(temporal_server, task_queue, requests, queued)
-    async with Client(api) as client:
-        task = await call_tool_task(client, "queued")
+    async with _a_task_no_worker_runs(temporal_server, task_queue, requests) as (client, task_id):
         before = requests.count()[DESCRIBE]
         with anyio.fail_after(DEADLINE):
             for _ in range(3):  # the first read, then two held reads of about 1 s each
-                assert (await tasks_get(client, task.task_id)).status == "working"
+                assert (await tasks_get(client, task_id)).status == "working"
                 await anyio.sleep(0.05)
         assert requests.count()[DESCRIBE] - before <= 3  # 2 here; 6 when re-read every 250 ms
-        await temporal.get_workflow_handle(f"mcp-task/anon/{task.task_id}").terminate()
+
+
+async def unrun() -> str:
+    """A tool the tests above create tasks of with no worker online."""
+    return "ran"
+
+
+@asynccontextmanager
+async def _a_task_no_worker_runs(
+    temporal_server: DevServer, task_queue: str, requests: TemporalRequests
+) -> AsyncIterator[tuple[Client, str]]:
+    """A client of an API-only server, and a task it created there that no worker runs (terminated after)."""
+    api, temporal = await _api_server(temporal_server, task_queue, requests, unrun)
+    async with Client(api) as client:
+        task = await call_tool_task(client, "unrun")
+        try:
+            yield client, task.task_id
+        finally:
+            await temporal.get_workflow_handle(f"mcp-task/anon/{task.task_id}").terminate()
 
 
 def _gated(started: anyio.Event, release: anyio.Event) -> Callable[..., Any]:
