@@ -14,7 +14,8 @@ does. The engine comes from the environment the benchmark sets:
 
 `bare-mcp` is the MCP floor over bare Temporal: no tasks extension, just two plain tools,
 `bare_start` (starts `BareTrivial`, returns its workflow id) and `bare_result` (waits for
-its result), on one temporalio client; the bare engine's worker runs the workflows.
+its result), on one temporalio client; the bare engine's worker runs the workflows. A
+third, `bare_status`, answers "working" without Temporal: a status read's MCP cost.
 """
 
 from __future__ import annotations
@@ -128,6 +129,11 @@ def add_bare_tools(mcp: FastMCP, task_queue: str) -> None:
     async def bare_start(n: int) -> str:
         """Start `BareTrivial` with `n`; its workflow id."""
         return (await start(await bare_client(), task_queue, "BareTrivial", n)).id
+
+    @mcp.tool
+    async def bare_status() -> str:
+        """What a status read that asks Temporal nothing answers (no arguments: no schema lookup)."""
+        return "working"
 
     @mcp.tool
     async def bare_result(workflow_id: str) -> int:

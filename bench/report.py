@@ -74,6 +74,10 @@ def _figure_rows(engines: dict[str, Any], parked: int) -> list[tuple[str, Callab
     rows: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
         ("throughput (tasks/s)", lambda v: f"{v['throughput_tasks_per_s']:.0f}"),
         ('throughput, `leg="local"` tool (tasks/s)', _get("throughput_local_leg_tasks_per_s", "{:.0f}")),
+        (
+            "throughput, a third call per task: a status read (tasks/s)",
+            _get("throughput_status_read_tasks_per_s", "{:.0f}"),
+        ),
     ]
     roles = [role for role in ROLES if any(role in v["cpu_ms_per_task"] for v in engines.values())]
     rows += [(f"CPU ms per task (burst): {role}", _role(role, "cpu_ms_per_task", "{:.2f}")) for role in roles]
