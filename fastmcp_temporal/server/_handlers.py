@@ -213,7 +213,7 @@ class _Watch:
     changed: int = 0  # the last history event that changes what a read answers
     leg_scheduled: tuple[int, float] = (0, 0.0)  # the last leg's schedule event, and when it was seen
     close_only: bool = False
-    followed_at: float = 0.0  # when this server began following it (event-loop time)
+    created_until: float = 0.0  # until then (event-loop time), its creation here answers reads
     close_only_recheck: float = _CLOSE_ONLY_RECHECK.total_seconds()
     known: _Known | None = None
     hold_until: float = 0.0
@@ -304,6 +304,7 @@ class TaskMethods:
         watch = self._follow(key, self._handle(key), timing, started.handle.result_run_id or "", close_only=True)
         if watch is not None:
             watch.hold_until = watch.last_read + self._backend.settings.read_hold.total_seconds()
+            watch.created_until = watch.last_read + _CLOSE_ONLY_RECHECK.total_seconds()
 
     def close(self) -> None:
         """Stop every watch (the server is stopping)."""
@@ -332,9 +333,7 @@ class TaskMethods:
     def _just_created(self, task_id: str, watch: _Watch | None, now: float) -> GetTaskResult | None:
         """A task this server created moments ago is `working`, as its creation answered: its
         watch sees the close, and anything else shows once `_CLOSE_ONLY_RECHECK` has passed."""
-        if watch is None or not watch.close_only or watch.known is not None:
-            return None
-        if now - watch.followed_at >= _CLOSE_ONLY_RECHECK.total_seconds():
+        if watch is None or watch.known is not None or now >= watch.created_until:
             return None
         watch.last_read = now
         return _answer_of(task_id, "working", watch.timing, status_message=None)
@@ -422,7 +421,7 @@ class TaskMethods:
         now = asyncio.get_running_loop().time()
         if len(self._watches) >= self._backend.settings.watched_tasks or now < self._follow_after:
             return None
-        watch = _Watch(handle, timing, now, run_id, close_only=close_only, followed_at=now)
+        watch = _Watch(handle, timing, now, run_id, close_only=close_only)
         if close_only:
             watch.read_history.set()  # nothing before the close is looked for
         follow = asyncio.create_task(self._follow_history(key, watch))
@@ -507,7 +506,7 @@ class TaskMethods:
         the next read follows every event and its holds end at the next ask.
         """
         if (watch := self._watches.get(self._key(task_id))) is not None:
-            watch.hold_until, watch.known = 0.0, None
+            watch.hold_until, watch.created_until, watch.known = 0.0, 0.0, None
             if watch.close_only and watch.follow is not None:
                 watch.follow.cancel()
 
