@@ -16,9 +16,10 @@ all add one, so they show at the next read (a workflow's own bookkeeping, its
 workflow tasks, timers and a leg's attempts, changes none). A task this server just
 created is followed for its close alone for its first 2 s, so a short task costs one
 long poll instead of one per event; meanwhile its first 250 ms answer `working`
-without a request, and what the server knows then answers for 250 ms, 500 ms, then 1 s
-after each `describe()`, so a quick ask shows within 250 ms and a task queued behind
-a burst is not described four times a second. Progress (a running leg's heartbeat details) adds none:
+without a request, and what the server knows then answers for 250 ms after each
+`describe()` while the task runs, so an ask shows within that, and for 250 ms, 500 ms,
+then 1 s while it waits for a worker, so a task queued behind a burst is not described
+four times a second. Progress (a running leg's heartbeat details) adds none:
 it is re-read at most once per `progress_refresh` (30 s), sooner while it changes
 often. A quiet task so costs one request per long poll (Temporal ends each after
 20 s) instead of one `describe()` per read. Concurrent reads of one task share one
@@ -54,7 +55,12 @@ import mcp_types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.enums.v1 import EventType, HistoryEventFilterType
+from temporalio.api.enums.v1 import (
+    EventType,
+    HistoryEventFilterType,
+    PendingActivityState,
+    PendingWorkflowTaskState,
+)
 from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import (
@@ -110,8 +116,8 @@ _PROGRESS_RECHECK_MIN = timedelta(seconds=1)
 _CLOSE_ONLY_FOR = timedelta(seconds=2)
 # Meanwhile the task is `working` for this long after it was created, without asking Temporal;
 # then what a `describe()` found answers, and a held read re-reads the task, this long after
-# it, doubling with each re-read up to `read_recheck`: a quick ask shows within 250 ms, and a
-# task waiting in a busy queue is not described every 250 ms.
+# it while it runs, so an ask shows within it; while it waits for a worker (a burst's queue),
+# the time doubles with each re-read up to `read_recheck`.
 _CLOSE_ONLY_RECHECK = timedelta(milliseconds=250)
 # Temporal answers a long poll empty this long before the caller's deadline.
 _LONG_POLL_TAIL = timedelta(seconds=1)
@@ -265,6 +271,16 @@ class _Watch:
         return now - self.last_read > max(_WATCH_IDLE.total_seconds(), 3 * interval)
 
 
+def _close_only_recheck(previous: float, task: _Task) -> float:
+    """How long what a `describe()` found answers while the close alone is followed: 250 ms
+    while the task runs (an ask may come at any moment), doubling while it waits for a worker."""
+    raw = task.description.raw_description
+    running = raw.pending_workflow_task.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_STARTED or any(
+        leg.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED for leg in raw.pending_activities
+    )
+    return _CLOSE_ONLY_RECHECK.total_seconds() if running else previous * 2
+
+
 def _progress_age(known: _Known, progress_refresh: float) -> float:
     """How old known progress may be when read: as old as it had stood still, within bounds."""
     still = known.read_at - known.progress_since
@@ -401,7 +417,7 @@ class TaskMethods:
         if watch is not None and watch.handle.id == task.handle.id:
             watch.known = _known(task, read_at, watch.known)
             if watch.close_only:
-                watch.close_only_recheck *= 2
+                watch.close_only_recheck = _close_only_recheck(watch.close_only_recheck, task)
         return task
 
     def _follow(
