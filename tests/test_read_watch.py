@@ -161,8 +161,8 @@ async def test_a_waiting_client_of_a_queued_task_costs_a_few_describes_in_its_fi
     temporal_server: DevServer, task_queue: str
 ) -> None:
     """A task no worker has picked up yet, waited on by a client polling fast (a burst's
-    tasks, queued): its first read is answered from its creation, and the held reads that
-    follow re-read it after 250 ms, then 500 ms, then each second (it was every 250 ms)."""
+    tasks, queued): its reads, held, re-read it after 250 ms, then 500 ms, then each second
+    (it was every 250 ms)."""
     requests = TemporalRequests()
     async with _a_task_no_worker_runs(temporal_server, task_queue, requests) as (client, task_id):
         before = requests.count()[DESCRIBE]

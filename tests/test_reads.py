@@ -39,6 +39,7 @@ from task_wire import DEADLINE, accept, ask, tasks_cancel, tasks_get, tasks_upda
 pytestmark = pytest.mark.anyio
 
 LONG_HOLD = timedelta(seconds=DEADLINE * 4)
+BIG_RESULT_CHARS = 70_000  # past the 64 KiB a server keeps of a closed task's result
 RECHECK = timedelta(milliseconds=100)
 
 
@@ -160,6 +161,23 @@ async def test_a_quick_reread_of_a_running_task_waits_for_its_close(
         answer = await _read_then_release(client, task.task_id, reads, release)
         assert answer.status == "completed"
         assert answer.result["structuredContent"] == {"result": "done"}
+
+
+async def test_a_young_task_held_read_answers_a_result_too_big_to_cache_at_its_close(
+    temporal_server: DevServer, task_queue: str
+) -> None:
+    """A result past the closed-task cache is read from Temporal when the close ends the hold."""
+
+    async def big() -> str:
+        return "x" * BIG_RESULT_CHARS
+
+    server, _, _ = await _server(temporal_server, task_queue, big, read_hold=LONG_HOLD)
+    async with Client(server) as client:
+        task = await call_tool_task(client, "big")
+        with anyio.fail_after(DEADLINE):
+            answer = await tasks_get(client, task.task_id)
+        assert answer.status == "completed"
+        assert answer.result["structuredContent"] == {"result": "x" * BIG_RESULT_CHARS}
 
 
 async def test_a_held_read_answers_an_ask_the_moment_it_comes_once_the_task_was_answered(

@@ -15,11 +15,10 @@ it that changes an answer: an ask, an answer, a cancel through any server, the c
 all add one, so they show at the next read (a workflow's own bookkeeping, its
 workflow tasks, timers and a leg's attempts, changes none). A task this server just
 created is followed for its close alone for its first 2 s, so a short task costs one
-long poll instead of one per event; meanwhile its first 250 ms answer `working`
-without a request, and what the server knows then answers for 250 ms after each
-`describe()` while the task runs, so an ask shows within that, and for 250 ms, 500 ms,
-then 1 s while it waits for a worker, so a task queued behind a burst is not described
-four times a second. Progress (a running leg's heartbeat details) adds none:
+long poll instead of one per event; meanwhile what the server knows answers for
+250 ms after each `describe()` while the task runs, so an ask shows within that, and
+for 250 ms, 500 ms, then 1 s while it waits for a worker, so a task queued behind a
+burst is not described four times a second. Progress (a running leg's heartbeat details) adds none:
 it is re-read at most once per `progress_refresh` (30 s), sooner while it changes
 often. A quiet task so costs one request per long poll (Temporal ends each after
 20 s) instead of one `describe()` per read. Concurrent reads of one task share one
@@ -114,10 +113,9 @@ _PROGRESS_RECHECK_MIN = timedelta(seconds=1)
 # A task this server just created is followed for its close alone this long: a short
 # task's dozen events would each end a long poll, and none of them changes an answer.
 _CLOSE_ONLY_FOR = timedelta(seconds=2)
-# Meanwhile the task is `working` for this long after it was created, without asking Temporal;
-# then what a `describe()` found answers, and a held read re-reads the task, this long after
-# it while it runs, so an ask shows within it; while it waits for a worker (a burst's queue),
-# the time doubles with each re-read up to `read_recheck`.
+# Meanwhile what a `describe()` found answers, and a held read re-reads the task, this long
+# after it while the task runs, so an ask shows within it; while it waits for a worker (a
+# burst's queue), the time doubles with each re-read up to `read_recheck`.
 _CLOSE_ONLY_RECHECK = timedelta(milliseconds=250)
 # Temporal answers a long poll empty this long before the caller's deadline.
 _LONG_POLL_TAIL = timedelta(seconds=1)
@@ -219,7 +217,6 @@ class _Watch:
     changed: int = 0  # the last history event that changes what a read answers
     leg_scheduled: tuple[int, float] = (0, 0.0)  # the last leg's schedule event, and when it was seen
     close_only: bool = False
-    created_until: float = 0.0  # until then (event-loop time), its creation here answers reads
     close_only_recheck: float = _CLOSE_ONLY_RECHECK.total_seconds()
     known: _Known | None = None
     hold_until: float = 0.0
@@ -320,7 +317,6 @@ class TaskMethods:
         watch = self._follow(key, self._handle(key), timing, started.handle.result_run_id or "", close_only=True)
         if watch is not None:
             watch.hold_until = watch.last_read + self._backend.settings.read_hold.total_seconds()
-            watch.created_until = watch.last_read + _CLOSE_ONLY_RECHECK.total_seconds()
 
     def close(self) -> None:
         """Stop every watch (the server is stopping)."""
@@ -339,20 +335,10 @@ class TaskMethods:
             self._hold_quick_reread(watch, loop.time())
             answer = await self._changed_within_hold(task_id, watch)
         if answer is None:
-            answer = self._just_created(task_id, watch, loop.time())
-        if answer is None:
             answer = await self._answer(await self._current(task_id, self._progress_refresh))
         if (watch := self._watches.get(key)) is not None:
             watch.shown, watch.answered_at = _shown(answer), loop.time()
         return answer
-
-    def _just_created(self, task_id: str, watch: _Watch | None, now: float) -> GetTaskResult | None:
-        """A task this server created moments ago is `working`, as its creation answered: its
-        watch sees the close, and anything else shows once `_CLOSE_ONLY_RECHECK` has passed."""
-        if watch is None or watch.known is not None or now >= watch.created_until:
-            return None
-        watch.last_read = now
-        return _answer_of(task_id, "working", watch.timing, status_message=None)
 
     def _hold_quick_reread(self, watch: _Watch, now: float) -> None:
         """Hold a read that comes right after a `working` answer: its client is waiting on the task."""
@@ -522,7 +508,7 @@ class TaskMethods:
         the next read follows every event and its holds end at the next ask.
         """
         if (watch := self._watches.get(self._key(task_id))) is not None:
-            watch.hold_until, watch.created_until, watch.known = 0.0, 0.0, None
+            watch.hold_until, watch.known = 0.0, None
             if watch.close_only and watch.follow is not None:
                 watch.follow.cancel()
 
