@@ -5,7 +5,8 @@ task runs answers its result once the tool returns, from the server's own long p
 the result and with no `describe()` of the task; that a held read answers an ask or
 progress at its next re-read instead of at the end of the hold, and, once the task was
 answered, an ask the moment it comes; that a read right after a `working` answer waits
-for the close the same way (`reread_hold`); that `read_hold=0` answers at once; and
+for the close the same way (`reread_hold`); that a close whose result is too big to
+cache still answers the held read with it; that `read_hold=0` answers at once; and
 that a read after `tasks/cancel` is not held, so the cancel shows immediately.
 """
 
