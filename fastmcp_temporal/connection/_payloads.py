@@ -443,8 +443,13 @@ def limits_of(converter: DataConverter, payload_limit: int, stored_payload_limit
 
 async def encoded_size(converter: DataConverter, value: Any) -> int:
     """The bytes `value` takes once converted and encoded, before any store."""
+    return (await converted(converter, value))[1]
+
+
+async def converted(converter: DataConverter, value: Any) -> tuple[RawValue, int]:
+    """`value` converted once, for Temporal to send as it is, and the bytes it takes encoded."""
     (payload,) = converter.payload_converter.to_payloads([value])
-    return await encoded_payload_size(converter, payload)
+    return RawValue(payload), await encoded_payload_size(converter, payload)
 
 
 async def encoded_payload_size(converter: DataConverter, payload: Payload) -> int:

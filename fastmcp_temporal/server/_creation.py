@@ -42,7 +42,7 @@ from fastmcp_temporal._fastmcp_private import (
 )
 from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._wire import encode_answers
-from fastmcp_temporal.connection._payloads import converter_budget, encoded_payload_size
+from fastmcp_temporal.connection._payloads import converted, converter_budget
 from fastmcp_temporal.server._backend import Backend
 from fastmcp_temporal.server._scope import WorkflowKind, new_task_id, workflow_id
 from fastmcp_temporal.server._ui_metadata import task_user_metadata
@@ -178,11 +178,10 @@ async def _converted_call(backend: Backend, task: TaskInput) -> tuple[RawValue, 
     """
     converter, limits = backend.client.data_converter, backend.payload_limits
     task.leg_input_budget = await converter_budget(converter, limits.limit)
-    (payload,) = converter.payload_converter.to_payloads([task])
-    size = await encoded_payload_size(converter, payload)
+    value, size = await converted(converter, task)
     if refusal := limits.refusal("The call's arguments", size):
         raise ValidationError(refusal)
-    return RawValue(payload), size
+    return value, size
 
 
 def _client_extensions(context: Context) -> list[str]:

@@ -77,7 +77,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal._fastmcp_private import CancelTaskResult, GetTaskResult, TaskStatus, UpdateTaskResult
 from fastmcp_temporal._wire import encode_answer
-from fastmcp_temporal.connection._payloads import encoded_payload_size, encoded_size_of
+from fastmcp_temporal.connection._payloads import converted, encoded_size_of
 from fastmcp_temporal.server._backend import Backend, UnreadablePayloadError
 from fastmcp_temporal.server._creation import StartedWorkflow
 from fastmcp_temporal.server._scope import workflow_id
@@ -560,13 +560,12 @@ class TaskMethods:
         payload limit, or the store's); the workflow checks it again before the leg.
         """
         converter = self._backend.client.data_converter
-        (payload,) = converter.payload_converter.to_payloads([InputAnswers(answers)])
-        size = await encoded_payload_size(converter, payload) + int(task.memo.get("inputBytes") or 0)
-        size += await encoded_size_of(converter, _answered_bytes(task))
+        value, size = await converted(converter, InputAnswers(answers))
+        size += int(task.memo.get("inputBytes") or 0) + await encoded_size_of(converter, _answered_bytes(task))
         what = "The next leg's input (the task's arguments with this round's answers)"
         if refusal := self._backend.payload_limits.refusal(what, size):
             raise MCPError(code=mcp_types.INVALID_PARAMS, message=refusal)
-        return RawValue(payload)
+        return value
 
     async def cancel(self, task_id: str) -> CancelTaskResult:
         if self._cached_closed(task_id) is not None:
