@@ -215,12 +215,13 @@ class TemporalTasksSettings(BaseSettings):
         "waits for the task to change: its close answers at once, so a short task's result reaches the "
         "caller as soon as it exists; an ask or progress shows at the next read_recheck or when the hold "
         "ends. Keep it below your clients' request timeouts (a held read outlasting one fails with "
-        "'Request tasks/get timed out'). 0 answers at once.",
+        "'Request tasks/get timed out'). 0 answers at once, a read right after the creation too.",
     )
     reread_hold: timedelta = Field(
         default=timedelta(seconds=1),
         description="A tasks/get that comes within 100 ms of this server answering the task 'working' "
-        "(a client waiting on it, polling fast) waits up to this long for the task to change: its close "
+        "(a client waiting on it, polling fast; the task's creation counts, unless read_hold is 0) waits up "
+        "to this long for the task to change: its close "
         "answers at once, an ask, progress or a cancel through another server at the next re-read (in a "
         "task's first 2 s on the server that created it, every 250 ms while it runs and 250 ms, 500 ms, "
         "then 1 s apart while it waits for a worker, at most read_recheck; else every read_recheck) or at once "

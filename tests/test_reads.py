@@ -5,7 +5,8 @@ task runs answers its result once the tool returns, from the server's own long p
 the result and with no `describe()` of the task; that a held read answers an ask or
 progress at its next re-read instead of at the end of the hold, and, once the task was
 answered, an ask the moment it comes; that a read right after a `working` answer waits
-for the close the same way (`reread_hold`); that a close whose result is too big to
+for the close the same way (`reread_hold`), the creation's answer among them, so the
+FastMCP client reads a task that outlasts `read_hold` once; that a close whose result is too big to
 cache still answers the held read with it; that `read_hold=0` answers at once; and
 that a read after `tasks/cancel` is not held, so the cancel shows immediately.
 """
@@ -42,6 +43,7 @@ pytestmark = pytest.mark.anyio
 LONG_HOLD = timedelta(seconds=DEADLINE * 4)
 BIG_RESULT_CHARS = 70_000  # past the 64 KiB a server keeps of a closed task's result
 RECHECK = timedelta(milliseconds=100)
+READ_HOLD = timedelta(milliseconds=250)
 
 
 class _CountDescribes(Interceptor):
@@ -65,13 +67,15 @@ class _Counting(OutboundInterceptor):
 
 
 class _ReadsArrive(Middleware):
-    """Sets an event when a `tasks/get` reaches the server."""
+    """Sets an event when a `tasks/get` reaches the server, and counts them."""
 
     def __init__(self) -> None:
         self.arrived = anyio.Event()
+        self.count = 0
 
     async def on_request(self, context: MiddlewareContext[Any], call_next: Callable[..., Any]) -> Any:
         if context.method == "tasks/get":
+            self.count += 1
             self.arrived.set()
         return await call_next(context)
 
@@ -162,6 +166,26 @@ async def test_a_quick_reread_of_a_running_task_waits_for_its_close(
         answer = await _read_then_release(client, task.task_id, reads, release)
         assert answer.status == "completed"
         assert answer.result["structuredContent"] == {"result": "done"}
+
+
+async def test_the_fastmcp_client_reads_a_task_that_outlasts_read_hold_once(
+    temporal_server: DevServer, task_queue: str
+) -> None:
+    """The creation answered `working`, so the client's read, sent the moment the task is
+    created, waits for the close past `read_hold` as a quick re-read does: one `tasks/get`."""
+
+    async def half_a_second() -> str:
+        await anyio.sleep(READ_HOLD.total_seconds() * 2)  # the task's own work, past read_hold
+        return "done"
+
+    server, _, reads = await _server(
+        temporal_server, task_queue, half_a_second, read_hold=READ_HOLD, reread_hold=LONG_HOLD
+    )
+    async with Client(server) as client:
+        with anyio.fail_after(DEADLINE):
+            result = await client.call_tool("half_a_second")
+        assert result.structured_content == {"result": "done"}
+        assert reads.count == 1
 
 
 async def test_a_young_task_held_read_answers_a_result_too_big_to_cache_at_its_close(

@@ -36,9 +36,11 @@ The close ends the wait at once; an ask, progress or a cancel through another se
 shows at the next re-read (every `read_recheck`, 1 s; with the default hold, when it
 ends). A `tasks/get` that comes within 100 ms of a `working` answer of the task (a
 client polling fast, waiting on it) waits the same way, for up to `reread_hold` (1 s),
-on any server that follows the task: a waiting FastMCP client then sends about two
-reads per short task instead of one per step of its 20, 40, 80 ms ... ramp. Both holds
-are short because a client's request timeout cuts a held read short with an error.
+on any server that follows the task. The task's creation is such an answer (its
+`CreateTaskResult` says `working`) unless `read_hold` is 0, so the FastMCP client, which
+reads the moment a task is created, sends one read for a task done within a second
+instead of one per step of its 20, 40, 80 ms ... ramp. Both holds are short because a
+client's request timeout cuts a held read short with an error.
 """
 
 from __future__ import annotations
@@ -315,8 +317,9 @@ class TaskMethods:
         key = self._key(started.task_id)
         timing = _Timing(started.created_at, self._backend.ttl_ms, started.poll_interval_ms or DEFAULT_POLL_INTERVAL_MS)
         watch = self._follow(key, self._handle(key), timing, started.handle.result_run_id or "", close_only=True)
-        if watch is not None:
-            watch.hold_until = watch.last_read + self._backend.settings.read_hold.total_seconds()
+        if watch is not None and (read_hold := self._backend.settings.read_hold):
+            watch.hold_until = watch.last_read + read_hold.total_seconds()
+            watch.answered_at = watch.last_read  # its creation answered `working`: see `_hold_quick_reread`
 
     def close(self) -> None:
         """Stop every watch (the server is stopping)."""
@@ -341,7 +344,8 @@ class TaskMethods:
         return answer
 
     def _hold_quick_reread(self, watch: _Watch, now: float) -> None:
-        """Hold a read that comes right after a `working` answer: its client is waiting on the task."""
+        """Hold a read that comes right after a `working` answer (the creation's among them): its
+        client is waiting on the task."""
         if watch.shown[0] == "working" and now - watch.answered_at < _QUICK_REREAD.total_seconds():
             watch.hold_until = max(watch.hold_until, now + self._backend.settings.reread_hold.total_seconds())
 
