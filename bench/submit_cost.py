@@ -8,6 +8,13 @@ summary and details), so a noisy machine slows every variant alike. Prints the p
 the submit and of the `start_workflow` inside it per variant, next to a `tools/call` of a
 plain tool on the same server (the MCP floor). Leaving a part out is for measuring only:
 the UI, the operator CLI and `tasks/get` need each of them.
+
+    .venv/bin/python bench/submit_cost.py --cpu [--bursts 8] [--burst 300]
+
+measures what the dev server spends instead: its CPU milliseconds per task over bursts of
+this project's trivial tasks, each burst with parts left out (never the memo, which reads
+need to find the task), and of bare workflows
+(`bench/bare_engine.py`, a tiny input) in between, all in this process.
 """
 
 from __future__ import annotations
@@ -16,13 +23,19 @@ import argparse
 import asyncio
 import collections
 import statistics
+import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
+from bare_engine import bare_worker, start
 from bench_server import add_trivial_tools
 from fastmcp import Client, FastMCP
 from fastmcp_tasks.client import call_tool_task
+from marks import Marks
+from procs import cpu_seconds, process_tree
 from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal import TemporalTasksExtension
@@ -35,39 +48,57 @@ VARIANTS: tuple[tuple[str, ...], ...] = (
     ("memo",),
     ("static_summary", "static_details"),
 )
+# A read of a task whose start had no memo finds no task: `--cpu` keeps it in every burst.
+CPU_VARIANTS: tuple[tuple[str, ...], ...] = (
+    (),
+    ("search_attributes",),
+    ("static_summary", "static_details"),
+    ("search_attributes", "static_summary", "static_details"),
+)
+
+
+class _Starts:
+    """The server's `start_workflow`, leaving out the parts `left_out` names, and timed."""
+
+    def __init__(self, temporal: TemporalClient) -> None:
+        self.left_out: tuple[str, ...] = ()
+        self.times: dict[tuple[str, ...], list[float]] = collections.defaultdict(list)
+        self._start_workflow = temporal.start_workflow
+        temporal.start_workflow = self._start_without  # type: ignore[method-assign]
+
+    async def _start_without(self, *args: Any, **kwargs: Any) -> Any:
+        for part in self.left_out:
+            kwargs[part] = False if part == "request_eager_start" else None
+        t0 = time.perf_counter()
+        handle = await self._start_workflow(*args, **kwargs)
+        self.times[self.left_out].append(time.perf_counter() - t0)
+        return handle
+
+
+def _server(temporal: TemporalClient) -> FastMCP:
+    mcp = FastMCP("bench")
+    mcp.add_extension(TemporalTasksExtension(client=temporal, task_queue=f"bench-{uuid.uuid4().hex[:8]}"))
+    add_trivial_tools(mcp)
+    return mcp
 
 
 async def measure(calls: int) -> None:
     server = await asyncio.to_thread(start_dev_server, ui=False)
     try:
         temporal = await TemporalClient.connect(server.address)
-        left_out: list[tuple[str, ...]] = [()]
-        starts: dict[tuple[str, ...], list[float]] = collections.defaultdict(list)
+        starts = _Starts(temporal)
         submits: dict[tuple[str, ...], list[float]] = collections.defaultdict(list)
-        start_workflow = temporal.start_workflow
-
-        async def start_without(*args: Any, **kwargs: Any) -> Any:
-            for part in left_out[0]:
-                kwargs[part] = False if part == "request_eager_start" else None
-            t0 = time.perf_counter()
-            handle = await start_workflow(*args, **kwargs)
-            starts[left_out[0]].append(time.perf_counter() - t0)
-            return handle
-
-        temporal.start_workflow = start_without  # type: ignore[method-assign]
-        mcp = FastMCP("bench")
-        mcp.add_extension(TemporalTasksExtension(client=temporal, task_queue=f"bench-{uuid.uuid4().hex[:8]}"))
-        add_trivial_tools(mcp)
+        mcp = _server(temporal)
         floor: list[float] = []
         async with Client(mcp) as client:
             for _ in range(10):  # warm up
                 await (await call_tool_task(client, "trivial", {"n": 1})).result()
-            starts.clear()
+            starts.times.clear()
             for i in range(calls):
-                left_out[0] = VARIANTS[i % len(VARIANTS)]
+                starts.left_out = VARIANTS[i % len(VARIANTS)]
                 t0 = time.perf_counter()
                 task = await call_tool_task(client, "trivial", {"n": i})
-                submits[left_out[0]].append(time.perf_counter() - t0)
+                submits[starts.left_out].append(time.perf_counter() - t0)
                 await task.result()
                 t0 = time.perf_counter()
                 await client.call_tool("no_task", {"n": i})
@@ -75,9 +106,52 @@ async def measure(calls: int) -> None:
         print(f"MCP floor (tools/call of a plain tool): {_ms(floor)} ms")
         print("| left out | submit p50 ms | start_workflow p50 ms |\n| --- | --- | --- |")
         for variant in VARIANTS:
-            print(f"| {', '.join(variant) or 'nothing'} | {_ms(submits[variant])} | {_ms(starts[variant])} |")
+            print(f"| {', '.join(variant) or 'nothing'} | {_ms(submits[variant])} | {_ms(starts.times[variant])} |")
     finally:
         server.stop()
+
+
+async def measure_cpu(bursts: int, n: int) -> None:
+    server = await asyncio.to_thread(start_dev_server, ui=False)
+    try:
+        temporal = await TemporalClient.connect(server.address)
+        starts = _Starts(temporal)
+        mcp, bare_queue = _server(temporal), f"bare-{uuid.uuid4().hex[:8]}"
+        dev_server = process_tree(server.pid)
+        cpu: dict[str, list[float]] = collections.defaultdict(list)
+        with tempfile.TemporaryDirectory() as marks:
+            async with bare_worker(temporal, bare_queue, Marks(Path(marks))), Client(mcp) as client:
+
+                async def ours(i: int) -> None:
+                    await (await call_tool_task(client, "trivial", {"n": i})).result()
+
+                async def bare(i: int) -> None:
+                    await (await start(temporal, bare_queue, "BareTrivial", i)).result()
+
+                await _cpu_per_task(dev_server, n, ours)  # warm up
+                for _ in range(bursts):
+                    cpu["bare workflow"].append(await _cpu_per_task(dev_server, n, bare))
+                    for variant in CPU_VARIANTS:
+                        starts.left_out = variant
+                        cpu[", ".join(variant) or "nothing"].append(await _cpu_per_task(dev_server, n, ours))
+        print("| left out | dev server CPU ms per task (median of bursts) |\n| --- | --- |")
+        for name, values in cpu.items():
+            print(f"| {name} | {statistics.median(values):.2f} |")
+    finally:
+        server.stop()
+
+
+async def _cpu_per_task(pids: list[int], n: int, run: Callable[[int], Awaitable[None]]) -> float:
+    """The processes' CPU milliseconds per task over `n` tasks run at once, 50 at a time."""
+    limit = asyncio.Semaphore(50)
+
+    async def bounded(i: int) -> None:
+        async with limit:
+            await run(i)
+
+    before = cpu_seconds(pids)
+    await asyncio.gather(*(bounded(i) for i in range(n)))
+    return (cpu_seconds(pids) - before) * 1000 / n
 
 
 def _ms(seconds: list[float]) -> str:
@@ -87,7 +161,11 @@ def _ms(seconds: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=600)
-    asyncio.run(measure(parser.parse_args().calls))
+    parser.add_argument("--cpu", action="store_true", help="the dev server's CPU per task instead")
+    parser.add_argument("--bursts", type=int, default=8)
+    parser.add_argument("--burst", type=int, default=300)
+    args = parser.parse_args()
+    asyncio.run(measure_cpu(args.bursts, args.burst) if args.cpu else measure(args.calls))
 
 
 if __name__ == "__main__":
