@@ -223,8 +223,8 @@ class TemporalTasksSettings(BaseSettings):
         "(a client waiting on it, polling fast; the task's creation counts, unless read_hold is 0) waits up "
         "to this long for the task to change: its close "
         "answers at once, an ask, progress or a cancel through another server at the next re-read (in a "
-        "task's first 2 s on the server that created it, every 250 ms while it runs and 250 ms, 500 ms, "
-        "then 1 s apart while it waits for a worker, at most read_recheck; else every read_recheck) or at once "
+        "task's first 2 s on the server that created it, first after 500 ms, then every 250 ms while it runs "
+        "and 1 s apart while it waits for a worker, at most read_recheck; else every read_recheck) or at once "
         "when the server follows the task's every event. It spares such a client's polls (the FastMCP "
         "client polls after 20, 40, 80 ms ...). Keep it below your clients' request timeouts. 0 answers "
         "at once.",

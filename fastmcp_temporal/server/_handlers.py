@@ -15,10 +15,11 @@ it that changes an answer: an ask, an answer, a cancel through any server, the c
 all add one, so they show at the next read (a workflow's own bookkeeping, its
 workflow tasks, timers and a leg's attempts, changes none). A task this server just
 created is followed for its close alone for its first 2 s, so a short task costs one
-long poll instead of one per event; meanwhile what the server knows answers for
-250 ms after each `describe()` while the task runs, so an ask shows within that, and
-for 250 ms, 500 ms, then 1 s while it waits for a worker, so a task queued behind a
-burst is not described four times a second. Progress (a running leg's heartbeat details) adds none:
+long poll instead of one per event; meanwhile a held read first re-reads it after
+500 ms (most tasks queued in a burst have closed by then), then what the server knows
+answers for 250 ms after each `describe()` while the task runs, so an ask shows within
+that, and for 1 s while it waits for a worker, so a task queued behind a burst is not
+described four times a second. Progress (a running leg's heartbeat details) adds none:
 it is re-read at most once per `progress_refresh` (30 s), sooner while it changes
 often. A quiet task so costs one request per long poll (Temporal ends each after
 20 s) instead of one `describe()` per read. Concurrent reads of one task share one
@@ -115,7 +116,10 @@ _PROGRESS_RECHECK_MIN = timedelta(seconds=1)
 # A task this server just created is followed for its close alone this long: a short
 # task's dozen events would each end a long poll, and none of them changes an answer.
 _CLOSE_ONLY_FOR = timedelta(seconds=2)
-# Meanwhile what a `describe()` found answers, and a held read re-reads the task, this long
+# Meanwhile a held read first re-reads the task this long after it began: most of a
+# burst's queued tasks close before, and a tool that asks at once shows its ask by then.
+_CLOSE_ONLY_FIRST_RECHECK = timedelta(milliseconds=500)
+# Then what a `describe()` found answers, and a held read re-reads the task, this long
 # after it while the task runs, so an ask shows within it; while it waits for a worker (a
 # burst's queue), the time doubles with each re-read up to `read_recheck`.
 _CLOSE_ONLY_RECHECK = timedelta(milliseconds=250)
@@ -209,7 +213,7 @@ class _Watch:
     answer, and, when a leg runs, while its progress is fresh enough; a young task's
     reads wait for a change from what reads last answered (`shown`) until `hold_until`.
     While the poll waits for the close alone (`close_only`), other events go unseen, so
-    `known` answers for `close_only_recheck` at most (see `_CLOSE_ONLY_RECHECK`).
+    `known` answers for `close_only_recheck` at most (see `_CLOSE_ONLY_FIRST_RECHECK`).
     """
 
     handle: WorkflowHandle[Any, TaskOutcome]
@@ -219,7 +223,7 @@ class _Watch:
     changed: int = 0  # the last history event that changes what a read answers
     leg_scheduled: tuple[int, float] = (0, 0.0)  # the last leg's schedule event, and when it was seen
     close_only: bool = False
-    close_only_recheck: float = _CLOSE_ONLY_RECHECK.total_seconds()
+    close_only_recheck: float = _CLOSE_ONLY_FIRST_RECHECK.total_seconds()
     known: _Known | None = None
     hold_until: float = 0.0
     shown: _Shown = _CREATED
@@ -272,7 +276,8 @@ class _Watch:
 
 def _close_only_recheck(previous: float, task: _Task) -> float:
     """How long what a `describe()` found answers while the close alone is followed: 250 ms
-    while the task runs (an ask may come at any moment), doubling while it waits for a worker."""
+    while the task runs (an ask may come at any moment), doubling while it waits for a worker
+    (capped by `read_recheck`)."""
     raw = task.description.raw_description
     running = raw.pending_workflow_task.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_STARTED or any(
         leg.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED for leg in raw.pending_activities
