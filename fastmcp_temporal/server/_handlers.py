@@ -34,8 +34,8 @@ For a task's first `read_hold` (250 ms) after this server created it, a `tasks/g
 first waits for the task to change from what reads last answered, so a short task's
 result reaches the caller as soon as it exists instead of at the caller's next poll.
 The close ends the wait at once; an ask, progress or a cancel through another server
-shows at the next re-read (every `read_recheck`, 1 s; with the default hold, when it
-ends). A `tasks/get` that comes within 100 ms of a `working` answer of the task (a
+shows at the next re-read (as above in a task's first 2 s, then every `read_recheck`,
+1 s, or at the event once every event is followed). A `tasks/get` that comes within 100 ms of a `working` answer of the task (a
 client polling fast, waiting on it) waits the same way, for up to `reread_hold` (1 s),
 on any server that follows the task. The task's creation is such an answer (its
 `CreateTaskResult` says `working`) unless `read_hold` is 0, so the FastMCP client, which
