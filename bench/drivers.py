@@ -140,7 +140,7 @@ class McpDriver:
 
     async def _burst(self, n: int, pids: Pids, tool: str = "trivial") -> dict[str, Any]:
         reads_before = await self._reads()
-        async with _costs(self.metrics, pids, n) as out:
+        async with costs(self.metrics, pids, n) as out:
             await asyncio.gather(*(self.client.call_tool(tool, {"n": i}) for i in range(n)))
         out["task_reads_per_task"] = round((await self._reads() - reads_before) / n, 1)
         return out
@@ -180,7 +180,7 @@ class McpDriver:
         while pending:
             await asyncio.sleep(0.5)
             statuses = await asyncio.gather(
-                *(_bounded(limit, t.status()) for t in pending), return_exceptions=True
+                *(bounded(limit, t.status()) for t in pending), return_exceptions=True
             )
             # a task that failed instead of parking (an overloaded worker) is settled too
             pending = [t for t, s in zip(pending, statuses) if getattr(s, "status", "working") == "working"]
@@ -242,9 +242,9 @@ class BareMcpDriver(McpDriver):
         return out
 
     async def burst(self, n: int, pids: Pids) -> dict[str, Any]:
-        async with _costs(self.metrics, pids, n) as out:
+        async with costs(self.metrics, pids, n) as out:
             await asyncio.gather(*(self._run_trivial(i) for i in range(n)))
-        async with _costs(self.metrics, pids, n) as with_status_read:
+        async with costs(self.metrics, pids, n) as with_status_read:
             await asyncio.gather(*(self._run_trivial(i, status_read=True) for i in range(n)))
         out["status_read_tasks_per_s"] = with_status_read["tasks_per_s"]
         return out
@@ -320,7 +320,7 @@ class BareDriver:
             await running.cancel()
             await self.marks.wait_cancelled(key)
         try:
-            async with _costs(self.metrics, pids, n) as out:
+            async with costs(self.metrics, pids, n) as out:
                 await asyncio.gather(*(self._run_trivial(i) for i in range(n)))
             return out
         finally:
@@ -343,12 +343,12 @@ class BareDriver:
         before = await _settled_rss(pids)
         limit = asyncio.Semaphore(50)
         pending = list(
-            await asyncio.gather(*(_bounded(limit, self._start_async("BareParked", i)) for i in range(n)))
+            await asyncio.gather(*(bounded(limit, self._start_async("BareParked", i)) for i in range(n)))
         )
         while pending:
             await asyncio.sleep(0.5)
             descriptions = await asyncio.gather(
-                *(_bounded(limit, h.describe()) for h in pending), return_exceptions=True
+                *(bounded(limit, h.describe()) for h in pending), return_exceptions=True
             )
             pending = [h for h, d in zip(pending, descriptions) if isinstance(d, Exception) or not _parked(d)]
         return _parked_memory(n, before, await _settled_rss(pids))
@@ -366,7 +366,7 @@ async def _cancel_ms(marks: Marks, start_hold: Callable[[str], Awaitable[Any]]) 
 
 
 @contextlib.asynccontextmanager
-async def _costs(metrics: list[str], pids: Pids, n: int) -> AsyncIterator[dict[str, Any]]:
+async def costs(metrics: list[str], pids: Pids, n: int) -> AsyncIterator[dict[str, Any]]:
     """Throughput of the block, and per task: CPU ms of each process and Temporal calls.
 
     Metrics are scraped outside the timed and CPU-counted block.
@@ -431,7 +431,7 @@ def _parked(description: Any) -> bool:
     return not raw.pending_activities and not raw.HasField("pending_workflow_task")
 
 
-async def _bounded(limit: asyncio.Semaphore, awaitable: Any) -> Any:
+async def bounded(limit: asyncio.Semaphore, awaitable: Any) -> Any:
     async with limit:
         return await awaitable
 

@@ -32,10 +32,11 @@ from typing import Any
 
 from bare_engine import bare_worker, start
 from bench_server import add_trivial_tools
+from drivers import bounded, costs
 from fastmcp import Client, FastMCP
 from fastmcp_tasks.client import call_tool_task
 from marks import Marks
-from procs import cpu_seconds, process_tree
+from procs import process_tree
 from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal import TemporalTasksExtension
@@ -144,14 +145,9 @@ async def measure_cpu(bursts: int, n: int) -> None:
 async def _cpu_per_task(pids: list[int], n: int, run: Callable[[int], Awaitable[None]]) -> float:
     """The processes' CPU milliseconds per task over `n` tasks run at once, 50 at a time."""
     limit = asyncio.Semaphore(50)
-
-    async def bounded(i: int) -> None:
-        async with limit:
-            await run(i)
-
-    before = cpu_seconds(pids)
-    await asyncio.gather(*(bounded(i) for i in range(n)))
-    return (cpu_seconds(pids) - before) * 1000 / n
+    async with costs([], {"measured": pids}, n) as out:
+        await asyncio.gather(*(bounded(limit, run(i)) for i in range(n)))
+    return out["cpu_ms_per_task"]["measured"]
 
 
 def _ms(seconds: list[float]) -> str:
