@@ -35,9 +35,9 @@ first waits for the task to change from what reads last answered, so a short tas
 result reaches the caller as soon as it exists instead of at the caller's next poll.
 The close ends the wait at once; an ask, progress or a cancel through another server
 shows at the next re-read (as above in a task's first 2 s, then every `read_recheck`,
-1 s, or at the event once every event is followed). A `tasks/get` that comes within 100 ms of a `working` answer of the task (a
-client polling fast, waiting on it) waits the same way, for up to `reread_hold` (1 s),
-on any server that follows the task. The task's creation is such an answer (its
+1 s, or at the event once every event is followed). A `tasks/get` that comes within
+100 ms of a `working` answer of the task (a client polling fast, waiting on it) waits
+the same way, for up to `reread_hold` (1 s), on any server that follows the task. The task's creation is such an answer (its
 `CreateTaskResult` says `working`) unless `read_hold` is 0, so the FastMCP client, which
 reads the moment a task is created, sends one read for a task done within a second
 instead of one per step of its 20, 40, 80 ms ... ramp. Both holds are short because a
