@@ -24,9 +24,10 @@ from fastmcp_tasks.client import call_tool_task
 from fastmcp_tasks.client_models import ClientGetTaskResult
 from mcp_types import InputRequiredResult
 from temporalio.client import Client as TemporalClient
+from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.devserver._server import DevServer, find_temporal_binary
 from servers import server_with
 from task_wire import DEADLINE, accept, ask, tasks_cancel, tasks_get, tasks_update
 from temporal_requests import TemporalRequests
@@ -278,3 +279,49 @@ async def test_progress_shows_within_progress_refresh(
         finish.set()
         assert (await task.result()).structured_content == {"result": "done"}
         await no_workflow_running(temporal, task_queue)  # while the worker still runs: it closes them
+
+
+async def _reset(temporal_server: DevServer, workflow: str) -> None:
+    """What an operator does to re-run a task: `temporal workflow reset --type FirstWorkflowTask`."""
+    await anyio.run_process(
+        [
+            str(find_temporal_binary()), "workflow", "reset", "--address", temporal_server.address,
+            "--workflow-id", workflow, "--type", "FirstWorkflowTask", "--reason", "re-run the task",
+        ]
+    )
+
+
+async def test_every_server_follows_a_reset_task_to_its_new_run(
+    temporal_server: DevServer, task_queue: str, make_extension: Callable[..., TemporalTasksExtension]
+) -> None:
+    """A reset re-runs a completed task in a new run of its workflow: the server that had read
+    (and cached) its first close, and one that had not, both answer the new run's result."""
+    runs = 0
+
+    async def counted() -> str:
+        nonlocal runs
+        runs += 1
+        return f"run {runs}"
+
+    requests = TemporalRequests()
+    worker = server_with(make_extension(), counted, name="worker")
+    api, temporal = await _api_server(temporal_server, task_queue, requests, counted)
+    async with Client(worker) as one, Client(api) as two:
+        task = await call_tool_task(one, "counted")
+        assert (await task.result()).structured_content == {"result": "run 1"}
+        (first,) = await _every_server_shows([one], task.task_id, "completed")
+        assert first.result["structuredContent"] == {"result": "run 1"}
+        handle = temporal.get_workflow_handle(f"mcp-task/anon/{task.task_id}")
+        first_run = (await handle.describe()).run_id
+
+        await _reset(temporal_server, handle.id)
+        again = await _every_server_shows([one, two], task.task_id, "completed", _result("run 2"))
+        assert [read.result["structuredContent"] for read in again] == [{"result": "run 2"}] * 2
+        assert runs == 2
+        latest = await handle.describe()
+        assert latest.run_id != first_run and latest.status == WorkflowExecutionStatus.COMPLETED
+        await no_workflow_running(temporal, task_queue)
+
+
+def _result(text: str) -> Callable[[ClientGetTaskResult], bool]:
+    return lambda read: (read.result or {}).get("structuredContent") == {"result": text}

@@ -104,6 +104,9 @@ _REMEMBERED_ANSWERS = 10_000
 # Closed tasks answered from memory: at most this many, each result at most this big.
 _CLOSED_CACHE_ENTRIES = 1_000
 _CLOSED_CACHE_MAX_RESULT_CHARS = 64 * 1024
+# A remembered close is re-checked for a new run (a reset) one poll interval after it was
+# known current, then after twice as long each time the run is the same, up to this.
+_CLOSED_RECHECK_MAX = timedelta(minutes=1)
 # A followed task no read asked about for this long (and three of its poll intervals)
 # is let go when its long poll next returns.
 _WATCH_IDLE = timedelta(minutes=1)
@@ -293,12 +296,26 @@ def _progress_age(known: _Known, progress_refresh: float) -> float:
 
 @dataclass(frozen=True)
 class _Closed:
-    """What a closed task answers until its TTL ends; it never changes again."""
+    """What a closed run of a task answers until its TTL ends, while it is the workflow's latest.
+
+    A run never changes once closed, but an operator can start the workflow again (a reset):
+    a read `recheck` seconds after `checked_at` describes the workflow to compare its run.
+    """
 
     status: TaskStatus
     fields: dict[str, Any]
     timing: _Timing
     expires_at: datetime
+    run_id: str
+    checked_at: float  # event-loop time `run_id` was last known to be the latest run
+    recheck: float
+
+    def due(self, now: float) -> bool:
+        return now - self.checked_at >= self.recheck
+
+    def confirmed(self, now: float) -> _Closed:
+        """Still the latest run at `now`: re-checked after twice as long next time."""
+        return replace(self, checked_at=now, recheck=min(2 * self.recheck, _CLOSED_RECHECK_MAX.total_seconds()))
 
 
 class TaskMethods:
@@ -471,7 +488,7 @@ class TaskMethods:
                 if not watch.run_id and event.HasField("workflow_execution_started_event_attributes"):
                     watch.run_id = event.workflow_execution_started_event_attributes.original_execution_run_id
                 if event.HasField("workflow_execution_completed_event_attributes"):
-                    await self._remember_outcome(key, watch.timing, event)
+                    await self._remember_outcome(key, watch, event)
                 watch.saw(event, loop.time())  # after: a held read it wakes finds the outcome
             watch.read_history.set()
             if not response.next_page_token:  # the run has closed
@@ -480,7 +497,7 @@ class TaskMethods:
                 return
             request.next_page_token = response.next_page_token
 
-    async def _remember_outcome(self, key: str, timing: _Timing, event: HistoryEvent) -> None:
+    async def _remember_outcome(self, key: str, watch: _Watch, event: HistoryEvent) -> None:
         """Cache a completed task's answer from its close event, when small enough.
 
         Decoded without the payload store: a stored result is never fetched just to be
@@ -495,9 +512,8 @@ class TaskMethods:
         except Exception:  # a stored result's reference, or one this server cannot decrypt
             return
         if (state := _outcome_state(outcome)) is not None:
-            closed_at = event.event_time.ToDatetime(tzinfo=timezone.utc)
-            expires_at = closed_at + timedelta(milliseconds=timing.ttl_ms)
-            self._remember_closed(key, _Closed(*state, timing=timing, expires_at=expires_at))
+            expires_at = event.event_time.ToDatetime(tzinfo=timezone.utc) + timedelta(milliseconds=watch.timing.ttl_ms)
+            self._remember_closed(key, *state, watch.timing, expires_at, watch.run_id)
 
     def _unwatch(self, key: str, follow: asyncio.Task[None]) -> None:
         watch = self._watches.get(key)
@@ -537,9 +553,7 @@ class TaskMethods:
         )
 
     async def update(self, task_id: str, responses: dict[str, Any]) -> UpdateTaskResult:
-        if self._cached_closed(task_id) is not None:
-            return UpdateTaskResult()  # closed: nothing is waiting for answers
-        task = await self._find(task_id)
+        task = await self._find(task_id)  # not a remembered close: a new run may be asking
         outstanding = self._unanswered(task)
         answers = {
             key: _validated_answer(key, outstanding[key], raw)
@@ -577,9 +591,7 @@ class TaskMethods:
         return value
 
     async def cancel(self, task_id: str) -> CancelTaskResult:
-        if self._cached_closed(task_id) is not None:
-            return CancelTaskResult()
-        task = await self._find(task_id, shared=True)
+        task = await self._find(task_id, shared=True)  # not a remembered close: a new run may be running
         if task.running and not task.cancel_requested:
             await task.handle.cancel()
             self._reads.pop(task.handle.id, None)  # later reads must see the cancel
@@ -623,25 +635,40 @@ class TaskMethods:
             done.exception()  # every reader may have gone; the error is theirs, not the loop's
 
     def _cached_closed(self, task_id: str) -> _Closed | None:
+        """The task's remembered close, unless its TTL has ended or its run is due a re-check."""
         key = self._key(task_id)
         closed = self._closed.get(key)
         if closed is not None and closed.expires_at < datetime.now(timezone.utc):
             del self._closed[key]
             return None
+        if closed is not None and closed.due(asyncio.get_running_loop().time()):
+            return None
         return closed
 
     async def _close(self, task: _Task) -> _Closed:
-        """The closed task's final answer, remembered when small enough."""
+        """The closed task's final answer: the remembered one while its run is the latest, else
+        read, and remembered when small enough."""
+        key = self._key(task.task_id)  # a legacy task's too
+        known = self._closed.get(key)
+        if known is not None and known.run_id == task.description.run_id:
+            self._closed[key] = known.confirmed(asyncio.get_running_loop().time())
+            return self._closed[key]
         status, fields = await self._closed_state(task)
-        closed = _Closed(status, fields, self._timing(task), _expires_at(task.description, task.memo))
-        self._remember_closed(self._key(task.task_id), closed)  # a legacy task's too
-        return closed
+        expires_at = _expires_at(task.description, task.memo)
+        return self._remember_closed(key, status, fields, self._timing(task), expires_at, task.description.run_id)
 
-    def _remember_closed(self, key: str, closed: _Closed) -> None:
-        if len(json.dumps(closed.fields.get("result"), default=str)) <= _CLOSED_CACHE_MAX_RESULT_CHARS:
+    def _remember_closed(
+        self, key: str, status: TaskStatus, fields: dict[str, Any], timing: _Timing, expires_at: datetime, run_id: str
+    ) -> _Closed:
+        """A closed run's answer, remembered (in place of an earlier run's) when its result is small enough."""
+        now = asyncio.get_running_loop().time()
+        closed = _Closed(status, fields, timing, expires_at, run_id, now, recheck=timing.poll_interval_ms / 1000)
+        self._closed.pop(key, None)
+        if len(json.dumps(fields.get("result"), default=str)) <= _CLOSED_CACHE_MAX_RESULT_CHARS:
             self._closed[key] = closed
             while len(self._closed) > _CLOSED_CACHE_ENTRIES:
                 self._closed.popitem(last=False)
+        return closed
 
     def _closed_result(self, task_id: str, closed: _Closed) -> GetTaskResult:
         return _answer_of(task_id, closed.status, closed.timing, **closed.fields)
