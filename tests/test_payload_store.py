@@ -5,8 +5,9 @@ the first task's stored payloads are aged the way the README's old expiry advice
 an S3 lifecycle rule) sees them, and the second task's result must still read intact,
 with every payload of its history. The store itself is read to prove each task's
 payloads sit under that task's own name. `payloads gc`, run as an operator runs it,
-removes a task's payloads only once Temporal has deleted its workflow; a store
-folder other users can open is refused at startup.
+removes a task's payloads only once Temporal has deleted its workflow, and keeps those of
+a task an operator reset, whose new run reads its arguments from them; a store folder
+other users can open is refused at startup.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from servers import server_with
 from task_wire import DEADLINE, accept, question, status_becomes, tasks_get, tasks_update, text_of
 from test_operator_cli import fastmcp_temporal_cli
+from test_read_watch import reset_workflow
 
 pytestmark = pytest.mark.anyio
 
@@ -293,6 +295,46 @@ async def _gc_case(temporal_server: DevServer, extension: TemporalTasksExtension
 
         await tasks_update(client, live.task_id, {asked: accept("yes")})
         assert text_of(await status_becomes(live, "completed")) == f"{RESULT_SIZE} characters kept"
+
+
+async def test_a_reset_task_runs_again_on_its_stored_arguments_which_gc_keeps(
+    make_extension, temporal_server: DevServer, tmp_path: Path
+) -> None:
+    """An operator's reset re-runs the body from the arguments the store kept for the first run;
+    `payloads gc` run while the new run is in its leg removes none of them."""
+    store = _FolderStore(tmp_path / "payloads")
+    runs = 0
+    rerun, finish = anyio.Event(), anyio.Event()
+
+    async def measure(blob: str) -> str:
+        nonlocal runs
+        runs += 1
+        if runs == 2:
+            rerun.set()
+            await finish.wait()
+        return f"run {runs}: {len(blob)} characters"
+
+    extension = make_extension(payload_store=store.url, heartbeat_timeout=_LEG_HEARTBEAT)
+    async with Client(server_with(extension, measure)) as client:
+        task = await call_tool_task(client, "measure", {"blob": "b" * RESULT_SIZE})
+        assert text_of(await status_becomes(task, "completed")) == f"run 1: {RESULT_SIZE} characters"
+        workflow = workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id)
+        stored = {name for name in store.names() if name.startswith(store.task_prefix(workflow))}
+        assert stored
+
+        await reset_workflow(temporal_server, workflow)
+        with anyio.fail_after(DEADLINE):
+            await rerun.wait()
+        code, out, err = await fastmcp_temporal_cli(
+            temporal_server, "payloads", "gc", "--payload-store", store.url, "--grace", "0", "--delete"
+        )
+        assert code == 0, err
+        assert "Kept 1 task(s) Temporal still has" in out and stored <= store.names()
+
+        finish.set()
+        second = f"run 2: {RESULT_SIZE} characters"
+        assert text_of(await status_becomes(task, "completed", until=lambda read: text_of(read) == second)) == second
+        assert runs == 2
 
 
 async def test_a_store_folder_other_users_can_open_is_refused_with_the_fix(

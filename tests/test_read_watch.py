@@ -281,7 +281,7 @@ async def test_progress_shows_within_progress_refresh(
         await no_workflow_running(temporal, task_queue)  # while the worker still runs: it closes them
 
 
-async def _reset(temporal_server: DevServer, workflow: str) -> None:
+async def reset_workflow(temporal_server: DevServer, workflow: str) -> None:
     """What an operator does to re-run a task: `temporal workflow reset --type FirstWorkflowTask`."""
     await anyio.run_process(
         [
@@ -314,7 +314,7 @@ async def test_every_server_follows_a_reset_task_to_its_new_run(
         handle = temporal.get_workflow_handle(f"mcp-task/anon/{task.task_id}")
         first_run = (await handle.describe()).run_id
 
-        await _reset(temporal_server, handle.id)
+        await reset_workflow(temporal_server, handle.id)
         again = await _every_server_shows([one, two], task.task_id, "completed", _result("run 2"))
         assert [read.result["structuredContent"] for read in again] == [{"result": "run 2"}] * 2
         assert runs == 2
@@ -325,3 +325,27 @@ async def test_every_server_follows_a_reset_task_to_its_new_run(
 
 def _result(text: str) -> Callable[[ClientGetTaskResult], bool]:
     return lambda read: (read.result or {}).get("structuredContent") == {"result": text}
+
+
+async def test_a_reset_task_asks_again_and_takes_new_answers(
+    temporal_server: DevServer, task_queue: str, make_extension: Callable[..., TemporalTasksExtension]
+) -> None:
+    """The new run does not reuse the first run's answers (Temporal re-applies their signals
+    before it asks anything): it asks again, and a new answer completes it."""
+    requests = TemporalRequests()
+    worker = server_with(make_extension(), parks, name="worker")
+    api, temporal = await _api_server(temporal_server, task_queue, requests, parks)
+    async with Client(worker) as one, Client(api) as two:
+        task = await call_tool_task(one, "parks")
+        (parked,) = await _every_server_shows([one], task.task_id, "input_required", _asking("name"))
+        await tasks_update(one, task.task_id, {_only_key(parked): accept("first")})
+        await _every_server_shows([one, two], task.task_id, "completed")
+
+        await reset_workflow(temporal_server, f"mcp-task/anon/{task.task_id}")
+        (parked, _) = await _every_server_shows([one, two], task.task_id, "input_required", _asking("name"))
+        await tasks_update(two, task.task_id, {_only_key(parked): accept("second")})
+        await _every_server_shows([one, two], task.task_id, "completed")
+        history = temporal.get_workflow_handle(f"mcp-task/anon/{task.task_id}").fetch_history_events()
+        signals = [event async for event in history if event.HasField("workflow_execution_signaled_event_attributes")]
+        assert len(signals) == 2  # the first run's answer, re-applied by the reset and ignored, and the new one
+        await no_workflow_running(temporal, task_queue)
