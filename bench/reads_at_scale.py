@@ -1,12 +1,14 @@
 """Temporal requests per task while clients poll many long-running tasks.
 
     .venv/bin/python bench/reads_at_scale.py [--tasks 1000] [--window 60] [--servers 1]
-        [--shape parked|leg] [--modes describe watched] [--long-poll-expiry SECONDS]
+        [--shape parked|leg|closed] [--modes describe watched] [--long-poll-expiry SECONDS]
 
 Starts its own in-memory dev server on loopback, a worker server (FastMCP with the
 extension, worker on) and `--servers` API-only servers, each on its own Temporal
 client whose every request the SDK's metrics count. Holds `--tasks` tasks running:
-parked on input (`parked`, the cheapest), or in a leg that waits (`leg`). Then, for
+parked on input (`parked`, the cheapest), or in a leg that waits (`leg`); or completed
+(`closed`: answered from each server's cache of closes, re-checked for a new run one
+poll interval after it was filled, then after 2, 4 ... intervals, at most a minute apart). Then, for
 each mode, fresh API servers and in-memory `fastmcp.Client`s read every task with
 `tasks/get` once per its `pollIntervalMs` (5 s), each read of a task on the next API
 server in turn (a load balancer), spread evenly over the interval: a round per server
@@ -69,6 +71,12 @@ async def park(ctx: Context) -> str | InputRequiredResult:
     return ask("name")
 
 
+async def finish() -> str:
+    """Returns at once."""
+    _started["finish"] += 1
+    return "done"
+
+
 async def leg() -> str:
     """Runs until the bench ends."""
     _started["leg"] += 1
@@ -81,6 +89,7 @@ def _server(name: str, extension: TemporalTasksExtension) -> FastMCP:
     server.add_extension(extension)
     server.tool(park, task=True)
     server.tool(leg, task=True)
+    server.tool(finish, task=True)
     return server
 
 
@@ -90,11 +99,11 @@ async def _bounded(limit: asyncio.Semaphore, work: Callable[[], Awaitable[Any]])
 
 
 async def start_tasks(client: Client, shape: str, n: int) -> list[str]:
-    """Start `n` tasks of `shape` and wait until every one is parked or in its leg."""
+    """Start `n` tasks of `shape` and wait until every one is parked, in its leg or completed."""
     limit = asyncio.Semaphore(50)
     tasks = await asyncio.gather(*(_bounded(limit, lambda: call_tool_task(client, shape)) for _ in range(n)))
     ids = [task.task_id for task in tasks]
-    settled = "input_required" if shape == "park" else "working"
+    settled = {"park": "input_required", "leg": "working", "finish": "completed"}[shape]
     while _started[shape] < n:
         await asyncio.sleep(0.5)
     pending = ids
@@ -215,7 +224,7 @@ def _rates(mode: str, used: Counter[str], elapsed: float, tasks: int) -> dict[st
 
 
 async def run(address: str, args: argparse.Namespace) -> dict[str, Any]:
-    shape = "park" if args.shape == "parked" else "leg"
+    shape = {"parked": "park", "leg": "leg", "closed": "finish"}[args.shape]
     worker = TemporalTasksExtension(
         address=address,
         task_queue=TASK_QUEUE,
@@ -249,7 +258,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=1_000)
     parser.add_argument("--window", type=float, default=60.0, help="seconds measured per mode")
     parser.add_argument("--servers", type=int, default=1, help="API servers the reads alternate between")
-    parser.add_argument("--shape", choices=["parked", "leg"], default="parked")
+    parser.add_argument("--shape", choices=["parked", "leg", "closed"], default="parked")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument(
         "--watched-tasks", type=int, default=None, help="each API server's watched_tasks (default: --tasks)"
