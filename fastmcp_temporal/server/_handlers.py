@@ -23,8 +23,10 @@ described four times a second. Progress (a running leg's heartbeat details) adds
 it is re-read at most once per `progress_refresh` (30 s), sooner while it changes
 often. A quiet task so costs one request per long poll (Temporal ends each after
 20 s) instead of one `describe()` per read. Concurrent reads of one task share one
-`describe()`; a closed task (which never changes again) is answered from a bounded
-in-process cache until its TTL ends. A server follows at most `watched_tasks` tasks
+`describe()`; a closed task is answered from a bounded in-process cache until its TTL
+ends, but a closed run can be followed by another (an operator's reset): a read one poll
+interval after the close was last found current describes the workflow to compare its
+run, then 2, 4 ... intervals later, at most a minute apart (`_CLOSED_RECHECK_MAX`). A server follows at most `watched_tasks` tasks
 (Temporal caps a namespace's concurrent long polls; one it refuses pauses following new
 tasks for a minute); past that, and when a long poll fails, reads describe the task
 every time. A task no read asked about for a minute (and three of its poll intervals)
