@@ -7,7 +7,10 @@ all show on the other, although both answer unchanged reads from what they alrea
 (their long poll of the task's history sees the event); that a quiet task, parked or in a
 long leg, read many times costs the server a small bounded number of Temporal requests
 (counted from the SDK's metrics), where each read used to cost a `describe()`; and that
-a leg's progress, which adds no history event, shows within `progress_refresh`.
+a leg's progress, which adds no history event, shows within `progress_refresh`. A task an
+operator resets with the `temporal` CLI (completed, or in its leg) shows its new run on
+both servers, the one that had cached its first close too, and its body runs again; the
+new run asks again instead of reusing the first run's answers.
 """
 
 from __future__ import annotations
@@ -348,4 +351,40 @@ async def test_a_reset_task_asks_again_and_takes_new_answers(
         history = temporal.get_workflow_handle(f"mcp-task/anon/{task.task_id}").fetch_history_events()
         signals = [event async for event in history if event.HasField("workflow_execution_signaled_event_attributes")]
         assert len(signals) == 2  # the first run's answer, re-applied by the reset and ignored, and the new one
+        await no_workflow_running(temporal, task_queue)
+
+
+async def test_a_task_reset_while_running_is_followed_to_its_new_run(
+    temporal_server: DevServer, task_queue: str, make_extension: Callable[..., TemporalTasksExtension]
+) -> None:
+    """Reset in its leg: Temporal terminates the run (its tool is cancelled), and every server
+    that followed the old run answers the new one's result."""
+    runs, cancelled = 0, anyio.Event()
+    first_started = anyio.Event()
+
+    async def counted() -> str:
+        nonlocal runs
+        runs += 1
+        if runs == 1:
+            first_started.set()
+            try:
+                await anyio.sleep_forever()
+            finally:
+                cancelled.set()
+        return f"run {runs}"
+
+    requests = TemporalRequests()
+    worker = server_with(make_extension(), counted, name="worker")
+    api, temporal = await _api_server(temporal_server, task_queue, requests, counted)
+    async with Client(worker) as one, Client(api) as two:
+        task = await call_tool_task(one, "counted")
+        with anyio.fail_after(DEADLINE):
+            await first_started.wait()
+        await _every_server_shows([one, two], task.task_id, "working")
+
+        await reset_workflow(temporal_server, f"mcp-task/anon/{task.task_id}")
+        await _every_server_shows([one, two], task.task_id, "completed", _result("run 2"))
+        with anyio.fail_after(DEADLINE):
+            await cancelled.wait()
+        assert runs == 2
         await no_workflow_running(temporal, task_queue)
