@@ -321,6 +321,8 @@ async def test_every_server_follows_a_reset_task_to_its_new_run(
         again = await _every_server_shows([one, two], task.task_id, "completed", _result("run 2"))
         assert [read.result["structuredContent"] for read in again] == [{"result": "run 2"}] * 2
         assert runs == 2
+        # re-checked for a newer run once per poll interval (5 s) at most, not per read
+        assert await _requests_for_reads(requests, two, task.task_id, "completed") <= 2
         latest = await handle.describe()
         assert latest.run_id != first_run and latest.status == WorkflowExecutionStatus.COMPLETED
         await no_workflow_running(temporal, task_queue)
