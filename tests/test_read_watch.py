@@ -351,8 +351,8 @@ async def test_a_reset_task_asks_again_and_takes_new_answers(
         await tasks_update(two, task.task_id, {_only_key(parked): accept("second")})
         await _every_server_shows([one, two], task.task_id, "completed")
         history = temporal.get_workflow_handle(f"mcp-task/anon/{task.task_id}").fetch_history_events()
-        signals = [event async for event in history if event.HasField("workflow_execution_signaled_event_attributes")]
-        assert len(signals) == 2  # the first run's answer, re-applied by the reset and ignored, and the new one
+        signaled = [e async for e in history if e.HasField("workflow_execution_signaled_event_attributes")]
+        assert len(signaled) == 2  # the first run's answer, re-applied by the reset (ignored); the new one
         await no_workflow_running(temporal, task_queue)
 
 

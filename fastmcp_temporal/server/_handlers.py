@@ -26,7 +26,7 @@ often. A quiet task so costs one request per long poll (Temporal ends each after
 `describe()`; a closed task is answered from a bounded in-process cache until its TTL
 ends, but a closed run can be followed by another (an operator's reset): a read one poll
 interval after the close was last found current describes the workflow to compare its
-run, then 2, 4 ... intervals later, at most a minute apart (`_CLOSED_RECHECK_MAX`). A server follows at most `watched_tasks` tasks
+run, then 2, 4 ... intervals later, at most a minute apart. A server follows at most `watched_tasks` tasks
 (Temporal caps a namespace's concurrent long polls; one it refuses pauses following new
 tasks for a minute); past that, and when a long poll fails, reads describe the task
 every time. A task no read asked about for a minute (and three of its poll intervals)
@@ -317,7 +317,8 @@ class _Closed:
 
     def confirmed(self, now: float) -> _Closed:
         """Still the latest run at `now`: re-checked after twice as long next time."""
-        return replace(self, checked_at=now, recheck=min(2 * self.recheck, _CLOSED_RECHECK_MAX.total_seconds()))
+        recheck = min(2 * self.recheck, _CLOSED_RECHECK_MAX.total_seconds())
+        return replace(self, checked_at=now, recheck=recheck)
 
 
 class TaskMethods:
@@ -514,7 +515,8 @@ class TaskMethods:
         except Exception:  # a stored result's reference, or one this server cannot decrypt
             return
         if (state := _outcome_state(outcome)) is not None:
-            expires_at = event.event_time.ToDatetime(tzinfo=timezone.utc) + timedelta(milliseconds=watch.timing.ttl_ms)
+            closed_at = event.event_time.ToDatetime(tzinfo=timezone.utc)
+            expires_at = closed_at + timedelta(milliseconds=watch.timing.ttl_ms)
             self._remember_closed(key, *state, watch.timing, expires_at, watch.run_id)
 
     def _unwatch(self, key: str, follow: asyncio.Task[None]) -> None:
@@ -656,15 +658,22 @@ class TaskMethods:
             self._closed[key] = known.confirmed(asyncio.get_running_loop().time())
             return self._closed[key]
         status, fields = await self._closed_state(task)
-        expires_at = _expires_at(task.description, task.memo)
-        return self._remember_closed(key, status, fields, self._timing(task), expires_at, task.description.run_id)
+        expires_at, run_id = _expires_at(task.description, task.memo), task.description.run_id
+        return self._remember_closed(key, status, fields, self._timing(task), expires_at, run_id)
 
     def _remember_closed(
-        self, key: str, status: TaskStatus, fields: dict[str, Any], timing: _Timing, expires_at: datetime, run_id: str
+        self,
+        key: str,
+        status: TaskStatus,
+        fields: dict[str, Any],
+        timing: _Timing,
+        expires_at: datetime,
+        run_id: str,
     ) -> _Closed:
-        """A closed run's answer, remembered (in place of an earlier run's) when its result is small enough."""
+        """A closed run's answer, remembered (in place of an earlier run's) when its result is small
+        enough; first re-checked one poll interval on."""
         now = asyncio.get_running_loop().time()
-        closed = _Closed(status, fields, timing, expires_at, run_id, now, recheck=timing.poll_interval_ms / 1000)
+        closed = _Closed(status, fields, timing, expires_at, run_id, now, timing.poll_interval_ms / 1000)
         self._closed.pop(key, None)
         if len(json.dumps(fields.get("result"), default=str)) <= _CLOSED_CACHE_MAX_RESULT_CHARS:
             self._closed[key] = closed
