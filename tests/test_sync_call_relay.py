@@ -14,6 +14,10 @@ travels through Temporal. The caller gets what the inline call gives it:
    round, over two rounds, a decline among them; each round's answers reach the workflow
    as one `submit_input` signal, and each leg's body runs once.
 
+The TypeScript SDK's client (`@modelcontextprotocol/sdk` 1.x, installed from npm once per
+session into a temporary folder; skipped, saying why, when npm cannot reach its registry)
+gets the same (`relay_client.mjs`).
+
 In process: a request without a `progressToken` gets no progress, a stateless HTTP
 connection keeps today's refusal of an ask, and an ask the client answers with an error
 ends the call with that error and cancels its workflow.
@@ -22,6 +26,8 @@ ends the call with that error and cancels its workflow.
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,24 +53,46 @@ from test_sync_calls import HandshakeSession, call_workflows, closed_status, han
 pytestmark = pytest.mark.anyio
 
 CLIENT = Path(__file__).with_name("relay_client.py")
+TYPESCRIPT_SDK = "^1.32"
 
 
 async def call_from_a_plain_client(
     processes: Processes, url: str, tool: str, arguments: dict[str, Any], *, answers: dict[str, str] | None = None,
-    level: str | None = None,
+    level: str | None = None, client: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Run `relay_client.py` once against `url`; what it saw."""
+    """Run a caller process (`relay_client.py` unless `client` gives another command) once against `url`;
+    what it saw."""
     report = processes.directory / f"report-{len(processes.started)}.json"
-    command = [sys.executable, str(CLIENT), url, str(report), tool, json.dumps(arguments), json.dumps(answers or {})]
-    client = processes._start(command + ([level] if level else []), {}, "client")
+    command = [*(client or [sys.executable, str(CLIENT)]), url, str(report), tool, json.dumps(arguments)]
+    caller = processes._start([*command, json.dumps(answers or {}), *([level] if level else [])], {}, "client")
     with anyio.fail_after(DEADLINE):
-        while client.poll() is None:
+        while caller.poll() is None:
             await anyio.sleep(0.05)
-    assert client.returncode == 0, processes.output(client)
+    assert caller.returncode == 0, processes.output(caller)
     seen = json.loads(report.read_text())
     assert seen["protocol"] == "2025-11-25"
     assert seen["imports_fastmcp_tasks"] is False
     return seen
+
+
+@pytest.fixture(scope="session")
+def typescript_client(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """`node relay_client.mjs` with @modelcontextprotocol/sdk 1.x installed from npm once per session."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("the TypeScript SDK test needs node and npm on PATH")
+    folder = tmp_path_factory.mktemp("typescript-sdk")
+    (folder / "package.json").write_text('{"private": true, "type": "module"}')
+    install = subprocess.run(
+        [npm, "install", "--no-audit", "--no-fund", f"@modelcontextprotocol/sdk@{TYPESCRIPT_SDK}"],
+        cwd=folder, capture_output=True, text=True, timeout=300,
+    )
+    if install.returncode != 0:
+        pytest.skip(f"npm could not install @modelcontextprotocol/sdk@{TYPESCRIPT_SDK} (registry unreachable?): "
+                    f"{install.stderr[-500:]}")
+    script = folder / CLIENT.with_suffix(".mjs").name
+    shutil.copy(CLIENT.with_suffix(".mjs"), script)
+    return [node, str(script)]
 
 
 async def serving_app(temporal_server: DevServer, task_queue: str, processes: Processes) -> str:
@@ -158,6 +186,31 @@ async def test_a_plain_client_answers_the_durable_calls_questions_on_the_open_ca
     started = of_type(events, EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED)
     assert [event.activity_task_started_event_attributes.attempt for event in started] == [1, 1, 1]
     assert [start["round"] for start in attempts.starts("q")] == [None, "round-2", "colour=decline,name=Ada"]
+
+
+@pytest.mark.slow
+async def test_the_typescript_sdks_client_gets_the_logs_and_answers_the_questions(
+    temporal_server: DevServer, task_queue: str, processes: Processes, attempts: AttemptLog, typescript_client: list[str]
+) -> None:
+    url = await serving_app(temporal_server, task_queue, processes)
+    answers = {"ts name?": "Grace", "ts colour?": "blue", "ts sure?": "decline"}
+
+    asked = await call_from_a_plain_client(
+        processes, url, "interview", {"key": "ts"}, answers=answers, client=typescript_client
+    )
+    chatted = await call_from_a_plain_client(processes, url, "chatty", {"key": "js", "steps": 2}, client=typescript_client)
+
+    assert asked.get("error") is None, asked
+    assert asked["text"] == "colour=blue,name=Grace;sure=decline"
+    assert asked["seen"] == [["elicit", "ts name?"], ["elicit", "ts colour?"], ["elicit", "ts sure?"]]
+    assert chatted["text"] == "js done"
+    assert chatted["seen"] == chatty_notices("js", 2)
+    interview, _ = await call_histories(temporal_server, task_queue)
+    signals = of_type(interview, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED)
+    assert [s.workflow_execution_signaled_event_attributes.signal_name for s in signals] == ["submit_input"] * 2
+    started = of_type(interview, EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED)
+    assert [event.activity_task_started_event_attributes.attempt for event in started] == [1, 1, 1]
+    assert len(attempts.starts("ts")) == 3
 
 
 # --- 3. in process: what a connection cannot carry ----------------------------------------------
