@@ -19,8 +19,9 @@ session into a temporary folder; skipped, saying why, when npm cannot reach its 
 gets the same (`relay_client.mjs`).
 
 In process: a request without a `progressToken` gets no progress, a stateless HTTP
-connection keeps today's refusal of an ask, and an ask the client answers with an error
-ends the call with that error and cancels its workflow.
+connection keeps today's refusal of an ask, an ask the client answers with an error
+ends the call with that error and cancels its workflow, and sampling and roots asks are
+relayed as elicitations are.
 """
 
 from __future__ import annotations
@@ -294,3 +295,35 @@ async def test_an_ask_the_client_fails_to_answer_ends_the_call_with_its_error_an
     assert raised.value.error.code == mcp_types.INTERNAL_ERROR, raised.value.error
     assert "validation errors for ElicitResult" in raised.value.error.message
     assert execution.id.startswith("mcp-call/")
+
+
+async def asks_for_sampling_and_roots(ctx: Context) -> str | mcp_types.InputRequiredResult:
+    if ctx.input_responses is None:
+        message = mcp_types.SamplingMessage(role="user", content=mcp_types.TextContent(type="text", text="hi?"))
+        sample = mcp_types.CreateMessageRequest(
+            params=mcp_types.CreateMessageRequestParams(messages=[message], max_tokens=10)
+        )
+        return mcp_types.InputRequiredResult(
+            input_requests={"sample": sample, "roots": mcp_types.ListRootsRequest()}
+        )
+    sampled, roots = ctx.input_responses["sample"], ctx.input_responses["roots"]
+    return f"{sampled.content.text} / {[str(root.uri) for root in roots.roots]}"  # type: ignore[union-attr]
+
+
+async def sample_hello(messages: Any, params: Any, context: Any) -> str:
+    return "hello"
+
+
+async def test_sampling_and_roots_asks_are_relayed_too(make_extension) -> None:
+    extension = make_extension(sync_calls="workflow")
+    server = server_with(extension, asks_for_sampling_and_roots)
+
+    async with Client(server, mode="legacy", sampling_handler=sample_hello, roots=["file:///work"]) as client:
+        with anyio.fail_after(DEADLINE):
+            result = await client.call_tool("asks_for_sampling_and_roots")
+        (execution,) = await call_workflows(extension)
+        assert extension.client is not None
+        history = await extension.client.get_workflow_handle(execution.id).fetch_history()
+    assert result.data == "hello / ['file:///work']"
+    signals = of_type(history.events, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED)
+    assert [s.workflow_execution_signaled_event_attributes.signal_name for s in signals] == ["submit_input"]
