@@ -8,7 +8,10 @@ body as `CancelledError` and a dead worker's leg is retried elsewhere. It return
 only JSON: a converted result, a protocol error, or the requests of an ask; whatever
 the body raises, `BaseException`s included, is such a result and never a retry. The
 leg of a synchronous call (`sync_calls="workflow"`) answers as FastMCP's inline call
-does: errors become the same `isError` text, and an ask is the call's result.
+does: errors become the same `isError` text, and an ask is the call's result, unless the
+caller's connection carries server-to-client requests: then the ask parks the workflow as a
+task's does, and the waiting server relays it. Such a leg also collects the body's log
+messages and progress for the caller (`worker/_notices.py`).
 
 A body that blocks the event loop past the heartbeat timeout makes Temporal give up
 on its attempt and start another, which would run the body again. So the body runs
@@ -69,6 +72,7 @@ from fastmcp_temporal._wire import (
 from fastmcp_temporal.connection._payloads import keepable
 from fastmcp_temporal.worker._heartbeat import HeartbeatCadence, Ticker
 from fastmcp_temporal.worker._leg_context import RunningLeg, leg_scope
+from fastmcp_temporal.worker._notices import LegNotices
 from fastmcp_temporal.worker._progress import LegProgress, progress_scope
 from fastmcp_temporal.workflows.models import (
     LEG_OUTCOME_SIGNAL,
@@ -120,7 +124,7 @@ class _LegRun:
     def keeping(self) -> asyncio.Future[LegOutcome | RawValue]:
         """The keep step of the body's outcome: the one in flight or done, or a new one after a failure."""
         if self.kept is None or (self.kept.done() and (self.kept.cancelled() or self.kept.exception())):
-            self.kept = asyncio.create_task(_kept_outcome(self.body, self.call))
+            self.kept = asyncio.create_task(_kept_outcome(self.body, self.call, self.progress.notices))
         return self.kept
 
 
@@ -190,6 +194,8 @@ class ToolLegActivities:
             refused = LegOutcome(result=error_result_json(refusal))
             return _LegRun.settled(component.name, call, refused, self._cadence)
         progress = LegProgress.resumed(_previous_attempt())
+        if call.relay_logs or call.relay_progress:
+            progress.notices = LegNotices(progress=call.relay_progress)
         owner = await _fastmcp_private.resolve_owning_server(snapshot) or self._server
         running = RunningLeg(
             task_id=call.task_id,
@@ -198,9 +204,10 @@ class ToolLegActivities:
             client_extensions=frozenset(call.client_extensions),
             input_responses=decode_answers(leg.input_responses),
             request_state=leg.request_state,
+            notices=progress.notices,
         )
         with leg_scope(running), progress_scope(call.task_id, progress):
-            body = asyncio.create_task(_run_component(component, owner, call.arguments, call.synchronous))
+            body = asyncio.create_task(_run_component(component, owner, call))
         return _LegRun(component.name, call, body, progress, _tool_cadence(component, self._cadence))
 
     async def _attend(self, run: _LegRun, key: _LegKey) -> tuple[LegOutcome | RawValue, bool]:
@@ -353,16 +360,23 @@ def _tool_cadence(component: Tool, default: HeartbeatCadence) -> HeartbeatCadenc
     return replace(default, interval=interval) if interval is not None else default
 
 
-async def _kept_outcome(body: asyncio.Future[LegOutcome], call: ToolCall) -> LegOutcome | RawValue:
-    """The body's outcome as it will be kept: size-checked and stored while the leg still heartbeats."""
-    return await keepable(await asyncio.shield(body), call, activity.client().data_converter)
+async def _kept_outcome(
+    body: asyncio.Future[LegOutcome], call: ToolCall, notices: LegNotices | None
+) -> LegOutcome | RawValue:
+    """The body's outcome as it will be kept: size-checked and stored while the leg still heartbeats.
+
+    A durable call's outcome also carries the notices its last heartbeat may have missed.
+    """
+    outcome = await asyncio.shield(body)
+    if notices is not None:
+        outcome = replace(outcome, notices=notices.window())
+    return await keepable(outcome, call, activity.client().data_converter)
 
 
-async def _run_component(
-    component: Tool, owner: FastMCP, arguments: dict[str, Any], synchronous: bool
-) -> LegOutcome:
+async def _run_component(component: Tool, owner: FastMCP, call: ToolCall) -> LegOutcome:
+    synchronous = call.synchronous
     try:
-        value = await component.run(arguments)
+        value = await component.run(call.arguments)
     except FastMCPError as exc:
         return LegOutcome(result=error_result_json(str(exc)))
     except RuntimeError as exc:
@@ -386,8 +400,8 @@ async def _run_component(
     ask = _input_required(value)
     if ask is None:
         return LegOutcome(result=call_tool_result_json(component, value))
-    if synchronous:  # the caller answers and calls again (SEP-2322), as with an inline call
-        return LegOutcome(result=input_required_json(ask))
+    if synchronous and not (call.relay_asks and ask.input_requests):
+        return LegOutcome(result=input_required_json(ask))  # the caller answers and calls again (SEP-2322)
     if not ask.input_requests:
         return LegOutcome(result=error_result_json(_STATE_ONLY_ERROR))
     return LegOutcome(

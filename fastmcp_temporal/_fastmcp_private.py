@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import import_module, metadata
 from types import CodeType, FunctionType, ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastmcp.exceptions import ValidationError
 from fastmcp.server.context import Context
@@ -163,10 +163,13 @@ class TaskContext(Context):
     The task has no session to notify, so the reference engine's `ctx.log` raises;
     here it reaches `fastmcp_temporal.task` tagged with the task id instead. The
     extensions the caller declared at submission answer `client_supports_extension`.
-    Both override `Context` methods by name and signature.
+    In the leg of a durable synchronous call, `ctx.log` and `ctx.report_progress` also go
+    to `_notices`, which the call's server relays to its caller. All override `Context`
+    methods by name and signature.
     """
 
     _client_extensions: frozenset[str] = frozenset()
+    _notices: Notices | None = None
 
     def client_supports_extension(self, extension_id: str) -> bool:
         return extension_id in self._client_extensions
@@ -178,12 +181,27 @@ class TaskContext(Context):
         logger_name: str | None = None,
         extra: Mapping[str, Any] | None = None,
     ) -> None:
+        if self._notices is not None:
+            self._notices.log(level or "info", message, logger_name, extra)
         numeric = logging.getLevelName((level or "info").upper())
         if not isinstance(numeric, int):
             numeric = logging.WARNING
         logging.getLogger(logger_name or "fastmcp_temporal.task").log(
             numeric, "[task %s] %s", self.task_id, message, extra={"task_extra": extra}
         )
+
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        if self._notices is not None:
+            self._notices.report(progress, total, message)
+        await super().report_progress(progress, total, message)
+
+
+class Notices(Protocol):
+    """Where a durable call's leg puts what its caller is sent (`worker/_notices.LegNotices`)."""
+
+    def log(self, level: str, message: str, logger: str | None, extra: Mapping[str, Any] | None) -> None: ...
+
+    def report(self, progress: float, total: float | None, message: str | None) -> None: ...
 
 
 # --- progress: Docket's `current_execution`, the only place FastMCP reads it from ---
@@ -491,10 +509,10 @@ def _parameters(*names: str) -> Callable[[Any], str | None]:
 
 
 def _overridden_signature(function: Any) -> str | None:
-    """`Context.log` still takes what `TaskContext.log` takes, so ours still replaces it."""
+    """A `Context` method still takes what `TaskContext`'s override takes, so ours still replaces it."""
     theirs = list(inspect.signature(function).parameters)
-    ours = list(inspect.signature(TaskContext.log).parameters)
-    return None if theirs == ours else f"it now takes {theirs}, TaskContext.log takes {ours}"
+    ours = list(inspect.signature(getattr(TaskContext, function.__name__)).parameters)
+    return None if theirs == ours else f"it now takes {theirs}, TaskContext.{function.__name__} takes {ours}"
 
 
 def _answers_reach_the_tool(context_class: Any) -> str | None:
@@ -574,6 +592,12 @@ RELIANCES: tuple[Reliance, ...] = (
         "receive ctx.report_progress in a task",
         _PROGRESS,
         _reads("current_execution"),
+    ),
+    Reliance(
+        "fastmcp.server.context:Context.report_progress",
+        "relay ctx.report_progress of a durable call's leg to its caller (TaskContext.report_progress)",
+        "a durable call's progress no longer reaches its caller",
+        _overridden_signature,
     ),
     Reliance(
         "fastmcp.server.dependencies:Progress.__aenter__",

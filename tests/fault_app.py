@@ -79,6 +79,32 @@ def build_server(**extension_options: Any) -> FastMCP:
         return f"{key}: {ctx.input_responses['word'].content['value']}"
 
     @server.tool(task=True)
+    async def chatty(key: str, steps: int, ctx: Context) -> str:
+        """Log and report each step, then say it waits, until its caller has seen that (`<key>.seen`)."""
+        record("start", key)
+        for done in range(1, steps + 1):
+            await ctx.debug(f"{key} debug {done}")
+            await ctx.info(f"{key} step {done}")
+            await ctx.report_progress(done, steps, f"{key} {done}/{steps}")
+        await ctx.warning(f"{key} waits")
+        await _seen(key)
+        return f"{key} done"
+
+    @server.tool(task=True)
+    async def interview(key: str, ctx: Context) -> str | InputRequiredResult:
+        """Two rounds: a name and a colour, then whether the caller is sure; answers with what it was told."""
+        record("start", key, round=ctx.request_state)
+        answers = ctx.input_responses
+        if answers is None:
+            asks = {"name": _question(f"{key} name?"), "colour": _question(f"{key} colour?")}
+            return InputRequiredResult(result_type="input_required", input_requests=asks, request_state="round-2")
+        said = ",".join(f"{tool_key}={_said(answer)}" for tool_key, answer in sorted(answers.items()))
+        if ctx.request_state == "round-2":
+            asks = {"sure": _question(f"{key} sure?")}
+            return InputRequiredResult(result_type="input_required", input_requests=asks, request_state=said)
+        return f"{ctx.request_state};{said}"
+
+    @server.tool(task=True)
     async def square(n: int, work: float = 0.1) -> int:
         """n squared, after `work` seconds."""
         record("start", str(n))
@@ -117,6 +143,25 @@ def build_server(**extension_options: Any) -> FastMCP:
 
 
 DEADLINE_FOR_RETRIES = 30
+
+
+def _question(text: str) -> ElicitRequest:
+    schema = {"type": "object", "properties": {"value": {"type": "string"}}}
+    return ElicitRequest(method="elicitation/create", params={"mode": "form", "message": text, "requestedSchema": schema})
+
+
+def _said(answer: Any) -> str:
+    return answer.content["value"] if answer.action == "accept" else answer.action
+
+
+async def _seen(key: str) -> None:
+    """Wait until the caller has written `<key>.seen` beside the attempt log (at once when there is none)."""
+    log_dir = os.environ.get("FAULT_LOG_DIR")
+    deadline = time.monotonic() + DEADLINE_FOR_RETRIES
+    while log_dir and not (Path(log_dir) / f"{key}.seen").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the caller never saw {key!r} wait")
+        await asyncio.sleep(0.05)
 
 
 def _first_run(key: str) -> bool:

@@ -92,14 +92,22 @@ class Processes:
         return self._start(command + ["--concurrency", str(concurrency)], env or {}, "worker")
 
     def http_server(
-        self, address: str, task_queue: str, port: int, release: Path | None = None
+        self,
+        address: str,
+        task_queue: str,
+        port: int,
+        release: Path | None = None,
+        *,
+        env: dict[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
-        """An HTTP server with an embedded worker; `release` runs an unpacked earlier release's code."""
+        """An HTTP server with an embedded worker, with `env` added; `release` runs an unpacked earlier
+        release's code."""
         env = {
             "FASTMCP_TEMPORAL_ADDRESS": address,
             "FASTMCP_TEMPORAL_TASK_QUEUE": task_queue,
             "PORT": str(port),
             **({"PYTHONPATH": str(release)} if release else {}),
+            **(env or {}),
         }
         return self._start([sys.executable, str(APP)], env, "server")
 

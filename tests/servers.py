@@ -57,12 +57,13 @@ def verifier(extra: dict[str, dict[str, Any]] | None = None) -> StaticTokenVerif
 
 
 @asynccontextmanager
-async def serving_http(server: FastMCP) -> AsyncIterator[str]:
-    """Serve `server` over streamable HTTP on a free loopback port; stop it gracefully."""
+async def serving_http(server: FastMCP, **app_options: Any) -> AsyncIterator[str]:
+    """Serve `server` (its `http_app(**app_options)`) over streamable HTTP on a free loopback port; stop it
+    gracefully."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # asyncio sets TCP_NODELAY only then
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    web = uvicorn.Server(uvicorn.Config(server.http_app(), log_level="warning", lifespan="on"))
+    web = uvicorn.Server(uvicorn.Config(server.http_app(**app_options), log_level="warning", lifespan="on"))
     serving = asyncio.create_task(web.serve(sockets=[sock]))
     try:
         with anyio.fail_after(DEADLINE):

@@ -51,6 +51,13 @@ class ToolCall:
     """The most bytes a leg's outcome may encode to; a larger one ends the task with an error."""
     outcome_stored: bool = False
     """Whether outcomes over the threshold go to a payload store (for the error's advice)."""
+    relay_logs: bool = False
+    """A durable synchronous call: the body's `ctx.log` messages are relayed to the waiting caller."""
+    relay_progress: bool = False
+    """The waiting caller sent a `progressToken`: the body's `ctx.report_progress` is relayed to it."""
+    relay_asks: bool = False
+    """The waiting caller's connection carries server-to-client requests: an ask parks the workflow,
+    as a task's does, and the server relays it to the caller, instead of ending the run."""
 
 
 @dataclass
@@ -107,6 +114,8 @@ class LegOutcome:
     error: dict[str, Any] | None = None
     input_requests: dict[str, dict[str, Any]] | None = None
     request_state: str | None = None
+    notices: dict[str, Any] | None = None
+    """A durable call's leg: its latest relayed notices, which its last heartbeat may not have carried."""
 
 
 @dataclass

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastmcp.exceptions import ValidationError
 from mcp.shared.exceptions import MCPError
@@ -75,6 +75,7 @@ class StartedWorkflow:
     task_id: str
     created_at: str
     poll_interval_ms: int
+    input_bytes: int = 0
 
 
 async def start_task(
@@ -93,9 +94,16 @@ async def start_task(
 
 
 async def start_tool_workflow(
-    backend: Backend, tool: Tool, arguments: dict[str, Any] | None, context: Context, *, kind: WorkflowKind
+    backend: Backend,
+    tool: Tool,
+    arguments: dict[str, Any] | None,
+    context: Context,
+    *,
+    kind: WorkflowKind,
+    relay: Relayed | None = None,
 ) -> StartedWorkflow:
-    """Validate the call and start its workflow: a task's, or a synchronous call's (`kind="call"`)."""
+    """Validate the call and start its workflow: a task's, or a synchronous call's (`kind="call"`),
+    whose leg collects what `relay` says its server relays to the caller."""
     component = await task_component(context.fastmcp, tool)
     raw_arguments = dict(arguments or {})
     _fastmcp_private.validate_call(component, raw_arguments, strict=context.fastmcp.strict_input_validation)
@@ -114,6 +122,9 @@ async def start_tool_workflow(
         synchronous=kind == "call",
         outcome_limit=backend.payload_limits.limit,
         outcome_stored=backend.payload_limits.stored,
+        relay_logs=relay is not None,
+        relay_progress=relay is not None and relay.progress,
+        relay_asks=relay is not None and relay.asks,
     )
     task = TaskInput(
         call=call,
@@ -158,7 +169,17 @@ async def start_tool_workflow(
             encrypted=backend.client.data_converter.payload_codec is not None,
         ),
     )
-    return StartedWorkflow(handle, task_id, created_at, poll_interval_ms)
+    return StartedWorkflow(handle, task_id, created_at, poll_interval_ms, input_bytes)
+
+
+class Relayed(Protocol):
+    """What a synchronous call's server relays to its caller besides log messages (`_relay.CallerChannel`)."""
+
+    @property
+    def progress(self) -> bool: ...
+
+    @property
+    def asks(self) -> bool: ...
 
 
 async def task_component(server: FastMCP, tool: Tool) -> Tool:

@@ -77,7 +77,6 @@ from temporalio.client import (
     WorkflowHandle,
 )
 from temporalio.client import WorkflowExecutionStatus as Status
-from temporalio.common import RawValue
 from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal._fastmcp_private import CancelTaskResult, GetTaskResult, TaskStatus, UpdateTaskResult
@@ -560,39 +559,20 @@ class TaskMethods:
         task = await self._find(task_id)  # not a remembered close: a new run may be asking
         outstanding = self._unanswered(task)
         answers = {
-            key: _validated_answer(key, outstanding[key], raw)
+            key: validated_answer(key, outstanding[key], raw)
             for key, raw in responses.items()
             if key in outstanding
         }
         if answers:
-            converted = await self._keepable_answers(task, answers)
-            try:
-                await task.handle.signal(SUBMIT_INPUT_SIGNAL, converted)
-            except RPCError as exc:
-                if exc.status != RPCStatusCode.NOT_FOUND:
-                    raise
+            applied_bytes = await encoded_size_of(self._backend.client.data_converter, _answered_bytes(task))
+            carried = int(task.memo.get("inputBytes") or 0) + applied_bytes
+            if not await submit_answers(self._backend, task.handle, answers, carried):
                 return UpdateTaskResult()  # closed meanwhile: nothing is waiting for answers
             self._remember_answered(task_id, answers)
             self._reads.pop(task.handle.id, None)
             self._forget(task_id)
             await self._wait_until_applied(task, set(answers))
         return UpdateTaskResult()
-
-    async def _keepable_answers(self, task: _Task, answers: dict[str, Any]) -> RawValue:
-        """The answers' signal input, converted once; refused before anything is signalled
-        when the next leg could not carry them.
-
-        The next leg's input holds the task's arguments and every answer of this round,
-        so it is measured whole, against the limit that will apply to it (Temporal's
-        payload limit, or the store's); the workflow checks it again before the leg.
-        """
-        converter = self._backend.client.data_converter
-        value, size = await converted(converter, InputAnswers(answers))
-        size += int(task.memo.get("inputBytes") or 0) + await encoded_size_of(converter, _answered_bytes(task))
-        what = "The next leg's input (the task's arguments with this round's answers)"
-        if refusal := self._backend.payload_limits.refusal(what, size):
-            raise MCPError(code=mcp_types.INVALID_PARAMS, message=refusal)
-        return value
 
     async def cancel(self, task_id: str) -> CancelTaskResult:
         task = await self._find(task_id, shared=True)  # not a remembered close: a new run may be running
@@ -812,14 +792,43 @@ def _expired(description: WorkflowExecutionDescription, memo: dict[str, Any]) ->
     return _expires_at(description, memo) < datetime.now(timezone.utc)
 
 
-def _validated_answer(key: str, request: dict[str, Any], raw: Any) -> dict[str, Any]:
+def validated_answer(key: str, request: dict[str, Any], raw: Any) -> dict[str, Any]:
+    """An answer to the outstanding request `key`, encoded as a leg reads it; -32602 when invalid."""
     try:
         return encode_answer(request, raw)
     except ValidationError as exc:
-        raise MCPError(
-            code=mcp_types.INVALID_PARAMS,
-            message=f"Invalid answer for input request {key!r} ({request.get('method')}): {exc}",
-        ) from None
+        raise invalid_answer(key, request, exc) from None
+
+
+def invalid_answer(key: str, request: dict[str, Any], exc: ValidationError) -> MCPError:
+    return MCPError(
+        code=mcp_types.INVALID_PARAMS,
+        message=f"Invalid answer for input request {key!r} ({request.get('method')}): {exc}",
+    )
+
+
+async def submit_answers(
+    backend: Backend, handle: WorkflowHandle[Any, Any], answers: dict[str, Any], carried_bytes: int
+) -> bool:
+    """Signal validated answers to a parked workflow (`submit_input`); False when it has closed.
+
+    Refused (-32602) before anything is signalled when the next leg could not carry them: its
+    input holds the arguments and every answer of this round (`carried_bytes` of them already
+    applied or sent with the arguments), so it is measured whole, against the limit that will
+    apply to it (Temporal's payload limit, or the store's); the workflow checks it again
+    before the leg.
+    """
+    value, size = await converted(backend.client.data_converter, InputAnswers(answers))
+    what = "The next leg's input (the task's arguments with this round's answers)"
+    if refusal := backend.payload_limits.refusal(what, size + carried_bytes):
+        raise MCPError(code=mcp_types.INVALID_PARAMS, message=refusal)
+    try:
+        await handle.signal(SUBMIT_INPUT_SIGNAL, value)
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+        return False
+    return True
 
 
 def _outcome_state(outcome: TaskOutcome) -> tuple[TaskStatus, dict[str, Any]] | None:

@@ -6,8 +6,10 @@ workflow, policy, caller snapshot and scope), under an `mcp-call/<scope>/<id>`
 workflow id with memo `kind: call`. The server long-polls the workflow's result and
 answers with the result an inline call would have sent. A caller that withdraws the
 request cancels the workflow; a server that dies leaves it to finish on its own.
-A tool's ask (`InputRequiredResult`) ends the run and goes back to the caller, as an
-inline call's does, and the caller's next call carries the answers.
+While it waits, the server relays the body's log messages, progress and questions to
+the caller (`_relay.py`). On a 2026-07-28 connection a tool's ask (`InputRequiredResult`)
+ends the run and goes back to the caller, as an inline call's does, and the caller's
+next call carries the answers.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.server._backend import Backend
 from fastmcp_temporal.server._creation import start_tool_workflow, task_component
+from fastmcp_temporal.server._relay import AskNotCarried, CallerChannel, Relay
 from fastmcp_temporal.workflows.models import TaskOutcome
 
 if TYPE_CHECKING:
@@ -49,24 +52,32 @@ async def call_through_workflow(
     backend: Backend, tool: Tool, arguments: dict[str, Any] | None, context: Context
 ) -> ToolResult:
     """Run the call as a workflow and answer as the inline call would."""
+    channel = CallerChannel.of(context)
     # Shielded: a request withdrawn while Temporal starts the workflow gets the workflow
     # cancelled in `_outcome`, instead of the start being abandoned with the workflow running.
     with anyio.CancelScope(shield=True):
-        started = await start_tool_workflow(backend, tool, arguments, context, kind="call")
-    return _answer(await _outcome(started.handle, cancel_requested(context)))
+        started = await start_tool_workflow(backend, tool, arguments, context, kind="call", relay=channel)
+    relay = Relay(backend, context, channel, started.input_bytes)
+    try:
+        return _answer(await _outcome(started.handle, cancel_requested(context), relay))
+    except AskNotCarried as refused:
+        return InputRequiredToolResult(refused.ask)  # FastMCP refuses it as it refuses an inline ask
 
 
-async def _outcome(handle: WorkflowHandle[Any, TaskOutcome], withdrawn: anyio.Event | None) -> TaskOutcome:
-    """The workflow's result (a long poll); a withdrawn request cancels the workflow.
+async def _outcome(
+    handle: WorkflowHandle[Any, TaskOutcome], withdrawn: anyio.Event | None, relay: Relay
+) -> TaskOutcome:
+    """The workflow's result, relayed as it goes; a withdrawn request cancels the workflow.
 
     mcp applies a caller's `notifications/cancelled` by cancelling the request (seen here as
     cancellation) or, on a connection that only signals it, by setting `withdrawn`: the
-    workflow is cancelled either way, and its cancelled result then ends the call.
+    workflow is cancelled either way, and its cancelled result then ends the call. So is
+    an ask the caller cannot answer, or answered with an error.
     """
     watch = asyncio.create_task(_cancel_when_set(withdrawn, handle)) if withdrawn is not None else None
     try:
-        return await handle.result()
-    except anyio.get_cancelled_exc_class():
+        return await relay.follow(handle)
+    except (anyio.get_cancelled_exc_class(), MCPError, AskNotCarried):
         await _cancel(handle)
         raise
     except WorkflowFailureError as exc:

@@ -7,6 +7,10 @@ cancels, then every `interval`, kept safely below the heartbeat timeout. The fir
 beat comes one interval in, so a leg that ends sooner costs no heartbeat at all. The ticker
 is the leg's only heartbeat source, so this cadence is what Temporal records.
 
+A durable call's leg that relays notices to its caller (`_notices`) also beats within
+`NOTICE_DELAY` of a new notice once past its fast period, and only then: a tool that logs
+or reports progress costs at most two heartbeats a second, one that does not costs none more.
+
 The ticker also measures its own silences: a silence longer than the heartbeat
 timeout means the tool blocked the event loop, Temporal gave up on the attempt, and
 the leg must deliver its outcome another way (see `activities/tool_leg.py`).
@@ -30,6 +34,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("fastmcp_temporal")
 
 FAST_INTERVAL = timedelta(milliseconds=200)
+# A new notice of a durable call reaches Temporal this soon after the previous heartbeat.
+NOTICE_DELAY = timedelta(milliseconds=500)
 # A heartbeat must reach Temporal before the timeout despite event-loop lag.
 _TIMEOUT_SHARE = 0.9
 _TIMEOUT_MARGIN = timedelta(milliseconds=500)
@@ -107,12 +113,26 @@ class Ticker:
         while True:
             pause = self._cadence.seconds_until_next(self._last_beat - self._started, self._timeout)
             self._due = self._last_beat + pause
-            await asyncio.sleep(pause)
+            await self._pause(pause)
             if activity.is_cancelled():
                 return
             self.observe()
             activity.heartbeat(self._progress.details())
             self._last_beat = self._loop.time()
+
+    async def _pause(self, pause: float) -> None:
+        """Wait `pause`, or less when a notice to relay comes: then beat `NOTICE_DELAY` after the last beat."""
+        notices = self._progress.notices
+        if notices is None or pause <= NOTICE_DELAY.total_seconds():
+            await asyncio.sleep(pause)
+            return
+        notices.changed.clear()
+        try:
+            await asyncio.wait_for(notices.changed.wait(), pause)
+        except asyncio.TimeoutError:
+            return
+        soonest = self._last_beat + NOTICE_DELAY.total_seconds()
+        await asyncio.sleep(max(0.0, min(soonest, self._due) - self._loop.time()))
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Ticker]:

@@ -5,6 +5,7 @@ two process-global hooks. While an activity runs a leg, `running_leg` holds that
 leg's identity; the hooks read it and fall back to whatever was installed before
 (another tasks backend in the same process) outside our activities. The hooks are
 refcounted so one server's shutdown never strands a sibling server's legs.
+A durable call's leg gives its `Context` the notices its caller is relayed (`_notices`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from fastmcp_temporal._fastmcp_private import TaskContext
 if TYPE_CHECKING:
     from fastmcp import FastMCP
 
+    from fastmcp_temporal.worker._notices import LegNotices
+
 
 @dataclass(frozen=True)
 class RunningLeg:
@@ -36,6 +39,7 @@ class RunningLeg:
     client_extensions: frozenset[str]
     input_responses: Any
     request_state: str | None
+    notices: LegNotices | None = None
 
 
 running_leg: ContextVar[RunningLeg | None] = ContextVar("fastmcp_temporal_leg", default=None)
@@ -61,6 +65,7 @@ async def _make_leg_context() -> Context | None:
         origin_request_id=leg.origin_request_id,
     )
     ctx._client_extensions = leg.client_extensions
+    ctx._notices = leg.notices
     await ctx.__aenter__()
     _fastmcp_private.set_pending_input(ctx, leg.input_responses, leg.request_state)
     return ctx

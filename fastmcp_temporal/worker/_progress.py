@@ -6,6 +6,7 @@ there is no other hook. While a leg runs that ContextVar holds a stand-in
 (`_fastmcp_private.docket_progress`) whose progress lands in `LegProgress`. The
 activity heartbeats it to Temporal, where `tasks/get` reads it as `statusMessage`,
 operators see it in the UI, and a retried attempt reads the last checkpoint back.
+A durable call's leg also heartbeats the notices it relays to its caller (`_notices`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastmcp_temporal import _fastmcp_private
+from fastmcp_temporal.worker._notices import LegNotices
 
 
 @dataclass
@@ -27,6 +29,7 @@ class LegProgress:
     total: int = 1
     message: str | None = None
     checkpoint: Any = None
+    notices: LegNotices | None = None
 
     async def set_total(self, total: int) -> None:
         self.total = total
@@ -44,12 +47,15 @@ class LegProgress:
         return cls(message=previous.get("statusMessage"), checkpoint=previous.get("checkpoint"))
 
     def details(self) -> dict[str, Any]:
-        return {
+        details = {
             "statusMessage": self.message,
             "current": self.current,
             "total": self.total,
             "checkpoint": self.checkpoint,
         }
+        if self.notices is not None:
+            details["notices"] = self.notices.window()
+        return details
 
 
 current_progress: ContextVar[LegProgress | None] = ContextVar("fastmcp_temporal_progress", default=None)

@@ -1,0 +1,235 @@
+"""What a durable synchronous call relays to its caller while it waits.
+
+The server that holds a `tools/call` open for a workflow (`_sync_calls.py`) follows the
+call's history (one long poll of every event, as `handle.result()` polls for the close)
+and gives the caller what the same tool gives inline:
+
+- **Log messages and progress.** The leg puts the body's `ctx.log` messages and, when the
+  caller sent a `progressToken`, its `ctx.report_progress` reports in its heartbeat details
+  (`worker/_notices.py`). While a leg runs, the server describes the workflow every
+  `DESCRIBE_EVERY` (1 s) and sends what is new through the request's own `Context`, so a
+  message honours the session's `logging/setLevel` as an inline one does; the leg's
+  outcome (its `ActivityTaskCompleted` event) carries what its last heartbeat may have
+  missed, relayed before the call answers. Notices come in order, each once; what a
+  heartbeat window could not hold between two reads is counted in one warning.
+- **Questions.** On a handshake-era connection that carries server-to-client requests (a
+  stateful session whose client declared elicitation, sampling or roots), a tool's ask
+  parks the workflow as a task's does. The server sees the park (the memo upsert event),
+  sends each request to the caller on the open call, and delivers the answers as the one
+  `submit_input` signal `tasks/update` sends (`_handlers.submit_answers`). An ask the
+  connection cannot carry gets the inline call's refusal, an invalid answer the -32602
+  `tasks/update` gives, a client's error is the call's error; each cancels the workflow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import suppress
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import mcp_types
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import WorkflowHandle
+
+from fastmcp_temporal._fastmcp_private import result_type_for_method
+from fastmcp_temporal.server._backend import Backend
+from fastmcp_temporal.server._handlers import invalid_answer, submit_answers, validated_answer
+from fastmcp_temporal.workflows.models import LegOutcome, TaskOutcome
+
+if TYPE_CHECKING:
+    from fastmcp.server.context import Context
+    from mcp.server.session import ServerSession
+
+logger = logging.getLogger("fastmcp_temporal")
+
+DESCRIBE_EVERY = timedelta(seconds=1)
+# The client capability each kind of ask needs, by its method.
+_CAPABILITY_OF = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
+_LEG_ENDS = frozenset(
+    {
+        EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED,
+        EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED,
+        EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT,
+        EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED,
+    }
+)
+
+
+class AskNotCarried(Exception):
+    """The tool asked something this connection cannot carry: the call answers as inline."""
+
+    def __init__(self, ask: mcp_types.InputRequiredResult) -> None:
+        super().__init__("the connection cannot carry the tool's ask")
+        self.ask = ask
+
+
+@dataclass(frozen=True)
+class CallerChannel:
+    """What the caller's connection can be sent while the call waits."""
+
+    progress: bool
+    """The request carries a `progressToken`."""
+    asks: bool
+    """Server-to-client requests reach the caller (a stateful handshake-era session with the capability)."""
+
+    @classmethod
+    def of(cls, context: Context) -> CallerChannel:
+        request = context.request_context
+        if request is None:
+            return cls(progress=False, asks=False)
+        progress = (request.meta or {}).get("progressToken") is not None
+        return cls(progress=progress, asks=_carries_asks(request.session, request.protocol_version))
+
+
+def _carries_asks(session: ServerSession, protocol_version: str) -> bool:
+    """A 2026-07-28 caller answers an ask by calling again (SEP-2322); an earlier one needs a back-channel."""
+    if protocol_version in MODERN_PROTOCOL_VERSIONS or not session.can_send_request:
+        return False
+    capabilities = session.client_capabilities
+    return capabilities is not None and any(getattr(capabilities, name) for name in _CAPABILITY_OF.values())
+
+
+@dataclass
+class Relay:
+    """Follows one call's workflow for its caller: notices as they come, asks as they park it."""
+
+    backend: Backend
+    context: Context
+    channel: CallerChannel
+    input_bytes: int
+    _relayed: dict[str, int] = field(default_factory=dict)  # the last notice relayed, per stream
+    _sending: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def follow(self, handle: WorkflowHandle[Any, TaskOutcome]) -> TaskOutcome:
+        """Relay until the workflow closes (through any continue-as-new); then its outcome."""
+        client = self.backend.client
+        run = client.get_workflow_handle(handle.id, run_id=handle.result_run_id)
+        while True:
+            closed = await self._follow_run(run)
+            if closed is None or not closed.HasField("workflow_execution_continued_as_new_event_attributes"):
+                return await handle.result()
+            new_run = closed.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+            run = client.get_workflow_handle(handle.id, run_id=new_run)
+
+    async def _follow_run(self, run: WorkflowHandle[Any, Any]) -> HistoryEvent | None:
+        """Relay one run's events; its close event."""
+        leg: asyncio.Task[None] | None = None
+        last: HistoryEvent | None = None
+        try:
+            async for event in run.fetch_history_events(wait_new_event=True, skip_archival=True):
+                last = event
+                if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                    leg = asyncio.create_task(self._watch_leg(run))
+                elif event.event_type in _LEG_ENDS:
+                    await _stop(leg)
+                    leg = None
+                    if event.HasField("activity_task_completed_event_attributes"):
+                        await self._relay_outcome(event)
+                elif event.HasField("workflow_properties_modified_event_attributes"):
+                    await self._relay_ask(run, event)
+        finally:
+            await _stop(leg)
+        return last
+
+    # --- notices -------------------------------------------------------------------------
+
+    async def _watch_leg(self, run: WorkflowHandle[Any, Any]) -> None:
+        """While the leg runs, relay what its heartbeats carry, read every `DESCRIBE_EVERY`."""
+        converter = self.backend.client.data_converter
+        while True:
+            await asyncio.sleep(DESCRIBE_EVERY.total_seconds())
+            try:
+                description = await run.describe()
+                for pending in description.raw_description.pending_activities:
+                    if pending.heartbeat_details.payloads:
+                        (details,) = await converter.decode(pending.heartbeat_details.payloads)
+                        if isinstance(details, dict):
+                            await self._relay_notices(details.get("notices"))
+            except Exception as exc:  # a read that failed: the next one, or the outcome, relays it
+                logger.debug("Could not read the progress of call %s: %s", run.id, exc)
+
+    async def _relay_outcome(self, event: HistoryEvent) -> None:
+        """The notices the finished leg's last heartbeat may have missed."""
+        payloads = event.activity_task_completed_event_attributes.result.payloads
+        try:
+            (outcome,) = await self.backend.client.data_converter.decode(payloads, [LegOutcome])
+        except Exception as exc:  # unreadable here (its store is away): its late notices are lost
+            logger.warning("Could not read the leg outcome of a durable call for its notices: %s", exc)
+            return
+        if isinstance(outcome, LegOutcome):
+            await self._relay_notices(outcome.notices)
+
+    async def _relay_notices(self, window: Any) -> None:
+        """Send the notices of `window` not sent yet, in order (`worker/_notices.LegNotices.window`)."""
+        if not isinstance(window, dict) or not isinstance(window.get("notices"), list):
+            return
+        stream = str(window.get("stream"))
+        async with self._sending:
+            last = self._relayed.get(stream, 0)
+            fresh = [notice for notice in window["notices"] if notice[0] > last]
+            if not fresh:
+                return
+            if (missed := fresh[0][0] - last - 1) > 0:
+                await self.context.log(
+                    f"{missed} log message(s) or progress report(s) of the tool were not relayed: it sent more "
+                    "than a durable call relays between two reads (see the docs' Durable synchronous calls)",
+                    "warning",
+                    "fastmcp_temporal",
+                )
+            for seq, kind, data in fresh:
+                self._relayed[stream] = seq
+                await self._send(kind, data)
+
+    async def _send(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "log":
+            await self.context.log(data["message"], data["level"], data.get("logger"), data.get("extra"))
+        elif kind == "progress" and self.channel.progress:
+            await self.context.report_progress(data["progress"], data.get("total"), data.get("message"))
+
+    # --- questions -------------------------------------------------------------------------
+
+    async def _relay_ask(self, run: WorkflowHandle[Any, Any], event: HistoryEvent) -> None:
+        """A park (the memo's `inputRequests` set): ask the caller, signal the answers."""
+        fields = event.workflow_properties_modified_event_attributes.upserted_memo.fields
+        if "inputRequests" not in fields:
+            return
+        (requests,) = await self.backend.client.data_converter.decode([fields["inputRequests"]])
+        if not requests:
+            return  # the round was answered: the next leg runs
+        answers = {key: await self._ask(key, request, requests) for key, request in requests.items()}
+        await submit_answers(self.backend, run, answers, self.input_bytes)  # False: closed meanwhile
+
+    async def _ask(self, key: str, request: dict[str, Any], requests: dict[str, Any]) -> dict[str, Any]:
+        """Send one request to the caller on the open call; its answer, validated as `tasks/update` does."""
+        session = self.context.session
+        capabilities = session.client_capabilities
+        needed_method = str(request.get("method"))
+        needed = _CAPABILITY_OF.get(needed_method)
+        if needed is None or capabilities is None or not getattr(capabilities, needed):
+            raise AskNotCarried(_ask_of(requests))
+        assert self.context.request_context is not None
+        metadata = ServerMessageMetadata(related_request_id=self.context.request_context.request_id)
+        outgoing = mcp_types.server_request_adapter.validate_python(request)
+        try:
+            answer = await session.send_request(outgoing, result_type_for_method(needed_method), metadata=metadata)
+        except ValidationError as exc:
+            raise invalid_answer(key, request, exc) from None
+        return validated_answer(key, request, answer.model_dump(by_alias=True, mode="json", exclude_none=True))
+
+
+def _ask_of(requests: dict[str, Any]) -> mcp_types.InputRequiredResult:
+    return mcp_types.InputRequiredResult.model_validate({"resultType": "input_required", "inputRequests": requests})
+
+
+async def _stop(task: asyncio.Task[None] | None) -> None:
+    if task is not None:
+        task.cancel()
+        with suppress(asyncio.CancelledError):
+            await task
