@@ -51,6 +51,7 @@ from fastmcp.utilities.exceptions import get_http_status_code, is_timeout_error
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from temporalio import activity
+from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError
@@ -192,16 +193,28 @@ class ToolLegActivities:
         return outcome
 
     async def _input(self, leg: RawValue, progress: LegProgress | None) -> LegInput | UnreadablePayload:
-        """The leg's input as Temporal delivered it, or read from the store, heartbeating `progress`
-        (none for a local attempt) and waiting while the store is away."""
-        reference = StoredLegInput.of(leg.payload)
-        if reference is None:
-            return activity.payload_converter().from_payload(leg.payload, LegInput)
-        fetch = partial(fetch_leg_input, activity.client().data_converter, reference, LegInput)
+        """The leg's input as Temporal delivered it, or read from the store first."""
+        payload = leg.payload
+        if (reference := StoredLegInput.of(payload)) is not None:
+            payload = await self._fetched(reference, progress)
+        return activity.payload_converter().from_payload(payload, LegInput)
+
+    async def _fetched(self, reference: StoredLegInput, progress: LegProgress | None) -> Payload:
+        """The stored input, decoded by the codec; read heartbeating `progress` (none for a local
+        attempt), and waiting while the store is away."""
+        converter = activity.client().data_converter
+        fetch = partial(fetch_leg_input, converter, reference)
         if progress is None:
-            return await until_store_answers(fetch, "reading its stored input")
-        async with Ticker("(reading its input)", progress, self._cadence).running():
-            return await until_store_answers(fetch, "reading its stored input")
+            payload = await until_store_answers(fetch, "reading its stored input")
+        else:
+            async with Ticker("(reading its input)", progress, self._cadence).running():
+                payload = await until_store_answers(fetch, "reading its stored input")
+            # Decoding a big input holds the loop, as Temporal's own decode did before the first beat.
+            activity.heartbeat(progress.details())
+        if converter.payload_codec is None:
+            return payload
+        (decoded,) = await converter.payload_codec.decode([payload])
+        return decoded
 
     async def _start(self, leg: LegInput, progress: LegProgress) -> _LegRun:
         """Start the body in its own asyncio task, so it outlives an attempt Temporal gave up on.

@@ -358,7 +358,7 @@ async def test_big_payloads_go_to_s3_encrypted(
 
     s3 = boto3.client("s3", endpoint_url=s3_endpoint)
     s3.create_bucket(Bucket="tasks")
-    # A leg fetches its input from the store before it starts heartbeating; moto is slow.
+    # Converting megabytes of arguments and results holds the loop for seconds on a busy test machine.
     extension = make_extension(
         payload_store="s3://tasks/mcp/payloads", encryption_key=KEY, heartbeat_timeout=timedelta(seconds=30)
     )

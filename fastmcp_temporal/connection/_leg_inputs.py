@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from temporalio import activity
 from temporalio.api.common.v1 import Payload
@@ -117,8 +116,9 @@ class TasksExternalStorage(ExternalStorage, WithSerializationContext):
         return dataclasses.replace(self, drivers=drivers)
 
 
-async def fetch_leg_input(converter: DataConverter, reference: StoredLegInput, input_type: type) -> Any:
-    """Read the leg's input from the store and decode it as `input_type`; raises while the store is away."""
+async def fetch_leg_input(converter: DataConverter, reference: StoredLegInput) -> Payload:
+    """Read the leg's input from the store, still encoded (a stand-in when the store lost it);
+    raises while the store is away."""
     storage = converter.external_storage
     driver = next((d for d in (storage.drivers if storage else ()) if d.name() == reference.driver), None)
     if not isinstance(driver, LegInputsByReference):
@@ -126,7 +126,4 @@ async def fetch_leg_input(converter: DataConverter, reference: StoredLegInput, i
             f"This worker has no payload store {reference.driver!r} to read the leg's input from; give every "
             "server and worker of the task queue the same FASTMCP_TEMPORAL_PAYLOAD_STORE."
         )
-    payload = await driver.fetch(reference)
-    if converter.payload_codec is not None:
-        (payload,) = await converter.payload_codec.decode([payload])
-    return converter.payload_converter.from_payload(payload, input_type)
+    return await driver.fetch(reference)
