@@ -138,7 +138,9 @@ def outage(request: pytest.FixtureRequest) -> Outage:
     return request.getfixturevalue(f"{request.param}_outage")
 
 
-def _server(extension: TemporalTasksExtension, runs: list[str], release: anyio.Event, outage: Outage) -> FastMCP:
+def _server(
+    extension: TemporalTasksExtension, runs: list[str], release: anyio.Event, outage: Outage
+) -> FastMCP:
     mcp = FastMCP("store-outage")
     mcp.add_extension(extension)
 
@@ -181,10 +183,13 @@ async def _outlast_the_retry_budget(client: Client, extension: TemporalTasksExte
     await anyio.sleep(budget + 3)  # the outage's length is the fault itself, not a wait for something
     assert (await tasks_get(client, task_id)).status == "working"
     leg = await _pending_leg(extension, task_id)
-    assert leg is not None and leg.attempt == 1 and leg.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+    assert leg is not None and leg.attempt == 1
+    assert leg.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
 
 
-async def test_a_leg_that_starts_during_a_store_outage_waits_for_its_input(make_extension, outage: Outage) -> None:
+async def test_a_leg_that_starts_during_a_store_outage_waits_for_its_input(
+    make_extension, outage: Outage
+) -> None:
     extension = make_extension(payload_store=outage.setting, max_concurrent_activities=1)
     runs: list[str] = []
     release = anyio.Event()
