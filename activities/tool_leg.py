@@ -19,12 +19,15 @@ in its own asyncio task, registered by leg: a later attempt on this worker joins
 instead of running it, and the abandoned attempt hands its outcome to the workflow
 by the `leg_outcome` signal, which the workflow takes once.
 
-Keeping the outcome (its size check, and storing a large one in the payload store) is
-a step of its own after the body: an attempt whose keep step failed (a store down for
-a moment) fails, and its retry keeps the same outcome again without running the body.
-A leg's registry entry goes when an attempt returns, when the leg is cancelled, and
-`_UNCOLLECTED_KEPT` after the last attempt that failed or was given up on, so no entry
-outlives its leg.
+A leg whose input was stored (arguments or answers of 256 KiB or more) gets a reference
+to it, and reads it while it heartbeats; keeping the outcome (its size check, and storing
+a large one in the payload store) is a step of its own after the body. Both wait for a
+store that is away, heartbeating, until it answers or the leg's deadline comes
+(`worker/_store_outage`): an outage spends no attempt and runs no body twice. An
+attempt whose keep step failed otherwise fails, and its retry keeps the same outcome
+again without running the body. A leg's registry entry goes when an attempt returns,
+when the leg is cancelled, and `_UNCOLLECTED_KEPT` after the last attempt that failed
+or was given up on, so no entry outlives its leg.
 
 A local attempt (`execution_policy(leg="local")`) runs inside the workflow task of the
 worker that scheduled it. It cannot heartbeat (its progress never reaches `tasks/get`,
@@ -40,6 +43,7 @@ import logging
 import weakref
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import mcp_types
@@ -50,6 +54,7 @@ from fastmcp.utilities.exceptions import get_http_status_code, is_timeout_error
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from temporalio import activity
+from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError
@@ -69,11 +74,13 @@ from fastmcp_temporal._wire import (
     input_required_json,
     serialize_requests,
 )
+from fastmcp_temporal.connection._leg_inputs import StoredLegInput, fetch_leg_input
 from fastmcp_temporal.connection._payloads import keepable
 from fastmcp_temporal.worker._heartbeat import HeartbeatCadence, Ticker
 from fastmcp_temporal.worker._leg_context import RunningLeg, leg_scope
 from fastmcp_temporal.worker._notices import LegNotices
 from fastmcp_temporal.worker._progress import LegProgress, progress_scope
+from fastmcp_temporal.worker._store_outage import until_store_answers
 from fastmcp_temporal.workflows.models import (
     LEG_OUTCOME_SIGNAL,
     RUN_TOOL_LEG,
@@ -81,6 +88,7 @@ from fastmcp_temporal.workflows.models import (
     LegInput,
     LegOutcome,
     ToolCall,
+    UnreadablePayload,
 )
 
 if TYPE_CHECKING:
@@ -109,17 +117,20 @@ class _LegRun:
     body: asyncio.Future[LegOutcome]
     progress: LegProgress
     cadence: HeartbeatCadence
+    leg: int
     kept: asyncio.Future[LegOutcome | RawValue] | None = None
     """The outcome as it will be kept: in flight or done, shared by the attempts until it fails."""
     expiry: asyncio.TimerHandle | None = None
     delivered_late: bool = False
 
     @classmethod
-    def settled(cls, tool: str, call: ToolCall, outcome: LegOutcome, cadence: HeartbeatCadence) -> _LegRun:
+    def settled(
+        cls, tool: str, leg: LegInput, outcome: LegOutcome, progress: LegProgress, cadence: HeartbeatCadence
+    ) -> _LegRun:
         """A leg whose outcome is known before any body runs."""
         body = asyncio.get_running_loop().create_future()
         body.set_result(outcome)
-        return cls(tool, call, body, LegProgress.resumed(_previous_attempt()), cadence)
+        return cls(tool, leg.call, body, progress, cadence, leg.leg)
 
     def keeping(self) -> asyncio.Future[LegOutcome | RawValue]:
         """The keep step of the body's outcome: the one in flight or done, or a new one after a failure."""
@@ -145,20 +156,29 @@ class ToolLegActivities:
         self._cadence = cadence or HeartbeatCadence()
 
     @activity.defn(name=RUN_TOOL_LEG)
-    async def run_tool_leg(self, leg: LegInput) -> LegOutcome | RawValue:
+    async def run_tool_leg(self, leg: RawValue) -> LegOutcome | RawValue | UnreadablePayload:
         """Run the leg's body once per process, however many attempts Temporal starts for it.
 
         An attempt first joins a body of its leg already running or finished here (Temporal
         retried it because the body blocked the event loop past the heartbeat timeout), and
         runs the body itself only when there is none. A local attempt runs the body in place.
+        `leg` is a `LegInput`, or the reference to one in the payload store; a stored input
+        the store lost is handed back, and the workflow ends the task with the reason.
         """
         info = activity.info()
+        progress = LegProgress.resumed(_previous_attempt())
         if info.is_local:
-            return await _outcome_in_place(await self._start(leg))
+            local_input = await self._input(leg, None)
+            if isinstance(local_input, UnreadablePayload):
+                return local_input
+            return await _outcome_in_place(await self._start(local_input, progress))
         key = (info.workflow_id, info.workflow_run_id, info.activity_id)
         run = _runs.get(key)
         if run is None:
-            run = _runs[key] = await self._start(leg)
+            leg_input = await self._input(leg, progress)
+            if isinstance(leg_input, UnreadablePayload):
+                return leg_input
+            run = _runs[key] = await self._start(leg_input, progress)
         else:
             logger.info("Attempt %d of a %r leg takes the outcome of its earlier attempt", info.attempt, run.tool)
             _disarm(run)
@@ -172,11 +192,35 @@ class ToolLegActivities:
             return outcome
         if not run.delivered_late:
             run.delivered_late = True
-            _deliver_late(leg.leg, outcome)
+            _deliver_late(run.leg, outcome)
         _expire(key, run)
         return outcome
 
-    async def _start(self, leg: LegInput) -> _LegRun:
+    async def _input(self, leg: RawValue, progress: LegProgress | None) -> LegInput | UnreadablePayload:
+        """The leg's input as Temporal delivered it, or read from the store first."""
+        payload = leg.payload
+        if (reference := StoredLegInput.of(payload)) is not None:
+            payload = await self._fetched(reference, progress)
+        return activity.payload_converter().from_payload(payload, LegInput)
+
+    async def _fetched(self, reference: StoredLegInput, progress: LegProgress | None) -> Payload:
+        """The stored input, decoded by the codec; read heartbeating `progress` (none for a local
+        attempt), and waiting while the store is away."""
+        converter = activity.client().data_converter
+        fetch = partial(fetch_leg_input, converter, reference)
+        if progress is None:
+            payload = await until_store_answers(fetch, "reading its stored input")
+        else:
+            async with Ticker("(reading its input)", progress, self._cadence).running():
+                payload = await until_store_answers(fetch, "reading its stored input")
+            # Decoding a big input holds the loop, as Temporal's own decode did before the first beat.
+            activity.heartbeat(progress.details())
+        if converter.payload_codec is None:
+            return payload
+        (decoded,) = await converter.payload_codec.decode([payload])
+        return decoded
+
+    async def _start(self, leg: LegInput, progress: LegProgress) -> _LegRun:
         """Start the body in its own asyncio task, so it outlives an attempt Temporal gave up on.
 
         A tool the server no longer has, or arguments it no longer accepts (it was
@@ -188,12 +232,11 @@ class ToolLegActivities:
             component = await _deployed_component(self._server, call.component_key)
         except (MCPError, SnapshotRestoreError) as exc:
             failed = LegOutcome(error=_protocol_error(exc))
-            return _LegRun.settled(call.component_key, call, failed, self._cadence)
+            return _LegRun.settled(call.component_key, leg, failed, progress, self._cadence)
         refusal = _refused_arguments(component, call.arguments, strict=self._server.strict_input_validation)
         if refusal is not None:
             refused = LegOutcome(result=error_result_json(refusal))
-            return _LegRun.settled(component.name, call, refused, self._cadence)
-        progress = LegProgress.resumed(_previous_attempt())
+            return _LegRun.settled(component.name, leg, refused, progress, self._cadence)
         if call.relay_logs or call.relay_progress:
             progress.notices = LegNotices(progress=call.relay_progress)
         owner = await _fastmcp_private.resolve_owning_server(snapshot) or self._server
@@ -208,7 +251,7 @@ class ToolLegActivities:
         )
         with leg_scope(running), progress_scope(call.task_id, progress):
             body = asyncio.create_task(_run_component(component, owner, call))
-        return _LegRun(component.name, call, body, progress, _tool_cadence(component, self._cadence))
+        return _LegRun(component.name, call, body, progress, _tool_cadence(component, self._cadence), leg.leg)
 
     async def _attend(self, run: _LegRun, key: _LegKey) -> tuple[LegOutcome | RawValue, bool]:
         """Heartbeat until the body's outcome; whether Temporal gave up on this attempt meanwhile.
@@ -363,14 +406,16 @@ def _tool_cadence(component: Tool, default: HeartbeatCadence) -> HeartbeatCadenc
 async def _kept_outcome(
     body: asyncio.Future[LegOutcome], call: ToolCall, notices: LegNotices | None
 ) -> LegOutcome | RawValue:
-    """The body's outcome as it will be kept: size-checked and stored while the leg still heartbeats.
+    """The body's outcome as it will be kept: size-checked and stored while the leg still heartbeats,
+    waiting for a store that is away.
 
     A durable call's outcome also carries the notices its last heartbeat may have missed.
     """
     outcome = await asyncio.shield(body)
     if notices is not None:
         outcome = replace(outcome, notices=notices.window())
-    return await keepable(outcome, call, activity.client().data_converter)
+    converter = activity.client().data_converter
+    return await until_store_answers(lambda: keepable(outcome, call, converter), "storing the tool's result")
 
 
 async def _run_component(component: Tool, owner: FastMCP, call: ToolCall) -> LegOutcome:

@@ -323,14 +323,12 @@ class _DownForFirstWrites(StorageDriver):
         return await self._folder.retrieve(context, claims)
 
 
-@pytest.mark.parametrize(
-    ("down_for", "ends"), [(2, "completed"), (3, "failed")], ids=["back-for-a-retry", "down-for-every-attempt"]
-)
-async def test_a_result_the_store_failed_to_take_is_stored_by_a_retry_without_running_the_tool_again(
-    make_extension, temporal_server: DevServer, tmp_path: Path, down_for: int, ends: str
+@pytest.mark.parametrize("down_for", [2, 5], ids=["back-for-a-retry", "down-past-every-attempt"])
+async def test_a_result_the_store_failed_to_take_is_stored_once_it_answers_without_running_the_tool_again(
+    make_extension, temporal_server: DevServer, tmp_path: Path, down_for: int
 ) -> None:
-    """The retries of the leg (3 attempts) store the result again; the tool runs once, and its
-    worker forgets the leg when the task ends either way."""
+    """The leg retries the write until the store takes it, even past the leg's 3 attempts; the
+    tool runs once, and its worker forgets the leg when the task ends."""
     folder, size = tmp_path / "payloads", 300 * 1024
     store = _DownForFirstWrites(folder, failures=down_for)
     storage = ExternalStorage(drivers=[store], payload_size_threshold=STORE_THRESHOLD)
@@ -343,11 +341,8 @@ async def test_a_result_the_store_failed_to_take_is_stored_by_a_retry_without_ru
         done = await task.wait(timeout=DEADLINE)
         await _none_running(extension)
 
-    assert done.status == ends, done.status_message
-    if ends == "completed":
-        assert done.result is not None and done.result["structuredContent"] == {"result": "r" * size}
-    else:
-        assert "the payload store is unreachable" in (done.status_message or "")
+    assert done.status == "completed", done.status_message
+    assert done.result is not None and done.result["structuredContent"] == {"result": "r" * size}
     assert runs == ["produce"]
     assert store.failures == 0
     assert [leg for leg in tool_leg._runs if leg[0] == workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id)] == []
@@ -363,7 +358,7 @@ async def test_big_payloads_go_to_s3_encrypted(
 
     s3 = boto3.client("s3", endpoint_url=s3_endpoint)
     s3.create_bucket(Bucket="tasks")
-    # A leg fetches its input from the store before it starts heartbeating; moto is slow.
+    # Converting megabytes of arguments and results holds the loop for seconds on a busy test machine.
     extension = make_extension(
         payload_store="s3://tasks/mcp/payloads", encryption_key=KEY, heartbeat_timeout=timedelta(seconds=30)
     )

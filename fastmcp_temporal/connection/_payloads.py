@@ -52,6 +52,7 @@ from temporalio.converter import (
 
 from fastmcp_temporal._wire import error_result_json
 from fastmcp_temporal.connection._codec import EncryptionCodec
+from fastmcp_temporal.connection._leg_inputs import LegInputsByReference, TasksExternalStorage
 from fastmcp_temporal.connection._unreadable import LostPayloadsAsUnreadable
 from fastmcp_temporal.workflows.models import WORKFLOW_NAME, LegOutcome, ToolCall
 
@@ -280,14 +281,16 @@ def _refuse_open_folder(folder: Path) -> None:
 
 
 class _PrefixedS3Client(S3StorageDriverClient):
-    """An aioboto3 S3 client opened per operation, under a key prefix.
+    """An aioboto3 S3 client opened per operation, under a key prefix, from one session.
 
     Opening per operation keeps the converter a plain value (no lifespan to close);
-    only payloads over the threshold pay for it.
+    only payloads over the threshold pay for it. The session is made once: a new one
+    loads S3's service model again, blocking the event loop for about half a second.
     """
 
     def __init__(self, prefix: str) -> None:
         self._prefix = prefix
+        self._session: Any = None
 
     def _key(self, key: str) -> str:
         return f"{self._prefix}/{key}" if self._prefix else key
@@ -296,7 +299,9 @@ class _PrefixedS3Client(S3StorageDriverClient):
     async def _s3(self) -> AsyncIterator[Any]:
         import aioboto3
 
-        async with aioboto3.Session().client("s3") as s3:
+        if self._session is None:
+            self._session = aioboto3.Session()
+        async with self._session.client("s3") as s3:
             yield s3
 
     async def _call(self, method: str, **kwargs: Any) -> Any:
@@ -431,7 +436,9 @@ def store_driver(
 
 
 def _storage(driver: StorageDriver) -> ExternalStorage:
-    return ExternalStorage(drivers=[LostPayloadsAsUnreadable(driver)], payload_size_threshold=STORE_THRESHOLD)
+    return TasksExternalStorage(
+        drivers=[LegInputsByReference(LostPayloadsAsUnreadable(driver))], payload_size_threshold=STORE_THRESHOLD
+    )
 
 
 def limits_of(converter: DataConverter, payload_limit: int, stored_payload_limit: int) -> PayloadLimits:
