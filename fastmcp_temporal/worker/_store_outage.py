@@ -28,8 +28,8 @@ T = TypeVar("T")
 STORE_UNREACHABLE = "PayloadStoreUnreachable"
 _FIRST_RETRY = 0.25
 _LONGEST_RETRY = 5.0
-# The leg gives up this long before its start_to_close_timeout, so its own error, not Temporal's
-# timeout, says why it ended.
+# The leg gives up this long (at most a fifth of the timeout) before its start_to_close_timeout, so
+# its own error, not Temporal's timeout, says why it ended.
 _DEADLINE_MARGIN = timedelta(seconds=2)
 _TRANSIENT_S3_CODES = frozenset(
     {"InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "Throttling", "ThrottlingException"}
@@ -46,7 +46,9 @@ async def until_store_answers(step: Callable[[], Awaitable[T]], doing: str) -> T
     started, pause, failures = loop.time(), _FIRST_RETRY, 0
     while True:
         try:
-            result = await asyncio.wait_for(step(), None if deadline is None else deadline - loop.time())
+            # A step that starts past the deadline (a body that used up its leg's time) still gets its try.
+            bound = deadline - loop.time() if deadline is not None and deadline > loop.time() else None
+            result = await asyncio.wait_for(step(), bound)
         except Exception as exc:  # a step cut short by the deadline raises TimeoutError, an OSError
             if not store_unreachable(exc):
                 raise
@@ -92,7 +94,7 @@ def _leg_deadline() -> float | None:
     info = activity.info()
     if info.start_to_close_timeout is None:
         return None
-    ends = info.started_time + info.start_to_close_timeout - _DEADLINE_MARGIN
+    ends = info.started_time + info.start_to_close_timeout - min(_DEADLINE_MARGIN, info.start_to_close_timeout / 5)
     return asyncio.get_running_loop().time() + (ends - datetime.now(timezone.utc)).total_seconds()
 
 
