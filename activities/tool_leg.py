@@ -78,6 +78,7 @@ from fastmcp_temporal.connection._leg_inputs import StoredLegInput, fetch_leg_in
 from fastmcp_temporal.connection._payloads import keepable
 from fastmcp_temporal.worker._heartbeat import HeartbeatCadence, Ticker
 from fastmcp_temporal.worker._leg_context import RunningLeg, leg_scope
+from fastmcp_temporal.worker._metrics import label_leg
 from fastmcp_temporal.worker._notices import LegNotices
 from fastmcp_temporal.worker._progress import LegProgress, progress_scope
 from fastmcp_temporal.worker._store_outage import until_store_answers
@@ -171,6 +172,7 @@ class ToolLegActivities:
             local_input = await self._input(leg, None)
             if isinstance(local_input, UnreadablePayload):
                 return local_input
+            label_leg(local_input.call.component_key)
             return await _outcome_in_place(await self._start(local_input, progress))
         key = (info.workflow_id, info.workflow_run_id, info.activity_id)
         run = _runs.get(key)
@@ -182,6 +184,7 @@ class ToolLegActivities:
         else:
             logger.info("Attempt %d of a %r leg takes the outcome of its earlier attempt", info.attempt, run.tool)
             _disarm(run)
+        label_leg(run.call.component_key)
         try:
             outcome, late = await self._attend(run, key)
         except Exception:

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from temporalio import activity, workflow
@@ -58,21 +60,40 @@ class TaskMetricsInterceptor(Interceptor):
         return _TaskMetrics
 
 
+@dataclass
+class _LegLabel:
+    tool: str = "unknown"
+
+
+# The leg's input reaches the activity undecoded (it may first be read from the store), so the
+# activity names its tool here once it has the input.
+_leg_label: ContextVar[_LegLabel | None] = ContextVar("fastmcp_temporal_leg_label", default=None)
+
+
+def label_leg(component_key: str) -> None:
+    """Name the tool of the leg this activity runs, for its metrics (`tool:crunch@1.0` → `crunch`)."""
+    if (label := _leg_label.get()) is not None:
+        label.tool = component_key.partition(":")[2].rpartition("@")[0] or component_key or "unknown"
+
+
 class _LegMetrics(ActivityInboundInterceptor):
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
         info = activity.info()
         if info.activity_type != RUN_TOOL_LEG:
             return await self.next.execute_activity(input)
-        meter = activity.metric_meter().with_additional_attributes({"tool": _tool_of_leg(input.args)})
-        if info.attempt > 1:
-            meter.create_counter("mcp_leg_retries", "Attempts of a tool leg after its first").add(1)
+        label = _LegLabel()
+        token = _leg_label.set(label)
         started, outcome = time.monotonic(), "raised"
         try:
             result = await self.next.execute_activity(input)
             outcome = "returned"
             return result
         finally:
+            _leg_label.reset(token)
             elapsed_ms = int((time.monotonic() - started) * 1000)
+            meter = activity.metric_meter().with_additional_attributes({"tool": label.tool})
+            if info.attempt > 1:
+                meter.create_counter("mcp_leg_retries", "Attempts of a tool leg after its first").add(1)
             meter.create_histogram("mcp_leg_duration", "Wall time of one tool leg attempt", "ms").record(
                 elapsed_ms, {"outcome": outcome}
             )
@@ -126,9 +147,3 @@ def _task_counter(name: str, description: str) -> Any:
 
 def _finished(status: str) -> None:
     _task_counter("mcp_tasks_finished", "MCP tasks that ended, by status").add(1, {"status": status})
-
-
-def _tool_of_leg(args: Any) -> str:
-    """The tool's name from its component key (`tool:crunch@1.0` → `crunch`)."""
-    key = str(getattr(getattr(args[0], "call", None), "component_key", "") or "")
-    return key.partition(":")[2].rpartition("@")[0] or key or "unknown"
