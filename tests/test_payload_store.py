@@ -33,6 +33,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.connection._payloads import FolderStorageDriver
+from fastmcp_temporal.connection._store_marker import MARKER_NAME
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from servers import server_with
@@ -91,7 +92,12 @@ class _FolderStore(_Store):
         self.url = f"file://{folder}"
 
     def names(self) -> set[str]:
-        return {str(path.relative_to(self.folder)) for path in self.folder.rglob("*") if path.is_file()}
+        """Every payload file: not the store's marker, which an age rule must spare (as the docs say)."""
+        return {
+            str(path.relative_to(self.folder))
+            for path in self.folder.rglob("*")
+            if path.is_file() and path.name != MARKER_NAME
+        }
 
     def age(self, names: set[str]) -> None:
         two_days_ago = time.time() - 2 * DAY
@@ -99,7 +105,7 @@ class _FolderStore(_Store):
             os.utime(self.folder / name, (two_days_ago, two_days_ago))
 
     def expire(self) -> None:
-        """`find FOLDER -type f -mtime +0 -delete`, the README's advice before per-task names."""
+        """`find FOLDER -type f -mtime +0 ! -name .fastmcp-temporal-store.json -delete`."""
         for name in self.names():
             if (self.folder / name).stat().st_mtime < time.time() - DAY:
                 (self.folder / name).unlink()
@@ -127,7 +133,12 @@ class _S3Store(_Store):
 
     def _listed(self) -> dict[str, object]:
         pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket="tasks")
-        return {item["Key"]: item["LastModified"] for page in pages for item in page.get("Contents", [])}
+        return {
+            item["Key"]: item["LastModified"]
+            for page in pages
+            for item in page.get("Contents", [])
+            if not item["Key"].endswith(MARKER_NAME)  # a lifecycle rule on the `wt/` prefix spares it
+        }
 
     def names(self) -> set[str]:
         return set(self._listed())
