@@ -2,11 +2,10 @@
 
 Most tests runs a task whose arguments, answer or result go to a real store (a folder,
 or a standalone moto S3 server), damages what the store holds for it (deletes,
-truncates or alters it, or takes the whole store away), and drives the task on over the
-MCP wire. The worker keeps
-no workflow in its cache, so every step replays the history and reads the store
-again, as after a worker restart. Each test ends by finding no RUNNING workflow on
-its queue, and counts the tool's real runs.
+truncates or alters it, or takes the whole store away), and drives the task on over
+the MCP wire. The worker keeps no workflow in its cache, so every step replays the
+history and reads the store again, as after a worker restart. Each test ends by
+finding no RUNNING workflow on its queue, and counts the tool's real runs.
 """
 
 from __future__ import annotations
