@@ -30,7 +30,7 @@ import shlex
 import stat
 import tempfile
 import weakref
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -474,17 +474,27 @@ class TaskS3StorageDriver(S3StorageDriver, MarkedStore):
         return f"v0/ns/{_s3_segment(namespace)}/{MARKER_NAME}"
 
     async def _read_marker(self, namespace: str) -> bytes | None:
-        return await self._objects.read(self._bucket_name, self._marker_key(namespace))
+        with self._failing_as_unreachable(namespace):
+            return await self._objects.read(self._bucket_name, self._marker_key(namespace))
 
     async def _create_marker(self, namespace: str, data: bytes) -> None:
-        await self._objects.create(self._bucket_name, self._marker_key(namespace), data)
+        with self._failing_as_unreachable(namespace):
+            await self._objects.create(self._bucket_name, self._marker_key(namespace), data)
 
     async def _holds_payloads(self, namespace: str) -> bool:
-        marker = self._marker_key(namespace)
-        ours = f"v0/ns/{_s3_segment(namespace)}/"
-        return await self._objects.any_under(
-            self._bucket_name, ours, marker
-        ) or await self._objects.any_under(self._bucket_name, "v0/d/", marker)
+        marker, bucket = self._marker_key(namespace), self._bucket_name
+        with self._failing_as_unreachable(namespace):
+            ours = await self._objects.any_under(bucket, f"v0/ns/{_s3_segment(namespace)}/", marker)
+            return ours or await self._objects.any_under(bucket, "v0/d/", marker)
+
+    @contextlib.contextmanager
+    def _failing_as_unreachable(self, namespace: str) -> Iterator[None]:
+        """An S3 error about the marker (no bucket, access denied) is the store failing: retried, reported."""
+        try:
+            yield
+        except Exception as exc:
+            location = self.marker_location(namespace)
+            raise ConnectionError(f"The S3 payload store failed at {location}: {exc}") from exc
 
     async def contents(self, namespace: str) -> StoreContents:
         """Each task's objects in `namespace`, and the shared objects earlier versions wrote."""
