@@ -146,14 +146,18 @@ class MarkedStore(ABC):
             await self._create_marker(namespace, created.to_bytes())
             found = await self.marker(namespace)  # another process's, if it was first
         if found is None or not found.names(identity):
-            raise self._away(namespace, found, "it cannot take this cluster's payloads")
+            raise self._away(namespace, found, reading=False)
         return found
 
     async def judge_missing(self, namespace: str | None, claim: Mapping[str, str]) -> None:
         """Return when the store that answered "missing" is the one `claim` was written to; else raise."""
         namespace = namespace or (self._identity.namespace if self._identity else None)
-        if namespace is None:
-            raise self._away("?", None, "this process cannot tell which namespace the payload belongs to")
+        if namespace is None:  # a claim of the flat layout, read by a process with no Temporal identity
+            raise StoreAwayError(
+                "A payload stored by an earlier release is missing, and this process cannot tell whether "
+                "the store is the one it was written to; read it through a server, worker or CLI of the "
+                "task queue."
+            )
         marker = await self.marker(namespace)
         claimed = claim.get(STORE_CLAIM_KEY)
         if marker is not None and claimed is not None and marker.store_id == claimed:
@@ -167,9 +171,10 @@ class MarkedStore(ABC):
             and marker.names(identity)
         ):
             return
-        raise self._away(namespace, marker, "a payload stored there is missing")
+        raise self._away(namespace, marker, reading=True)
 
-    def _away(self, namespace: str, marker: StoreMarker | None, what: str) -> StoreAwayError:
+    def _away(self, namespace: str, marker: StoreMarker | None, *, reading: bool) -> StoreAwayError:
+        """The error (logged once per process) for a store that is not the one it should be."""
         where = self.marker_location(namespace)
         if marker is None:
             state = f"has no marker ({where})"
@@ -177,10 +182,12 @@ class MarkedStore(ABC):
             state = f"belongs to {marker.owner()} ({where}), not to this process's {self._describe()}"
         else:
             state = f"is store {marker.store_id} ({where}), not the one this task's payloads were written to"
+        what = "a payload stored there is missing" if reading else "it takes no payload of this cluster's"
+        outcome = "The task waits, loses nothing, and goes on by itself" if reading else "Nothing was stored"
         message = (
             f"The payload store {state}, and {what}: it is not mounted, or not this cluster's store. "
-            "The task waits and loses nothing. Mount the store the task queue's servers and workers wrote "
-            "to, or point FASTMCP_TEMPORAL_PAYLOAD_STORE at it; the task goes on by itself once it is there."
+            f"{outcome}. Mount the store the task queue's servers and workers use, or point "
+            "FASTMCP_TEMPORAL_PAYLOAD_STORE at it."
         )
         if message not in self._logged:
             self._logged.add(message)
