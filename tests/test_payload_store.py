@@ -29,11 +29,18 @@ from mcp_types import InputRequiredResult
 from temporalio.api.common.v1 import Payload, WorkflowExecution
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
-from temporalio.converter import StorageDriverClaim, StorageDriverRetrieveContext
+from temporalio.converter import (
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+    StorageDriverWorkflowInfo,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.connection._payloads import FolderStorageDriver
+from fastmcp_temporal.connection._store_marker import MARKER_NAME, StoreAwayError, StoreIdentity
+from fastmcp_temporal.connection._unreadable import LostPayloadsAsUnreadable, UnreadablePayloadConverter
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from servers import server_with
@@ -93,7 +100,12 @@ class _FolderStore(_Store):
         self.url = f"file://{folder}"
 
     def names(self) -> set[str]:
-        return {str(path.relative_to(self.folder)) for path in self.folder.rglob("*") if path.is_file()}
+        """Every payload file: not the store's marker, which an age rule must spare (as the docs say)."""
+        return {
+            str(path.relative_to(self.folder))
+            for path in self.folder.rglob("*")
+            if path.is_file() and path.name != MARKER_NAME
+        }
 
     def age(self, names: set[str]) -> None:
         two_days_ago = time.time() - 2 * DAY
@@ -101,7 +113,7 @@ class _FolderStore(_Store):
             os.utime(self.folder / name, (two_days_ago, two_days_ago))
 
     def expire(self) -> None:
-        """`find FOLDER -type f -mtime +0 -delete`, the README's advice before per-task names."""
+        """`find FOLDER -type f -mtime +0 ! -name .fastmcp-temporal-store.json -delete`."""
         for name in self.names():
             if (self.folder / name).stat().st_mtime < time.time() - DAY:
                 (self.folder / name).unlink()
@@ -129,7 +141,12 @@ class _S3Store(_Store):
 
     def _listed(self) -> dict[str, object]:
         pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket="tasks")
-        return {item["Key"]: item["LastModified"] for page in pages for item in page.get("Contents", [])}
+        return {
+            item["Key"]: item["LastModified"]
+            for page in pages
+            for item in page.get("Contents", [])
+            if not item["Key"].endswith(MARKER_NAME)  # a lifecycle rule on the `wt/` prefix spares it
+        }
 
     def names(self) -> set[str]:
         return set(self._listed())
@@ -365,3 +382,60 @@ async def test_claims_of_the_flat_layout_stay_readable(tmp_path: Path) -> None:
     (folder / digest).write_bytes(payload.SerializeToString())
     claim = StorageDriverClaim(claim_data={"sha256": digest})
     assert await FolderStorageDriver(folder).retrieve(StorageDriverRetrieveContext(), [claim]) == [payload]
+
+
+def _task_context(workflow: str) -> StorageDriverStoreContext:
+    return StorageDriverStoreContext(
+        target=StorageDriverWorkflowInfo(namespace="default", id=workflow, type="McpTaskWorkflow")
+    )
+
+
+@pytest.mark.parametrize("held", [True, False], ids=["store of the earlier release", "empty mount point"])
+async def test_a_claim_written_before_markers_is_lost_only_in_the_store_that_held_earlier_payloads(
+    tmp_path: Path, held: bool
+) -> None:
+    """A task in flight across the upgrade holds claims that name no store.
+
+    Its payload missing from the store earlier releases wrote to (it holds other tasks' folders
+    when the new release marks it) is lost: the task ends with the reason. Missing from an
+    empty mount point that the new release marked, it is not lost: the read raises and is retried.
+    """
+    folder = tmp_path / "payloads"
+    folder.mkdir(mode=0o700)
+    if held:
+        (folder / "default" / "mcp-task%2Fanon%2Fearlier").mkdir(parents=True)
+        (folder / "default" / "mcp-task%2Fanon%2Fearlier" / ("0" * 64)).write_bytes(b"stored by an earlier release")
+    driver = FolderStorageDriver(folder)
+    driver.identify(StoreIdentity(cluster_id="this-cluster", namespace="default"))
+    written = Payload(metadata={"encoding": b"binary/plain"}, data=b"stored by this release")
+    (claim,) = await driver.store(_task_context("mcp-task/anon/new"), [written])
+    assert claim.claim_data["store"] == (await driver.marker("default")).store_id  # type: ignore[union-attr]
+    earlier_claim = StorageDriverClaim(
+        claim_data={"sha256": "1" * 64, "namespace": "default", "workflow_id": "mcp-task/anon/parked"}
+    )
+
+    reader = LostPayloadsAsUnreadable(driver)
+    if held:
+        (stand_in,) = await reader.retrieve(StorageDriverRetrieveContext(), [earlier_claim])
+        assert "no longer in the payload store" in UnreadablePayloadConverter().from_payload(stand_in).reason
+    else:
+        with pytest.raises(StoreAwayError) as away:
+            await reader.retrieve(StorageDriverRetrieveContext(), [earlier_claim])
+        assert "FASTMCP_TEMPORAL_PAYLOAD_STORE" in str(away.value)
+    assert await reader.retrieve(StorageDriverRetrieveContext(), [claim]) == [written]
+
+
+async def test_gc_refuses_a_store_with_tasks_and_no_marker(temporal_server: DevServer, tmp_path: Path) -> None:
+    """Nothing this release wrote is there, so nothing says it is this cluster's store."""
+    folder = tmp_path / "payloads"
+    task = folder / "default" / "mcp-task%2Fanon%2Fwhose"
+    task.mkdir(parents=True, mode=0o700)
+    folder.chmod(0o700)
+    (task / ("0" * 64)).write_bytes(b"a payload of some task")
+    code, _, refused = await fastmcp_temporal_cli(
+        temporal_server, "payloads", "gc", "--payload-store", str(folder), "--grace", "0", "--delete"
+    )
+    assert code == 1
+    assert "holds 1 task(s) of namespace 'default' but no marker" in refused
+    assert "nothing was removed" in refused
+    assert (task / ("0" * 64)).exists()

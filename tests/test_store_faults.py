@@ -2,14 +2,17 @@
 
 Most tests runs a task whose arguments, answer or result go to a real store (a folder,
 or a standalone moto S3 server), damages what the store holds for it (deletes,
-truncates or alters it), and drives the task on over the MCP wire. The worker keeps
-no workflow in its cache, so every step replays the history and reads the store
-again, as after a worker restart. Each test ends by finding no RUNNING workflow on
-its queue, and counts the tool's real runs.
+truncates or alters it, or takes the whole store away), and drives the task on over
+the MCP wire. The worker keeps no workflow in its cache, so every step replays the
+history and reads the store again, as after a worker restart. Each test ends by
+finding no RUNNING workflow on its queue, and counts the tool's real runs.
 """
 
 from __future__ import annotations
 
+import logging
+import shutil
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -27,6 +30,8 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.worker import Worker
 
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension
+from fastmcp_temporal.connection._store_marker import MARKER_NAME, StoreMarker
+from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal.workflows.models import (
     LEG_OUTCOME_SIGNAL,
@@ -35,6 +40,7 @@ from fastmcp_temporal.workflows.models import (
     LegOutcome,
 )
 from task_wire import (
+    DEADLINE,
     accept,
     ask,
     eventually,
@@ -44,6 +50,7 @@ from task_wire import (
     tasks_update,
     workflow_closed,
 )
+from test_operator_cli import fastmcp_temporal_cli
 from test_payloads import _none_running
 
 pytestmark = pytest.mark.anyio
@@ -57,6 +64,8 @@ class Store(Protocol):
 
     def keys(self) -> set[str]: ...
     def damage(self, key: str, how: str) -> None: ...
+    def take_away(self) -> Callable[[], None]: ...
+    def put(self, name: str, data: bytes) -> None: ...
 
 
 class FolderStore:
@@ -65,6 +74,22 @@ class FolderStore:
 
     def keys(self) -> set[str]:
         return {str(path) for path in self.folder.rglob("*") if path.is_file() and not path.name.startswith(".")}
+
+    def take_away(self) -> Callable[[], None]:
+        """Unmount it: the mount point stays, an empty folder (0700); returns what mounts it back."""
+        away = self.folder.rename(self.folder.with_name("unmounted"))
+        self.folder.mkdir(mode=0o700)
+
+        def mount() -> None:
+            shutil.rmtree(self.folder)
+            away.rename(self.folder)
+
+        return mount
+
+    def put(self, name: str, data: bytes) -> None:
+        """Write `data` as the store's `name` (relative to the store, as an S3 key is to the prefix)."""
+        (self.folder / name).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        (self.folder / name).write_bytes(data)
 
     def damage(self, key: str, how: str) -> None:
         path = Path(key)
@@ -84,8 +109,31 @@ class S3Store:
         self.setting = "s3://faults/tasks"
 
     def keys(self) -> set[str]:
+        """Every payload's key: not the store's marker."""
+        return {key for key in self._all_keys() if not key.endswith(MARKER_NAME)}
+
+    def _all_keys(self) -> set[str]:
         pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket="faults")
         return {item["Key"] for page in pages for item in page.get("Contents", [])}
+
+    def take_away(self) -> Callable[[], None]:
+        """Empty the bucket (a store replaced, an endpoint pointed elsewhere); returns what puts it back."""
+        kept = {key: self.s3.get_object(Bucket="faults", Key=key)["Body"].read() for key in self._all_keys()}
+        self._empty()
+
+        def put_back() -> None:
+            self._empty()
+            for key, data in kept.items():
+                self.s3.put_object(Bucket="faults", Key=key, Body=data)
+
+        return put_back
+
+    def _empty(self) -> None:
+        for key in self._all_keys():
+            self.s3.delete_object(Bucket="faults", Key=key)
+
+    def put(self, name: str, data: bytes) -> None:
+        self.s3.put_object(Bucket="faults", Key=f"tasks/{name}", Body=data)
 
     def damage(self, key: str, how: str) -> None:
         data = self.s3.get_object(Bucket="faults", Key=key)["Body"].read()
@@ -365,3 +413,75 @@ async def test_a_store_that_is_away_delays_the_task_and_loses_nothing(make_exten
         assert (await task.result()).data == "both answered"
         await _none_running(extension)
     assert runs == ["two_rounds"] * 3
+
+
+def _marker_of(store: Store) -> str:
+    return f"default/{MARKER_NAME}" if isinstance(store, FolderStore) else f"v0/ns/default/{MARKER_NAME}"
+
+
+def _another_clusters_task(store: Store) -> str:
+    """Where another cluster's store keeps a payload of a task of its own, in namespace `default`."""
+    task = "mcp-task%2Fanon%2Fanother-clusters-task"
+    if isinstance(store, FolderStore):
+        return f"default/{task}/{'0' * 64}"
+    return f"v0/ns/default/wt/McpTaskWorkflow/wi/{task}/ri/null/d/sha256/{'0' * 64}"
+
+
+def _another_clusters_store(store: Store) -> None:
+    """What a store of another Temporal cluster holds, with the same namespace name: its marker, a task."""
+    marker = StoreMarker(str(uuid.uuid4()), "another-cluster", "default", False, "2026-01-01T00:00:00+00:00")
+    store.put(_marker_of(store), marker.to_bytes())
+    store.put(_another_clusters_task(store), b"another cluster's payload")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("away", ["empty mount point", "another cluster's store"])
+async def test_a_store_that_is_not_the_one_the_task_wrote_to_delays_it_and_loses_nothing(
+    make_extension, temporal_server: DevServer, store: Store, away: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A parked task is answered while its store is away; the worker replays it, and must wait, not end it.
+
+    The store's place holds nothing (a volume not mounted yet: the folder is there, empty;
+    an emptied bucket), or another cluster's store; once the store is back the task completes.
+    """
+    caplog.set_level(logging.ERROR, logger="fastmcp_temporal")
+    # a leg reads its 300 KB of arguments before it heartbeats: from moto that can take seconds
+    extension, runs = _extension(make_extension, store, heartbeat_timeout=timedelta(seconds=30)), []
+    async with Client(_server(extension, runs)) as client:
+        task = await call_tool_task(client, "two_rounds", {"blob": "a" * BIG, "rounds": 1})
+        await task.wait(state="input_required", timeout=30)
+        before = store.keys()
+        back = store.take_away()
+        if away == "another cluster's store":
+            _another_clusters_store(store)
+            code, _, refused = await fastmcp_temporal_cli(
+                temporal_server, "payloads", "gc", "--payload-store", store.setting, "--grace", "0", "--delete"
+            )
+            assert code == 1
+            assert "belongs to Temporal cluster 'another-cluster', namespace 'default'" in refused
+            assert "nothing was removed" in refused
+            assert store.keys() == {_key_of(store, _another_clusters_task(store))}
+        await _answer(client, task, "first")  # the worker must replay, and cannot read the arguments
+        assert extension.client is not None
+        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        with anyio.fail_after(DEADLINE):
+            while (described := await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+                if described.raw_description.pending_workflow_task.attempt >= 3:
+                    break
+                await anyio.sleep(0.1)
+        assert described.status == WorkflowExecutionStatus.RUNNING
+        assert (await tasks_get(client, task.task_id)).status == "working"
+        said = [r.getMessage() for r in caplog.records if "The payload store" in r.getMessage()]
+        assert len(said) == 1, said  # logged once, however often the workflow task is retried
+        assert ("has no marker" if away == "empty mount point" else "another-cluster") in said[0]
+        assert "FASTMCP_TEMPORAL_PAYLOAD_STORE" in said[0]
+        back()
+        assert store.keys() == before
+        assert (await task.result()).data == f"{BIG} after 1 rounds"
+        await _none_running(extension)
+    assert runs == ["two_rounds"] * 2
+
+
+def _key_of(store: Store, name: str) -> str:
+    """A name relative to the store as `Store.keys()` lists it."""
+    return str(store.folder / name) if isinstance(store, FolderStore) else f"tasks/{name}"

@@ -6,7 +6,9 @@ task's data; gc deletes by Temporal's own answer instead. It guarantees: a task'
 payloads go only when its workflow is NOT_FOUND and its newest payload is older than
 the grace; any other error from Temporal stops it before anything is removed;
 payloads not under a task's name are never removed; nothing is removed without
-`--delete`.
+`--delete`; and nothing is removed from a store whose marker (`_store_marker`) names
+another cluster or namespace, or that holds tasks but no marker: there every task is
+NOT_FOUND because the store is not this cluster's, and gc would take them all.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from fastmcp_temporal.connection._payloads import (
     TaskS3StorageDriver,
     store_driver,
 )
+from fastmcp_temporal.connection._store_marker import StoreIdentity, StoreMarker, store_identity
 
 DEFAULT_GRACE = timedelta(days=1)
 _CONCURRENT_DESCRIBES = 16
@@ -43,8 +46,9 @@ for each task's workflow, and removes a task's payloads only when Temporal answe
 NOT_FOUND and the newest of them is older than --grace (a client stores a task's
 arguments just before it starts the workflow). Any other error from Temporal stops gc
 before it removes anything. Payloads not under a task's name (stored by versions before
-per-task names, shared by tasks) are counted and never removed. Without --delete
-nothing is removed. Run it daily, from cron or a scheduled job."""
+per-task names, shared by tasks) are counted and never removed. A store whose marker
+names another Temporal cluster or namespace, or that holds tasks but no marker, is
+refused. Without --delete nothing is removed. Run it daily, from cron or a scheduled job."""
 
 
 def add_payloads_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -81,9 +85,11 @@ def _duration(text: str) -> timedelta:
 
 def _gc(args: argparse.Namespace) -> None:
     async def run(client: Client, _: str) -> None:
-        driver = _store(args)
+        driver, identity = _store(args), await store_identity(client)
         with _store_failure("list"):
             contents = await driver.contents(client.namespace)
+            marker = await driver.marker(client.namespace)
+        _refuse_another_store(identity, marker, driver.marker_location(client.namespace), contents)
         verdicts = await _verdicts(client, contents.tasks, args.grace)
         for task in verdicts.unreadable:
             if args.delete:
@@ -106,6 +112,26 @@ def _store(args: argparse.Namespace) -> FolderStorageDriver | TaskS3StorageDrive
             "(or set the variable) to the store the servers and workers of the queue use."
         )
     return driver
+
+
+def _refuse_another_store(
+    identity: StoreIdentity, marker: StoreMarker | None, where: str, contents: StoreContents
+) -> None:
+    """Stop unless the store's marker names this cluster and namespace (a store with no tasks needs none)."""
+    if marker is None and contents.tasks:
+        raise OperatorError(
+            f"The payload store holds {len(contents.tasks)} task(s) of namespace {identity.namespace!r} but "
+            f"no marker ({where}), so gc cannot tell it is this cluster's store; nothing was removed. A "
+            "server or worker of this release marks it at its first stored payload: run gc after that, and "
+            "check that --payload-store and --address name the same deployment."
+        )
+    if marker is not None and not marker.names(identity):
+        raise OperatorError(
+            f"The payload store belongs to {marker.owner()} ({where}), not to Temporal cluster "
+            f"{identity.cluster_id!r}, namespace {identity.namespace!r} that gc is connected to. Its "
+            "tasks are not in this Temporal, so gc would remove every one of them; nothing was removed. "
+            "Point --payload-store at this cluster's store, or --address / --namespace at the store's."
+        )
 
 
 @contextlib.contextmanager

@@ -31,6 +31,7 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.connection._converter import tasks_data_converter
+from fastmcp_temporal.connection._store_marker import identify_store
 from fastmcp_temporal.connection._tracing import client_interceptors
 from fastmcp_temporal.devserver._server import (
     SEARCH_ATTRIBUTES,
@@ -159,6 +160,7 @@ async def connect(
         described = await client.workflow_service.describe_namespace(
             DescribeNamespaceRequest(namespace=namespace), timeout=settings.connect_timeout
         )
+        await identify_store(client)
     except Exception as exc:
         raise TemporalConnectionError(
             f"Cannot reach Temporal namespace {namespace!r} at {address}: {exc or type(exc).__name__}. "
@@ -206,6 +208,7 @@ async def require_reachable(client: Client, settings: TemporalTasksSettings) -> 
         await client.workflow_service.describe_namespace(
             DescribeNamespaceRequest(namespace=client.namespace), timeout=settings.connect_timeout
         )
+        await identify_store(client)
     except Exception as exc:
         raise TemporalConnectionError(
             f"The Temporal client passed as client= cannot reach namespace {client.namespace!r} at "

@@ -11,7 +11,9 @@ The store is chosen by `payload_store`: a folder on this host (the default with 
 embedded dev server), S3 through `temporalio.contrib.aws.s3driver`, or none. Either
 store names every payload under its task's workflow id and shares none between
 tasks, so removing one task's payloads (`fastmcp-temporal payloads gc`, or an age
-rule) can never take another task's. What a store cannot take (over
+rule) can never take another task's; and either carries a marker (`_store_marker`), so
+a store that is not mounted, or another cluster's, delays a task instead of losing
+its payloads. What a store cannot take (over
 `stored_payload_limit`, or over `payload_limit` without a store) is refused up
 front: arguments at `tools/call`, answers at `tasks/update`, a result by ending the
 task once with an error naming the size.
@@ -28,7 +30,7 @@ import shlex
 import stat
 import tempfile
 import weakref
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -53,7 +55,8 @@ from temporalio.converter import (
 from fastmcp_temporal._wire import error_result_json
 from fastmcp_temporal.connection._codec import EncryptionCodec
 from fastmcp_temporal.connection._leg_inputs import LegInputsByReference, TasksExternalStorage
-from fastmcp_temporal.connection._unreadable import LostPayloadsAsUnreadable
+from fastmcp_temporal.connection._store_marker import MARKER_NAME, MarkedStore
+from fastmcp_temporal.connection._unreadable import LostPayloadsAsUnreadable, missing_object
 from fastmcp_temporal.workflows.models import WORKFLOW_NAME, LegOutcome, ToolCall
 
 STORED_PAYLOAD_LIMIT = 50 * 1024 * 1024
@@ -136,7 +139,15 @@ def _segment(value: str) -> str:
     return quote(value, safe="").replace(".", "%2E")
 
 
-class FolderStorageDriver(StorageDriver):
+class _MissingPayload(FileNotFoundError):
+    """A claimed file the store folder does not have, with the claim it was read for."""
+
+    def __init__(self, message: str, claim: StorageDriverClaim) -> None:
+        super().__init__(message)
+        self.claim = claim
+
+
+class FolderStorageDriver(StorageDriver, MarkedStore):
     """Payloads as files in one folder (0700, files 0600), a sub-folder per task, for one host.
 
     A task's payloads are `<folder>/<namespace>/<workflow id>/<sha256>` (both names
@@ -146,11 +157,13 @@ class FolderStorageDriver(StorageDriver):
     and every reuse refreshes the file's modification time. Claims of earlier versions
     (`<folder>/<sha256>`, shared across tasks) stay readable. Every process of a task
     queue must see the same folder; a folder other users can open is refused, as ssh
-    refuses such keys.
+    refuses such keys. A marker per namespace (`<folder>/<namespace>/.fastmcp-temporal-store.json`)
+    tells an empty mount point from a store that lost a payload.
     """
 
     def __init__(self, folder: Path) -> None:
         _refuse_open_folder(folder)
+        MarkedStore.__init__(self)
         self._folder = folder
 
     def name(self) -> str:
@@ -160,14 +173,54 @@ class FolderStorageDriver(StorageDriver):
         self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
     ) -> list[StorageDriverClaim]:
         task = _task_of(context)
+        marks = {} if task is None else await self.claim_marks(task[0])
         return await asyncio.to_thread(
-            lambda: [self._write(payload.SerializeToString(), task) for payload in payloads]
+            lambda: [self._write(payload.SerializeToString(), task, marks) for payload in payloads]
         )
 
     async def retrieve(
         self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
     ) -> list[Payload]:
-        return await asyncio.to_thread(lambda: [self._read(claim) for claim in claims])
+        try:
+            return await asyncio.to_thread(lambda: [self._read(claim) for claim in claims])
+        except _MissingPayload as missing:
+            await self.judge_missing(missing.claim.claim_data.get("namespace"), missing.claim.claim_data)
+            raise
+
+    def marker_location(self, namespace: str) -> str:
+        return str(self._marker_path(namespace))
+
+    def _marker_path(self, namespace: str) -> Path:
+        return self._folder / _segment(namespace) / MARKER_NAME
+
+    async def _read_marker(self, namespace: str) -> bytes | None:
+        try:
+            return await asyncio.to_thread(self._marker_path(namespace).read_bytes)
+        except FileNotFoundError:
+            return None
+
+    async def _create_marker(self, namespace: str, data: bytes) -> None:
+        await asyncio.to_thread(self._link_marker, self._marker_path(namespace), data)
+
+    def _link_marker(self, marker: Path, data: bytes) -> None:
+        """Write `marker` whole or not at all, and never over another process's."""
+        self._make_folders(marker.parent)
+        descriptor, temporary = tempfile.mkstemp(dir=marker.parent, prefix=".incoming-")  # 0600
+        try:
+            with os.fdopen(descriptor, "wb") as file:
+                file.write(data)
+            with contextlib.suppress(FileExistsError):
+                os.link(temporary, marker)
+        finally:
+            os.unlink(temporary)
+
+    async def _holds_payloads(self, namespace: str) -> bool:
+        return await asyncio.to_thread(self._has_payloads, namespace)
+
+    def _has_payloads(self, namespace: str) -> bool:
+        tasks_folder = self._folder / _segment(namespace)
+        has_tasks = tasks_folder.is_dir() and any(entry.is_dir() for entry in os.scandir(tasks_folder))
+        return has_tasks or bool(_files(self._folder))
 
     def _task_folder(self, task: TaskName | None) -> Path:
         if task is None:
@@ -175,7 +228,7 @@ class FolderStorageDriver(StorageDriver):
         namespace, workflow_id = task
         return self._folder / _segment(namespace) / _segment(workflow_id)
 
-    def _write(self, data: bytes, task: TaskName | None) -> StorageDriverClaim:
+    def _write(self, data: bytes, task: TaskName | None, marks: dict[str, str]) -> StorageDriverClaim:
         digest = hashlib.sha256(data).hexdigest()
         folder = self._task_folder(task)
         try:
@@ -186,7 +239,7 @@ class FolderStorageDriver(StorageDriver):
             with os.fdopen(descriptor, "wb") as file:
                 file.write(data)
             os.replace(temporary, folder / digest)
-        claim = {"sha256": digest}
+        claim = {"sha256": digest, **marks}
         if task is not None:
             claim.update(namespace=task[0], workflow_id=task[1])
         return StorageDriverClaim(claim_data=claim)
@@ -210,9 +263,10 @@ class FolderStorageDriver(StorageDriver):
         except FileNotFoundError:
             if not self._folder.is_dir():  # the store is away (unmounted), not the payload: retry
                 raise ConnectionError(f"The payload store folder {self._folder} is not there") from None
-            raise FileNotFoundError(
+            raise _MissingPayload(
                 f"Stored payload {path} is missing; every server and worker of the task queue must "
-                "share FASTMCP_TEMPORAL_PAYLOAD_STORE's folder, and it must outlive the tasks."
+                "share FASTMCP_TEMPORAL_PAYLOAD_STORE's folder, and it must outlive the tasks.",
+                claim,
             ) from None
         if hashlib.sha256(stored).hexdigest() != digest:
             raise ValueError(f"Stored payload {path} does not match its SHA-256; it was altered.")
@@ -323,6 +377,37 @@ class _PrefixedS3Client(S3StorageDriverClient):
     def describe(self) -> dict[str, str]:
         return {"prefix": self._prefix} if self._prefix else {}
 
+    def location(self, bucket: str, key: str) -> str:
+        return f"s3://{bucket}/{self._key(key)}"
+
+    async def read(self, bucket: str, key: str) -> bytes | None:
+        """The object's bytes, or None when the bucket has no such object."""
+        async with self._s3() as s3:
+            try:
+                answer = await s3.get_object(Bucket=bucket, Key=self._key(key))
+            except s3.exceptions.NoSuchKey:
+                return None
+            return await answer["Body"].read()
+
+    async def create(self, bucket: str, key: str, data: bytes) -> None:
+        """Write the object unless it exists (a store without conditional writes: last writer wins)."""
+        async with self._s3() as s3:
+            try:
+                await s3.put_object(Bucket=bucket, Key=self._key(key), Body=data, IfNoneMatch="*")
+            except s3.exceptions.ClientError as exc:
+                code = exc.response.get("Error", {}).get("Code")
+                if code in ("PreconditionFailed", "ConditionalRequestConflict"):
+                    return
+                if code not in ("NotImplemented", "501"):
+                    raise
+                await s3.put_object(Bucket=bucket, Key=self._key(key), Body=data)
+
+    async def any_under(self, bucket: str, under: str, besides: str) -> bool:
+        """Whether an object other than `besides` has a key (after the prefix) starting with `under`."""
+        async with self._s3() as s3:
+            answer = await s3.list_objects_v2(Bucket=bucket, Prefix=self._key(under), MaxKeys=2)
+        return any(item["Key"] != self._key(besides) for item in answer.get("Contents", []))
+
     async def listed(self, bucket: str, under: str) -> list[tuple[str, int, datetime]]:
         """Every object whose key (after the prefix) starts with `under`: that key, size, last write."""
         found = []
@@ -344,7 +429,7 @@ class _PrefixedS3Client(S3StorageDriverClient):
                     raise OSError(f"S3 kept {len(errors)} object(s), e.g. {first['Key']}: {first['Message']}")
 
 
-class TaskS3StorageDriver(S3StorageDriver):
+class TaskS3StorageDriver(S3StorageDriver, MarkedStore):
     """temporalio's S3 driver, with every payload keyed under the workflow id of its task.
 
     The SDK keys a workflow's payloads under its run and an activity's under the
@@ -352,22 +437,69 @@ class TaskS3StorageDriver(S3StorageDriver):
     tasks share objects. Here every payload of a task, whichever run or activity wrote
     it, goes to `v0/ns/<namespace>/wt/McpTaskWorkflow/wi/<workflow id>/ri/null/`, so a
     lifecycle rule or `payloads gc` acts on one task at a time; and every store is a
-    fresh PUT, so an object's age is its task's latest write.
+    fresh PUT, so an object's age is its task's latest write. A marker object per
+    namespace (`v0/ns/<namespace>/.fastmcp-temporal-store.json`) tells an emptied or
+    replaced bucket from one that lost a payload.
     """
 
     def __init__(self, bucket: str, prefix: str, max_payload_size: int) -> None:
         self._objects = _PrefixedS3Client(prefix)
         self._bucket_name = bucket
-        super().__init__(client=self._objects, bucket=bucket, max_payload_size=max_payload_size)
+        S3StorageDriver.__init__(self, client=self._objects, bucket=bucket, max_payload_size=max_payload_size)
+        MarkedStore.__init__(self)
 
     async def store(
         self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
     ) -> list[StorageDriverClaim]:
+        marks: dict[str, str] = {}
         if (task := _task_of(context)) is not None:
             namespace, workflow_id = task
             target = StorageDriverWorkflowInfo(namespace=namespace, id=workflow_id, type=WORKFLOW_NAME)
             context = StorageDriverStoreContext(target=target)
-        return await super().store(context, payloads)
+            marks = await self.claim_marks(namespace)
+        claims = await super().store(context, payloads)
+        return [StorageDriverClaim(claim_data={**claim.claim_data, **marks}) for claim in claims]
+
+    async def retrieve(
+        self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
+    ) -> list[Payload]:
+        try:
+            return await super().retrieve(context, claims)
+        except RuntimeError as exc:
+            if not missing_object(exc):
+                raise
+            for claim in claims:  # the SDK does not say which one is missing
+                await self.judge_missing(_namespace_of(claim.claim_data["key"]), claim.claim_data)
+            raise
+
+    def marker_location(self, namespace: str) -> str:
+        return self._objects.location(self._bucket_name, self._marker_key(namespace))
+
+    def _marker_key(self, namespace: str) -> str:
+        return f"v0/ns/{_s3_segment(namespace)}/{MARKER_NAME}"
+
+    async def _read_marker(self, namespace: str) -> bytes | None:
+        with self._failing_as_unreachable(namespace):
+            return await self._objects.read(self._bucket_name, self._marker_key(namespace))
+
+    async def _create_marker(self, namespace: str, data: bytes) -> None:
+        with self._failing_as_unreachable(namespace):
+            await self._objects.create(self._bucket_name, self._marker_key(namespace), data)
+
+    async def _holds_payloads(self, namespace: str) -> bool:
+        marker, bucket = self._marker_key(namespace), self._bucket_name
+        with self._failing_as_unreachable(namespace):
+            ours = await self._objects.any_under(bucket, f"v0/ns/{_s3_segment(namespace)}/", marker)
+            return ours or await self._objects.any_under(bucket, "v0/d/", marker)
+
+    @contextlib.contextmanager
+    def _failing_as_unreachable(self, namespace: str) -> Iterator[None]:
+        """An S3 error about the marker (no bucket, access denied) is the store failing: retried, reported."""
+        try:
+            yield
+        except Exception as exc:
+            location = self.marker_location(namespace)
+            raise ConnectionError(f"The S3 payload store failed at {location}: {exc}") from exc
 
     async def contents(self, namespace: str) -> StoreContents:
         """Each task's objects in `namespace`, and the shared objects earlier versions wrote."""
@@ -376,6 +508,8 @@ class TaskS3StorageDriver(S3StorageDriver):
         grouped: dict[str, list[tuple[str, int, datetime]]] = {}
         shared = []
         for key, size, modified in await self._objects.listed(self._bucket_name, "v0/"):
+            if key.endswith(f"/{MARKER_NAME}"):
+                continue
             if key.startswith(per_task):
                 grouped.setdefault(key[len(per_task) :].split("/", 1)[0], []).append((key, size, modified))
             elif key.startswith(ours) or key.startswith("v0/d/"):
@@ -390,6 +524,12 @@ class TaskS3StorageDriver(S3StorageDriver):
 def _s3_segment(value: str) -> str:
     """`value` percent-encoded as the SDK's S3 driver encodes a key segment."""
     return quote(value, safe="!*'()").replace("~", "%7E")
+
+
+def _namespace_of(key: str) -> str | None:
+    """The namespace an S3 driver key is stored under (`v0/ns/<namespace>/...`), if it names one."""
+    parts = key.split("/")
+    return unquote(parts[2]) if len(parts) > 3 and parts[:2] == ["v0", "ns"] else None
 
 
 def _s3_driver(bucket: str, prefix: str, limit: int) -> TaskS3StorageDriver:

@@ -8,8 +8,9 @@ as a small stand-in instead, which converts to `UnreadablePayload`: the workflow
 sees it where its input, a leg's outcome or an answer should be, and ends the task
 `failed` with the reason. Reads (`tasks/get`) name the reason the same way.
 
-A store that is only unreachable still raises: the workflow task is retried and
-goes on, with nothing lost, once the store answers again.
+A store that is only unreachable, or away (an empty mount point, another cluster's
+store: `_store_marker` tells it from a lost payload), still raises: the workflow task
+is retried and goes on, with nothing lost, once the store answers again.
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ class LostPayloadsAsUnreadable(StorageDriver):
 
     def __init__(self, driver: StorageDriver) -> None:
         self._driver = driver
+
+    @property
+    def driver(self) -> StorageDriver:
+        return self._driver
 
     def name(self) -> str:
         return self._driver.name()
@@ -108,8 +113,12 @@ def _lost_for_good(exc: BaseException) -> bool:
         return True
     if isinstance(exc, ValueError):  # the drivers' integrity checks
         return True
-    code = _s3_error_code(exc.__cause__)
-    return code in _GONE_CODES
+    return missing_object(exc)
+
+
+def missing_object(exc: BaseException) -> bool:
+    """The S3 driver's error for an object the bucket does not have."""
+    return _s3_error_code(exc.__cause__) in _GONE_CODES
 
 
 def _s3_error_code(exc: BaseException | None) -> str | None:

@@ -6,7 +6,9 @@ the cache) the history already holds what the workflow decided with that payload
 and deciding anything else would be non-deterministic: the workflow task would
 fail forever. So the workflow raises `LostOnReplay` instead, and this worker
 interceptor terminates the task's run with the reason, which `tasks/get` then
-reports as `failed`.
+reports as `failed`. Only a payload the store's marker shows lost comes here: a store
+that is away (an empty mount point, another cluster's store) raises instead, and the
+replay is retried until it is back (`connection._store_marker`).
 """
 
 from __future__ import annotations

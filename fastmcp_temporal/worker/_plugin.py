@@ -32,6 +32,7 @@ from fastmcp_temporal._settings import VERSIONING_BEHAVIORS, TemporalTasksSettin
 from fastmcp_temporal.activities.tool_leg import ToolLegActivities
 from fastmcp_temporal.connection._client import require_codec
 from fastmcp_temporal.connection._converter import tasks_data_converter
+from fastmcp_temporal.connection._store_marker import identify_store
 from fastmcp_temporal.worker._heartbeat import HeartbeatCadence
 from fastmcp_temporal.worker._lost_payloads import EndTasksWithLostPayloads
 from fastmcp_temporal.worker._metrics import worker_interceptors
@@ -115,6 +116,7 @@ class McpTasksPlugin(SimplePlugin):
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """Run the worker inside the server's lifespan, the extension serving through its client."""
+        await identify_store(worker.client)
         async with self._lost_payloads.serving(worker.client):
             if not self._enter_server_lifespan:
                 await next(worker)
