@@ -22,11 +22,12 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 from urllib.parse import quote
 
 from pydantic import ValidationError
@@ -46,6 +47,9 @@ from fastmcp_temporal.connection._payloads import PayloadStoreError
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, WorkflowKind, workflow_id, workflow_id_prefix
 from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, WORKFLOW_NAME
 from fastmcp_temporal.workflows.task import SCOPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOOL_ATTRIBUTE
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 MCP_STATUSES = ("working", "input_required", "completed", "failed", "cancelled")
 KINDS: tuple[WorkflowKind, ...] = get_args(WorkflowKind)
@@ -475,6 +479,22 @@ def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, default=str))
 
 
+def _plain(value: object) -> Text:
+    """`value` as Rich shows it verbatim: never read as markup or emoji codes, control characters escaped.
+
+    Tool names, questions, answers, results and failure messages come from callers and tools;
+    as markup they could crash the command or hide text, and a raw escape sequence drives the
+    operator's terminal.
+    """
+    from rich.text import Text
+
+    return Text(_CONTROL_CHARACTERS.sub(lambda found: repr(found[0])[1:-1], str(value)))
+
+
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""What a terminal acts on rather than prints (tab and newline excepted)."""
+
+
 def _print_rows(rows: list[dict[str, Any]], *, stuck: bool = False) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -495,7 +515,7 @@ def _print_rows(rows: list[dict[str, Any]], *, stuck: bool = False) -> None:
         ]
         if stuck:
             cells += [str(row["workflowTaskAttempt"]), row["reason"]]
-        table.add_row(*cells)
+        table.add_row(*map(_plain, cells))
     Console(width=200).print(table)
 
 
@@ -503,19 +523,20 @@ def _print_task(shown: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("FIELD", "VALUE", show_header=False)
-    for name in ("taskId", "kind", "tool", "status", "scope", "createdAt", "closedAt", "durationSeconds", "legs"):
-        table.add_row(name, str(shown[name]))
+    fields = ("taskId", "kind", "tool", "status", "scope", "createdAt", "closedAt", "durationSeconds", "legs")
+    rows: list[tuple[str, object]] = [(name, shown[name]) for name in fields]
     for request in shown["inputRequests"]:
         message = (request["request"].get("params") or {}).get("message", "")
-        table.add_row(f"leg {request['leg']} asked", f"{request['key']}: {message}")
+        rows.append((f"leg {request['leg']} asked", f"{request['key']}: {message}"))
     for answer in shown["answers"]:
-        table.add_row("answered", f"{answer['key']}: {json.dumps(answer['answer'], default=str)}")
-    if shown["result"] is not None:
-        table.add_row("result", json.dumps(shown["result"], default=str))
-    if shown["error"] is not None:
-        table.add_row("error", json.dumps(shown["error"], default=str))
+        rows.append(("answered", f"{answer['key']}: {json.dumps(answer['answer'], default=str)}"))
+    for name in ("result", "error"):
+        if shown[name] is not None:
+            rows.append((name, json.dumps(shown[name], default=str)))
     if not shown["readable"]:
-        table.add_row("payloads", "encrypted: pass --encryption-key (or FASTMCP_TEMPORAL_ENCRYPTION_KEY)")
-    table.add_row("UI", shown["uiUrl"])
+        rows.append(("payloads", "encrypted: pass --encryption-key (or FASTMCP_TEMPORAL_ENCRYPTION_KEY)"))
+    rows.append(("UI", shown["uiUrl"]))
+    table = Table("FIELD", "VALUE", show_header=False)
+    for name, value in rows:
+        table.add_row(name, _plain(value))
     Console(width=200).print(table)
