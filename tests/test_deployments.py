@@ -14,10 +14,12 @@ version ran every workflow task.
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ import anyio
 import pytest
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import ToolTask, call_tool_task
+from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitResult, InputRequiredResult
 from pydantic import ValidationError
 from temporalio.api.deployment.v1 import WorkerDeploymentVersion as VersionMessage
@@ -42,6 +45,7 @@ from temporalio.api.workflowservice.v1 import (
     SetWorkerDeploymentCurrentVersionRequest,
 )
 from temporalio.client import Client as TemporalClient
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.common import WorkerDeploymentVersion
 from temporalio.service import RPCError
 from temporalio.worker import Worker, WorkerDeploymentConfig
@@ -49,7 +53,18 @@ from temporalio.worker import Worker, WorkerDeploymentConfig
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension, execution_policy
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from task_wire import DEADLINE, accept, ask, eventually, status_becomes, tasks_update, text_of
+from task_wire import (
+    DEADLINE,
+    accept,
+    ask,
+    eventually,
+    status_becomes,
+    tasks_cancel,
+    tasks_get,
+    tasks_update,
+    text_of,
+)
+from test_operator_cli import cli, listed
 from test_payloads import _none_running
 from test_temporal_config import WORKER_SERVER
 
@@ -222,6 +237,70 @@ async def test_an_auto_upgrade_extension_moves_tasks_to_the_new_build_but_not_a_
             assert await answer_twice(a_client, staying, "x", "y") == "A A:x A:y"
             assert set(await builds_of_workflow_tasks(temporal, staying.task_id)) == {"a"}
             await _none_running(b.extension)
+
+
+async def workflow_status(temporal: TemporalClient, task_id: str) -> WorkflowExecutionStatus | None:
+    return (await temporal.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id)).describe()).status
+
+
+async def read_until_closed(client: Client, temporal: TemporalClient, task_id: str) -> list[str]:
+    """Poll `tasks/get` as a waiting client does until Temporal has closed the task's workflow; what
+    each read answered (a status, or the error)."""
+    answers: list[str] = []
+    with anyio.fail_after(DEADLINE * 2):
+        while await workflow_status(temporal, task_id) == WorkflowExecutionStatus.RUNNING:
+            try:
+                answers.append((await tasks_get(client, task_id)).status)
+            except MCPError as exc:
+                answers.append(exc.message)
+            await anyio.sleep(0.5)
+    return answers
+
+
+@pytest.mark.slow
+async def test_a_task_pinned_to_a_build_without_workers_is_listed_and_its_cancel_and_ttl_close_it(
+    make_extension: Callable[..., TemporalTasksExtension], temporal_server: DevServer, task_queue: str
+) -> None:
+    deployment = f"deploy-{task_queue}"
+    a_version, b_version = (WorkerDeploymentVersion(deployment, build) for build in ("a", "b"))
+    a = Build("A", make_extension(deployment_name=deployment, build_id="a"))
+    b = Build("B", make_extension(deployment_name=deployment, build_id="b"))
+    short_ttl = Build("A", make_extension(worker=False, task_ttl=timedelta(seconds=30)))
+    temporal = await TemporalClient.connect(temporal_server.address)
+    async with Client(b.server) as b_client:
+        async with Client(a.server) as a_client, Client(short_ttl.server) as short_client:
+            await make_current(temporal, a_version)
+            to_cancel, to_expire = await call_tool_task(a_client, "legs"), await call_tool_task(short_client, "legs")
+            for task in (to_cancel, to_expire):
+                await status_becomes(task, "input_required")
+            await make_current(temporal, b_version)
+        # A's worker has stopped with both tasks pinned to it; B serves the wire
+        for task in (to_cancel, to_expire):
+            (key,) = (await tasks_get(b_client, task.task_id)).input_requests or {}
+            await tasks_update(b_client, task.task_id, {key: accept("x")})
+            assert (await tasks_get(b_client, task.task_id)).status == "working"
+
+        rows = await listed(temporal_server, "--stuck", "--tool", "legs", until=lambda rows: len(rows) == 2)
+        by_id = {row["taskId"]: row for row in rows}
+        assert set(by_id) == {to_cancel.task_id, to_expire.task_id}
+        for row in rows:
+            assert "build 'a'" in row["reason"] and deployment in row["reason"], row
+            assert "worker of build 'a'" in row["fix"] and "--versioning-override-behavior" in row["fix"], row
+        code, table, err = await cli(temporal_server, "list", "--stuck", "--tool", "legs")
+        assert code == 0 and to_cancel.task_id in table and "FIX" in table, err
+
+        await tasks_cancel(b_client, to_cancel.task_id)
+        assert await workflow_status(temporal, to_cancel.task_id) == WorkflowExecutionStatus.TERMINATED
+        assert (await tasks_get(b_client, to_cancel.task_id)).status == "cancelled"
+
+        answers = await read_until_closed(b_client, temporal, to_expire.task_id)
+        assert set(answers) <= {"working", f"Task {to_expire.task_id} not found"}
+        assert await workflow_status(temporal, to_expire.task_id) == WorkflowExecutionStatus.TERMINATED
+        with pytest.raises(MCPError, match="not found"):  # as the reference answers an expired task
+            await tasks_get(b_client, to_expire.task_id)
+        code, out, err = await cli(temporal_server, "show", "--json", "--", to_expire.task_id)
+        assert code == 0 and json.loads(out)["status"] == "expired", err
+        await _none_running(b.extension)
 
 
 def worker_command(server_file: Path, *options: str) -> list[str]:

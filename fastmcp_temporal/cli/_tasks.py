@@ -26,16 +26,20 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, get_args
 from urllib.parse import quote
 
 from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
 from temporalio.api.common.v1 import WorkflowExecution as ExecutionRef
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, TaskQueueType
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueRequest,
+    GetWorkflowExecutionHistoryReverseRequest,
+)
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription, WorkflowHandle
 from temporalio.client import WorkflowExecutionStatus as Status
 from temporalio.service import RPCError, RPCStatusCode
@@ -45,6 +49,14 @@ from fastmcp_temporal.cli._options import add_connection_options, setting_overri
 from fastmcp_temporal.connection._client import TemporalConnectionError, connect, resolve_profile
 from fastmcp_temporal.connection._payloads import PayloadStoreError
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, WorkflowKind, workflow_id, workflow_id_prefix
+from fastmcp_temporal.server._stalled import (
+    CANCELLED_REASON,
+    EXPIRED_REASON,
+    StalledTasks,
+    pinned_build,
+    stalled,
+    waiting_for_worker,
+)
 from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, WORKFLOW_NAME
 from fastmcp_temporal.workflows.task import SCOPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOOL_ATTRIBUTE
 
@@ -178,6 +190,9 @@ def _cancel(args: argparse.Namespace) -> None:
             return
         if not task.description.raw_description.workflow_extended_info.cancel_requested:
             await task.handle.cancel()
+        if await StalledTasks(client).close_cancelled(task.handle):
+            print(f"Cancelled task {task.task_id}: no worker could run its cancel, so it was ended in Temporal.")
+            return
         print(f"Cancellation requested for task {task.task_id}; it reports 'cancelled' from now on.")
 
     _execute(args, run)
@@ -332,12 +347,67 @@ async def _stuck_row(client: Client, execution: WorkflowExecution) -> dict[str, 
     found = await _describe(client, execution.id)
     if found is None or found[1].run_id != execution.run_id:
         return None  # gone, or continued as new since it was listed
-    attempt = found[1].raw_description.pending_workflow_task.attempt
-    if attempt < _STUCK_FROM_ATTEMPT:
+    description = found[1]
+    attempt = description.raw_description.pending_workflow_task.attempt
+    if attempt >= _STUCK_FROM_ATTEMPT:
+        reason, fix = await _workflow_task_problem(client, execution), _FIX_FAILING
+    elif stalled(description, datetime.now(timezone.utc)):
+        reason, fix = await _no_worker_problem(client, description)
+    else:
         return None
     row = _row(execution)
-    row.update(workflowTaskAttempt=attempt, reason=await _workflow_task_problem(client, execution))
+    row.update(workflowTaskAttempt=attempt, reason=reason, fix=fix)
     return row
+
+
+_FIX_FAILING = (
+    "Fix what the reason names on the workers (Temporal keeps retrying the workflow task), "
+    "or end the task: fastmcp-temporal tasks terminate."
+)
+
+
+async def _no_worker_problem(client: Client, description: WorkflowExecutionDescription) -> tuple[str, str]:
+    """Why no worker takes the task's workflow task (the build it is pinned to, the pollers Temporal
+    saw), and what makes one take it."""
+    waited = waiting_for_worker(description, datetime.now(timezone.utc)) or timedelta()
+    queue = description.task_queue
+    pinned = pinned_build(description)
+    pollers = await _workflow_pollers(client, queue, pinned)
+    seen = (
+        f"workers of it last polled at {max(pollers):%Y-%m-%d %H:%M:%S} UTC"
+        if pollers
+        else "no worker of it has polled in the last 5 minutes"
+    )
+    if pinned is None:
+        reason = f"Its workflow task has waited {waited.total_seconds():.0f} s for a worker of task queue {queue!r}: {seen}."
+        return reason, f"Start a worker for task queue {queue!r} (fastmcp-temporal worker --task-queue {queue})."
+    deployment, build = pinned
+    reason = (
+        f"Its workflow task has waited {waited.total_seconds():.0f} s for a worker: the task is pinned to "
+        f"build {build!r} of worker deployment {deployment!r}, and {seen}."
+    )
+    fix = (
+        f"Start a worker of build {build!r} (--deployment-name {deployment} --build-id {build}), or move the "
+        f"task to the current build: temporal workflow update-options --workflow-id {description.id} "
+        "--versioning-override-behavior auto_upgrade"
+    )
+    return reason, fix
+
+
+async def _workflow_pollers(client: Client, queue: str, build: tuple[str, str] | None) -> list[datetime]:
+    """When each worker (of `build`, when given) Temporal saw on the queue last polled for workflow tasks."""
+    request = DescribeTaskQueueRequest(
+        namespace=client.namespace,
+        task_queue=TaskQueue(name=queue),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    )
+    pollers = (await client.workflow_service.describe_task_queue(request)).pollers
+    return [
+        poller.last_access_time.ToDatetime(tzinfo=timezone.utc)
+        for poller in pollers
+        if build is None
+        or (poller.deployment_options.deployment_name, poller.deployment_options.build_id) == build
+    ]
 
 
 async def _workflow_task_problem(client: Client, execution: WorkflowExecution) -> str:
@@ -431,14 +501,13 @@ async def _inspect(client: Client, task: _FoundTask, ui_url: str) -> dict[str, A
             )
             readable &= closing is not _UNREADABLE
         elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
-            reason = event.workflow_execution_terminated_event_attributes.reason
-            closing = {"error": {"code": -32603, "message": f"Terminated by an operator: {reason}"}}
+            closing = _terminated(event.workflow_execution_terminated_event_attributes.reason)
         elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
             failure = event.workflow_execution_failed_event_attributes.failure
             closing = {"error": {"code": -32603, "message": failure.message}}
     if isinstance(closing, dict):  # the outcome itself, when readable, beats the search attribute
-        shown["status"] = (
-            "expired" if closing.get("expired") else "failed" if closing.get("error") else "completed"
+        shown["status"] = next((status for status in ("expired", "cancelled") if closing.get(status)), None) or (
+            "failed" if closing.get("error") else "completed"
         )
     shown.update(
         legs=legs,
@@ -454,6 +523,15 @@ async def _inspect(client: Client, task: _FoundTask, ui_url: str) -> dict[str, A
 
 
 _UNREADABLE = object()
+
+
+def _terminated(reason: str) -> dict[str, Any]:
+    """What a terminated task ended as: a server ended it (its TTL, or a cancel no worker ran), or an operator."""
+    if reason == EXPIRED_REASON:
+        return {"expired": True}
+    if reason == CANCELLED_REASON:
+        return {"cancelled": True}
+    return {"error": {"code": -32603, "message": f"Terminated by an operator: {reason}"}}
 
 
 def _legs_before_this_run(task_input: Any) -> int:
@@ -499,10 +577,13 @@ def _print_rows(rows: list[dict[str, Any]], *, stuck: bool = False) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("TASK ID", "KIND", "TOOL", "STATUS", "CREATED", "DURATION", "SCOPE")
+    table = Table()
+    for name in ("TASK ID", "KIND", "TOOL", "STATUS", "CREATED", "DURATION", "SCOPE"):
+        table.add_column(name, no_wrap=True)  # ids stay whole and copyable; a reason or a fix wraps
     if stuck:
-        table.add_column("ATTEMPT")
-        table.add_column("REASON")
+        table.add_column("ATTEMPT", no_wrap=True)
+        table.add_column("REASON", ratio=1, overflow="fold")
+        table.add_column("FIX", ratio=1, overflow="fold")
     for row in rows:
         cells = [
             row["taskId"],
@@ -514,7 +595,7 @@ def _print_rows(rows: list[dict[str, Any]], *, stuck: bool = False) -> None:
             row["scope"],
         ]
         if stuck:
-            cells += [str(row["workflowTaskAttempt"]), row["reason"]]
+            cells += [str(row["workflowTaskAttempt"]), row["reason"], row["fix"]]
         table.add_row(*map(_plain, cells))
     Console(width=200).print(table)
 
