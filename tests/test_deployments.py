@@ -8,7 +8,9 @@ was running at the switch; new tasks run on B, also those started through A's se
 once A's tasks close, Temporal reports A drained and A's worker can stop. An
 `auto_upgrade` task (per tool, or for the whole extension) moves to B at its next leg;
 a tool `pinned` by its execution policy stays. Temporal's own records show which
-version ran every workflow task.
+version ran every workflow task. Tasks pinned to a build whose workers have all stopped
+are listed by `tasks list --stuck` with the build and the fix, and end in Temporal on a
+cancel (tasks/cancel or the CLI's) and at their TTL, read as an expired task.
 """
 
 from __future__ import annotations
@@ -270,19 +272,19 @@ async def test_a_task_pinned_to_a_build_without_workers_is_listed_and_its_cancel
     async with Client(b.server) as b_client:
         async with Client(a.server) as a_client, Client(short_ttl.server) as short_client:
             await make_current(temporal, a_version)
-            to_cancel, to_expire = await call_tool_task(a_client, "legs"), await call_tool_task(short_client, "legs")
-            for task in (to_cancel, to_expire):
+            to_cancel, by_operator = await call_tool_task(a_client, "legs"), await call_tool_task(a_client, "legs")
+            to_expire = await call_tool_task(short_client, "legs")
+            for task in (to_cancel, by_operator, to_expire):
                 await status_becomes(task, "input_required")
             await make_current(temporal, b_version)
         # A's worker has stopped with both tasks pinned to it; B serves the wire
-        for task in (to_cancel, to_expire):
+        for task in (to_cancel, by_operator, to_expire):
             (key,) = (await tasks_get(b_client, task.task_id)).input_requests or {}
             await tasks_update(b_client, task.task_id, {key: accept("x")})
             assert (await tasks_get(b_client, task.task_id)).status == "working"
 
-        rows = await listed(temporal_server, "--stuck", "--tool", "legs", until=lambda rows: len(rows) == 2)
-        by_id = {row["taskId"]: row for row in rows}
-        assert set(by_id) == {to_cancel.task_id, to_expire.task_id}
+        rows = await listed(temporal_server, "--stuck", "--tool", "legs", until=lambda rows: len(rows) == 3)
+        assert {row["taskId"] for row in rows} == {to_cancel.task_id, by_operator.task_id, to_expire.task_id}
         for row in rows:
             assert "build 'a'" in row["reason"] and deployment in row["reason"], row
             assert "worker of build 'a'" in row["fix"] and "--versioning-override-behavior" in row["fix"], row
@@ -292,6 +294,11 @@ async def test_a_task_pinned_to_a_build_without_workers_is_listed_and_its_cancel
         await tasks_cancel(b_client, to_cancel.task_id)
         assert await workflow_status(temporal, to_cancel.task_id) == WorkflowExecutionStatus.TERMINATED
         assert (await tasks_get(b_client, to_cancel.task_id)).status == "cancelled"
+        code, out, err = await cli(temporal_server, "cancel", "--", by_operator.task_id)
+        assert code == 0 and "no worker could run its cancel" in out, err
+        assert await workflow_status(temporal, by_operator.task_id) == WorkflowExecutionStatus.TERMINATED
+        code, out, err = await cli(temporal_server, "show", "--json", "--", by_operator.task_id)
+        assert code == 0 and json.loads(out)["status"] == "cancelled", err
 
         answers = await read_until_closed(b_client, temporal, to_expire.task_id)
         assert set(answers) <= {"working", f"Task {to_expire.task_id} not found"}

@@ -7,10 +7,13 @@ not a caller's token, so every command works across scopes: a task id is found b
 workflow id (`mcp-task/<scope tag>/<task id>`), directly when the scope is given or
 anonymous, else by a bounded visibility scan over `McpTaskWorkflow` executions
 (visibility cannot match an id suffix). `cancel` has the semantics of `tasks/cancel`; `terminate` ends a task now,
-without running its cleanup. `list --stuck` finds what no worker can move, whatever
-the cause (a worker without the key, a store it cannot reach, a bug in workflow
-code): running tasks whose workflow task has failed at least once and is being
-retried, with the reason Temporal recorded. `--json` output is stable (docs/operations.md).
+without running its cleanup (and `cancel` terminates a task no worker runs, as
+`tasks/cancel` does: `server/_stalled.py`). `list --stuck` finds what no worker can
+move, whatever the cause (a worker without the key, a store it cannot reach, a bug in
+workflow code, a build with no workers left): running tasks whose workflow task has
+failed at least once and is being retried, or has waited for a worker past the grace,
+with the reason and the fix. Tables print caller and tool text verbatim (`_plain`).
+`--json` output is stable (docs/operations.md).
 
 The connection options are local to this module for now; they read the same
 `FASTMCP_TEMPORAL_*` environment as the extension.
