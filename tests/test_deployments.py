@@ -45,6 +45,7 @@ from temporalio.api.workflowservice.v1 import (
     DescribeWorkerDeploymentRequest,
     DescribeWorkerDeploymentVersionRequest,
     SetWorkerDeploymentCurrentVersionRequest,
+    SetWorkerDeploymentRampingVersionRequest,
 )
 from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus
@@ -127,6 +128,17 @@ async def make_current(temporal: TemporalClient, version: WorkerDeploymentVersio
             await temporal.workflow_service.describe_worker_deployment(describe)
         ).worker_deployment_info.routing_config_update_state != propagated:
             await anyio.sleep(0.1)
+
+
+async def registered(temporal: TemporalClient, version: WorkerDeploymentVersion) -> None:
+    """Wait until a worker's first poll has made `version` known to Temporal."""
+    with anyio.fail_after(DEADLINE):
+        while True:
+            try:
+                await version_info(temporal, version)
+                return
+            except RPCError:
+                await anyio.sleep(0.1)
 
 
 async def version_info(temporal: TemporalClient, version: WorkerDeploymentVersion) -> WorkerDeploymentVersionInfo:
@@ -308,6 +320,50 @@ async def test_a_task_pinned_to_a_build_without_workers_is_listed_and_its_cancel
         code, out, err = await cli(temporal_server, "show", "--json", "--", to_expire.task_id)
         assert code == 0 and json.loads(out)["status"] == "expired", err
         await _none_running(b.extension)
+
+
+async def ramp(temporal: TemporalClient, version: WorkerDeploymentVersion, percentage: float) -> None:
+    """Ramp new tasks to `version`, and wait until Temporal has propagated the change to the task queue."""
+    request = SetWorkerDeploymentRampingVersionRequest(
+        namespace=temporal.namespace,
+        deployment_name=version.deployment_name,
+        build_id=version.build_id,
+        percentage=percentage,
+    )
+    await temporal.workflow_service.set_worker_deployment_ramping_version(request)
+    describe = DescribeWorkerDeploymentRequest(namespace=temporal.namespace, deployment_name=version.deployment_name)
+    propagated = RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_COMPLETED
+    with anyio.fail_after(DEADLINE):
+        while (
+            await temporal.workflow_service.describe_worker_deployment(describe)
+        ).worker_deployment_info.routing_config_update_state != propagated:
+            await anyio.sleep(0.1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("routing", ["current", "ramping"])
+async def test_a_task_routed_to_a_build_with_no_workers_is_listed_with_the_build_and_cancelled(
+    make_extension: Callable[..., TemporalTasksExtension], temporal_server: DevServer, task_queue: str, routing: str
+) -> None:
+    deployment = f"deploy-{task_queue}"
+    a = Build("A", make_extension(deployment_name=deployment, build_id="a"))
+    c = Build("C", make_extension(deployment_name=deployment, build_id="c"))
+    c_version = WorkerDeploymentVersion(deployment, "c")
+    temporal = await TemporalClient.connect(temporal_server.address)
+    async with Client(a.server) as a_client:
+        await make_current(temporal, WorkerDeploymentVersion(deployment, "a"))
+        async with Client(c.server):  # C's workers poll once, then are gone (crashed, scaled to zero)
+            await registered(temporal, c_version)
+        await (make_current(temporal, c_version) if routing == "current" else ramp(temporal, c_version, 100))
+        task = await call_tool_task(a_client, "legs")
+        assert (await tasks_get(a_client, task.task_id)).status == "working"
+
+        (row,) = await listed(temporal_server, "--stuck", "--tool", "legs", until=bool)
+        assert row["taskId"] == task.task_id
+        assert f"{routing} build 'c'" in row["reason"] and "worker of build 'c'" in row["reason"], row
+        assert "'c'" in row["fix"] and f"set-{routing}-version" in row["fix"], row
+        await tasks_cancel(a_client, task.task_id)
+        assert await workflow_status(temporal, task.task_id) == WorkflowExecutionStatus.TERMINATED
 
 
 def worker_command(server_file: Path, *options: str) -> list[str]:

@@ -36,11 +36,14 @@ from urllib.parse import quote
 from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
 from temporalio.api.common.v1 import WorkflowExecution as ExecutionRef
+from temporalio.api.deployment.v1 import RoutingConfig
 from temporalio.api.enums.v1 import EventType, TaskQueueType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import (
     DescribeTaskQueueRequest,
+    DescribeTaskQueueResponse,
+    DescribeWorkerDeploymentRequest,
     GetWorkflowExecutionHistoryReverseRequest,
 )
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription, WorkflowHandle
@@ -370,47 +373,80 @@ _FIX_FAILING = (
 
 
 async def _no_worker_problem(client: Client, description: WorkflowExecutionDescription) -> tuple[str, str]:
-    """Why no worker takes the task's workflow task (the build it is pinned to, the pollers Temporal
-    saw), and what makes one take it."""
+    """Why no worker takes the task's workflow task (the build it is pinned or routed to, when that
+    build's workers last polled), and what makes one take it."""
     waited = waiting_for_worker(description, datetime.now(timezone.utc)) or timedelta()
+    waiting = f"Its workflow task has waited {waited.total_seconds():.0f} s for a worker"
     queue = description.task_queue
-    pinned = pinned_build(description)
-    pollers = await _workflow_pollers(client, queue, pinned)
-    seen = (
-        f"workers of it last polled at {max(pollers):%Y-%m-%d %H:%M:%S} UTC"
-        if pollers
-        else "no worker of it has polled in the last 5 minutes"
-    )
-    if pinned is None:
-        reason = f"Its workflow task has waited {waited.total_seconds():.0f} s for a worker of task queue {queue!r}: {seen}."
-        return reason, f"Start a worker for task queue {queue!r} (fastmcp-temporal worker --task-queue {queue})."
-    deployment, build = pinned
-    reason = (
-        f"Its workflow task has waited {waited.total_seconds():.0f} s for a worker: the task is pinned to "
-        f"build {build!r} of worker deployment {deployment!r}, and {seen}."
-    )
-    fix = (
-        f"Start a worker of build {build!r} (--deployment-name {deployment} --build-id {build}), or move the "
-        f"task to the current build: temporal workflow update-options --workflow-id {description.id} "
-        "--versioning-override-behavior auto_upgrade"
-    )
-    return reason, fix
-
-
-async def _workflow_pollers(client: Client, queue: str, build: tuple[str, str] | None) -> list[datetime]:
-    """When each worker (of `build`, when given) Temporal saw on the queue last polled for workflow tasks."""
     request = DescribeTaskQueueRequest(
         namespace=client.namespace,
         task_queue=TaskQueue(name=queue),
         task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
     )
-    pollers = (await client.workflow_service.describe_task_queue(request)).pollers
-    return [
-        poller.last_access_time.ToDatetime(tzinfo=timezone.utc)
-        for poller in pollers
-        if build is None
-        or (poller.deployment_options.deployment_name, poller.deployment_options.build_id) == build
-    ]
+    answer = await client.workflow_service.describe_task_queue(request)
+    polls = _last_polls(answer)
+    move = f"temporal workflow update-options --workflow-id {description.id} --versioning-override-behavior"
+    if (pinned := pinned_build(description)) is not None:
+        deployment, build = pinned
+        reason = f"{waiting}: the task is pinned to build {build!r} of worker deployment {deployment!r}, and "
+        fix = (
+            f"Start a worker of build {build!r} (--deployment-name {deployment} --build-id {build}), or move "
+            f"the task to the current build: {move} auto_upgrade"
+        )
+        return reason + _seen(polls, pinned) + ".", fix
+    routing = await _routing(client, polls)
+    current, ramping = routing.current_deployment_version, routing.ramping_deployment_version
+    if not current.build_id:
+        reason = f"{waiting} of task queue {queue!r}: {_seen(polls, None)}."
+        return reason, f"Start a worker for task queue {queue!r} (fastmcp-temporal worker --task-queue {queue})."
+    deployment, targets = current.deployment_name, [(current.deployment_name, current.build_id)]
+    routed = f"the current build {current.build_id!r}"
+    if ramping.build_id:
+        targets.append((ramping.deployment_name, ramping.build_id))
+        routed += f" or the ramping build {ramping.build_id!r} ({routing.ramping_version_percentage:g}%)"
+    reason = (
+        f"{waiting}: Temporal routes it to {routed} of worker deployment {deployment!r}, and "
+        + "; ".join(_seen(polls, target) for target in targets)
+        + "."
+    )
+    missing = [build for deployment_name, build in targets if (deployment_name, build) not in polls]
+    polling = sorted({build for (name, build) in filter(None, polls) if name == deployment} - {b for _, b in targets})
+    fix = (
+        f"Start a worker of build {' or '.join(repr(b) for b in missing or [b for _, b in targets])}, or route "
+        "new tasks "
+        f"to a build that has workers: temporal worker deployment set-current-version (a ramp: "
+        f"set-ramping-version) --deployment-name {deployment} --build-id BUILD"
+        + (f" (builds polling now: {', '.join(map(repr, polling))})" if polling else "")
+    )
+    return reason, fix
+
+
+async def _routing(client: Client, polls: dict[tuple[str, str] | None, datetime]) -> RoutingConfig:
+    """Where the worker deployment of the queue's workers routes new workflow tasks (empty: unversioned)."""
+    deployments = {name for name, _ in filter(None, polls)}
+    if len(deployments) != 1:
+        return RoutingConfig()  # no versioned worker seen (or several deployments): nothing to name
+    request = DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployments.pop())
+    return (await client.workflow_service.describe_worker_deployment(request)).worker_deployment_info.routing_config
+
+
+def _last_polls(answer: DescribeTaskQueueResponse) -> dict[tuple[str, str] | None, datetime]:
+    """When workers of each build (None: of any build) last polled, among those Temporal remembers."""
+    polls: dict[tuple[str, str] | None, datetime] = {}
+    for poller in answer.pollers:
+        at = poller.last_access_time.ToDatetime(tzinfo=timezone.utc)
+        options = poller.deployment_options
+        for key in (None, (options.deployment_name, options.build_id) if options.build_id else None):
+            polls[key] = max(at, polls.get(key, at))
+    return polls
+
+
+def _seen(polls: dict[tuple[str, str] | None, datetime], build: tuple[str, str] | None) -> str:
+    """When a worker (of `build`) last polled, as a reason says it."""
+    whose = f"build {build[1]!r}" if build is not None else "the task queue"
+    if build not in polls:
+        return f"no worker of {whose} has polled in the last 5 minutes"
+    return f"a worker of {whose} last polled at {polls[build]:%Y-%m-%d %H:%M:%S} UTC"
 
 
 async def _workflow_task_problem(client: Client, execution: WorkflowExecution) -> str:
