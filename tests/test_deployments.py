@@ -115,7 +115,6 @@ async def make_current(temporal: TemporalClient, version: WorkerDeploymentVersio
     request = SetWorkerDeploymentCurrentVersionRequest(
         namespace=namespace, deployment_name=name, build_id=version.build_id
     )
-    propagated = RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_COMPLETED
     with anyio.fail_after(DEADLINE):
         while True:
             try:
@@ -123,7 +122,14 @@ async def make_current(temporal: TemporalClient, version: WorkerDeploymentVersio
                 break
             except RPCError:  # the version exists once its worker's first poll reached Temporal
                 await anyio.sleep(0.2)
-        describe = DescribeWorkerDeploymentRequest(namespace=namespace, deployment_name=name)
+    await routing_propagated(temporal, name)
+
+
+async def routing_propagated(temporal: TemporalClient, deployment: str) -> None:
+    """Wait until Temporal has propagated the deployment's routing change to its task queues."""
+    describe = DescribeWorkerDeploymentRequest(namespace=temporal.namespace, deployment_name=deployment)
+    propagated = RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_COMPLETED
+    with anyio.fail_after(DEADLINE):
         while (
             await temporal.workflow_service.describe_worker_deployment(describe)
         ).worker_deployment_info.routing_config_update_state != propagated:
@@ -331,13 +337,7 @@ async def ramp(temporal: TemporalClient, version: WorkerDeploymentVersion, perce
         percentage=percentage,
     )
     await temporal.workflow_service.set_worker_deployment_ramping_version(request)
-    describe = DescribeWorkerDeploymentRequest(namespace=temporal.namespace, deployment_name=version.deployment_name)
-    propagated = RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_COMPLETED
-    with anyio.fail_after(DEADLINE):
-        while (
-            await temporal.workflow_service.describe_worker_deployment(describe)
-        ).worker_deployment_info.routing_config_update_state != propagated:
-            await anyio.sleep(0.1)
+    await routing_propagated(temporal, version.deployment_name)
 
 
 @pytest.mark.slow

@@ -35,7 +35,6 @@ from urllib.parse import quote
 
 from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
-from temporalio.api.common.v1 import WorkflowExecution as ExecutionRef
 from temporalio.api.deployment.v1 import RoutingConfig
 from temporalio.api.enums.v1 import EventType, TaskQueueType
 from temporalio.api.history.v1 import HistoryEvent
@@ -44,7 +43,6 @@ from temporalio.api.workflowservice.v1 import (
     DescribeTaskQueueRequest,
     DescribeTaskQueueResponse,
     DescribeWorkerDeploymentRequest,
-    GetWorkflowExecutionHistoryReverseRequest,
 )
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription, WorkflowHandle
 from temporalio.client import WorkflowExecutionStatus as Status
@@ -59,6 +57,7 @@ from fastmcp_temporal.server._stalled import (
     CANCELLED_REASON,
     EXPIRED_REASON,
     StalledTasks,
+    newest_events_first,
     pinned_build,
     stalled,
     waiting_for_worker,
@@ -451,21 +450,12 @@ def _seen(polls: dict[tuple[str, str] | None, datetime], build: tuple[str, str] 
 
 async def _workflow_task_problem(client: Client, execution: WorkflowExecution) -> str:
     """Why the newest workflow task failed or timed out, read from the end of the history."""
-    request = GetWorkflowExecutionHistoryReverseRequest(
-        namespace=client.namespace,
-        execution=ExecutionRef(workflow_id=execution.id, run_id=execution.run_id),
-        maximum_page_size=100,
-    )
-    while True:
-        page = await client.workflow_service.get_workflow_execution_history_reverse(request)
-        for event in page.history.events:
-            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-                return await _failure_reason(client, event)
-            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
-                return "The workflow task timed out: its worker crashed or blocked while running it."
-        if not page.next_page_token:
-            return "No failed workflow task is recorded yet."
-        request.next_page_token = page.next_page_token
+    async for event in newest_events_first(client, execution.id, execution.run_id):
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+            return await _failure_reason(client, event)
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+            return "The workflow task timed out: its worker crashed or blocked while running it."
+    return "No failed workflow task is recorded yet."
 
 
 async def _failure_reason(client: Client, event: HistoryEvent) -> str:

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType, PendingWorkflowTaskState, VersioningBehavior
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle
 from temporalio.client import WorkflowExecutionStatus as Status
@@ -71,25 +73,32 @@ def pinned_build(description: WorkflowExecutionDescription) -> tuple[str, str] |
     return (version.deployment_name, version.build_id) if version.build_id else None
 
 
-async def ttl_timer_fires_at(client: Client, description: WorkflowExecutionDescription) -> datetime | None:
-    """When the run's TTL timer (its only timer: a parked task's wait) fires or fired; None when
-    no wait is pending (the last one was answered in time, or the task never parked)."""
+async def newest_events_first(client: Client, workflow_id: str, run_id: str) -> AsyncIterator[HistoryEvent]:
+    """The run's history from its newest event back, a page at a time."""
     request = GetWorkflowExecutionHistoryReverseRequest(
         namespace=client.namespace,
-        execution=WorkflowExecution(workflow_id=description.id, run_id=description.run_id),
+        execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id),
         maximum_page_size=100,
     )
     while True:
         page = await client.workflow_service.get_workflow_execution_history_reverse(request)
         for event in page.history.events:
-            if event.event_type == EventType.EVENT_TYPE_TIMER_CANCELED:
-                return None
-            if event.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
-                started = event.event_time.ToDatetime(tzinfo=timezone.utc)
-                return started + event.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
+            yield event
         if not page.next_page_token:
-            return None
+            return
         request.next_page_token = page.next_page_token
+
+
+async def ttl_timer_fires_at(client: Client, description: WorkflowExecutionDescription) -> datetime | None:
+    """When the run's TTL timer (its only timer: a parked task's wait) fires or fired; None when
+    no wait is pending (the last one was answered in time, or the task never parked)."""
+    async for event in newest_events_first(client, description.id, description.run_id):
+        if event.event_type == EventType.EVENT_TYPE_TIMER_CANCELED:
+            return None
+        if event.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
+            started = event.event_time.ToDatetime(tzinfo=timezone.utc)
+            return started + event.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
+    return None
 
 
 class StalledTasks:
