@@ -8,16 +8,20 @@ was running at the switch; new tasks run on B, also those started through A's se
 once A's tasks close, Temporal reports A drained and A's worker can stop. An
 `auto_upgrade` task (per tool, or for the whole extension) moves to B at its next leg;
 a tool `pinned` by its execution policy stays. Temporal's own records show which
-version ran every workflow task.
+version ran every workflow task. Tasks pinned to a build whose workers have all stopped
+are listed by `tasks list --stuck` with the build and the fix, and end in Temporal on a
+cancel (tasks/cancel or the CLI's) and at their TTL, read as an expired task.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +29,7 @@ import anyio
 import pytest
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import ToolTask, call_tool_task
+from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitResult, InputRequiredResult
 from pydantic import ValidationError
 from temporalio.api.deployment.v1 import WorkerDeploymentVersion as VersionMessage
@@ -40,8 +45,10 @@ from temporalio.api.workflowservice.v1 import (
     DescribeWorkerDeploymentRequest,
     DescribeWorkerDeploymentVersionRequest,
     SetWorkerDeploymentCurrentVersionRequest,
+    SetWorkerDeploymentRampingVersionRequest,
 )
 from temporalio.client import Client as TemporalClient
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.common import WorkerDeploymentVersion
 from temporalio.service import RPCError
 from temporalio.worker import Worker, WorkerDeploymentConfig
@@ -49,7 +56,18 @@ from temporalio.worker import Worker, WorkerDeploymentConfig
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension, execution_policy
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from task_wire import DEADLINE, accept, ask, eventually, status_becomes, tasks_update, text_of
+from task_wire import (
+    DEADLINE,
+    accept,
+    ask,
+    eventually,
+    status_becomes,
+    tasks_cancel,
+    tasks_get,
+    tasks_update,
+    text_of,
+)
+from test_operator_cli import cli, listed
 from test_payloads import _none_running
 from test_temporal_config import WORKER_SERVER
 
@@ -97,7 +115,6 @@ async def make_current(temporal: TemporalClient, version: WorkerDeploymentVersio
     request = SetWorkerDeploymentCurrentVersionRequest(
         namespace=namespace, deployment_name=name, build_id=version.build_id
     )
-    propagated = RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_COMPLETED
     with anyio.fail_after(DEADLINE):
         while True:
             try:
@@ -105,11 +122,29 @@ async def make_current(temporal: TemporalClient, version: WorkerDeploymentVersio
                 break
             except RPCError:  # the version exists once its worker's first poll reached Temporal
                 await anyio.sleep(0.2)
-        describe = DescribeWorkerDeploymentRequest(namespace=namespace, deployment_name=name)
+    await routing_propagated(temporal, name)
+
+
+async def routing_propagated(temporal: TemporalClient, deployment: str) -> None:
+    """Wait until Temporal has propagated the deployment's routing change to its task queues."""
+    describe = DescribeWorkerDeploymentRequest(namespace=temporal.namespace, deployment_name=deployment)
+    propagated = RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_COMPLETED
+    with anyio.fail_after(DEADLINE):
         while (
             await temporal.workflow_service.describe_worker_deployment(describe)
         ).worker_deployment_info.routing_config_update_state != propagated:
             await anyio.sleep(0.1)
+
+
+async def registered(temporal: TemporalClient, version: WorkerDeploymentVersion) -> None:
+    """Wait until a worker's first poll has made `version` known to Temporal."""
+    with anyio.fail_after(DEADLINE):
+        while True:
+            try:
+                await version_info(temporal, version)
+                return
+            except RPCError:
+                await anyio.sleep(0.1)
 
 
 async def version_info(temporal: TemporalClient, version: WorkerDeploymentVersion) -> WorkerDeploymentVersionInfo:
@@ -222,6 +257,113 @@ async def test_an_auto_upgrade_extension_moves_tasks_to_the_new_build_but_not_a_
             assert await answer_twice(a_client, staying, "x", "y") == "A A:x A:y"
             assert set(await builds_of_workflow_tasks(temporal, staying.task_id)) == {"a"}
             await _none_running(b.extension)
+
+
+async def workflow_status(temporal: TemporalClient, task_id: str) -> WorkflowExecutionStatus | None:
+    return (await temporal.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id)).describe()).status
+
+
+async def read_until_closed(client: Client, temporal: TemporalClient, task_id: str) -> list[str]:
+    """Poll `tasks/get` as a waiting client does until Temporal has closed the task's workflow; what
+    each read answered (a status, or the error)."""
+    answers: list[str] = []
+    with anyio.fail_after(DEADLINE * 2):
+        while await workflow_status(temporal, task_id) == WorkflowExecutionStatus.RUNNING:
+            try:
+                answers.append((await tasks_get(client, task_id)).status)
+            except MCPError as exc:
+                answers.append(exc.message)
+            await anyio.sleep(0.5)
+    return answers
+
+
+@pytest.mark.slow
+async def test_a_task_pinned_to_a_build_without_workers_is_listed_and_its_cancel_and_ttl_close_it(
+    make_extension: Callable[..., TemporalTasksExtension], temporal_server: DevServer, task_queue: str
+) -> None:
+    deployment = f"deploy-{task_queue}"
+    a_version, b_version = (WorkerDeploymentVersion(deployment, build) for build in ("a", "b"))
+    a = Build("A", make_extension(deployment_name=deployment, build_id="a"))
+    b = Build("B", make_extension(deployment_name=deployment, build_id="b"))
+    short_ttl = Build("A", make_extension(worker=False, task_ttl=timedelta(seconds=30)))
+    temporal = await TemporalClient.connect(temporal_server.address)
+    async with Client(b.server) as b_client:
+        async with Client(a.server) as a_client, Client(short_ttl.server) as short_client:
+            await make_current(temporal, a_version)
+            to_cancel, by_operator = await call_tool_task(a_client, "legs"), await call_tool_task(a_client, "legs")
+            to_expire = await call_tool_task(short_client, "legs")
+            for task in (to_cancel, by_operator, to_expire):
+                await status_becomes(task, "input_required")
+            await make_current(temporal, b_version)
+        # A's worker has stopped with both tasks pinned to it; B serves the wire
+        for task in (to_cancel, by_operator, to_expire):
+            (key,) = (await tasks_get(b_client, task.task_id)).input_requests or {}
+            await tasks_update(b_client, task.task_id, {key: accept("x")})
+            assert (await tasks_get(b_client, task.task_id)).status == "working"
+
+        rows = await listed(temporal_server, "--stuck", "--tool", "legs", until=lambda rows: len(rows) == 3)
+        assert {row["taskId"] for row in rows} == {to_cancel.task_id, by_operator.task_id, to_expire.task_id}
+        for row in rows:
+            assert "build 'a'" in row["reason"] and deployment in row["reason"], row
+            assert "worker of build 'a'" in row["fix"] and "--versioning-override-behavior" in row["fix"], row
+        code, table, err = await cli(temporal_server, "list", "--stuck", "--tool", "legs")
+        assert code == 0 and to_cancel.task_id in table and "FIX" in table, err
+
+        await tasks_cancel(b_client, to_cancel.task_id)
+        assert await workflow_status(temporal, to_cancel.task_id) == WorkflowExecutionStatus.TERMINATED
+        assert (await tasks_get(b_client, to_cancel.task_id)).status == "cancelled"
+        code, out, err = await cli(temporal_server, "cancel", "--", by_operator.task_id)
+        assert code == 0 and "no worker could run its cancel" in out, err
+        assert await workflow_status(temporal, by_operator.task_id) == WorkflowExecutionStatus.TERMINATED
+        code, out, err = await cli(temporal_server, "show", "--json", "--", by_operator.task_id)
+        assert code == 0 and json.loads(out)["status"] == "cancelled", err
+
+        answers = await read_until_closed(b_client, temporal, to_expire.task_id)
+        assert set(answers) <= {"working", f"Task {to_expire.task_id} not found"}
+        assert await workflow_status(temporal, to_expire.task_id) == WorkflowExecutionStatus.TERMINATED
+        with pytest.raises(MCPError, match="not found"):  # as the reference answers an expired task
+            await tasks_get(b_client, to_expire.task_id)
+        code, out, err = await cli(temporal_server, "show", "--json", "--", to_expire.task_id)
+        assert code == 0 and json.loads(out)["status"] == "expired", err
+        await _none_running(b.extension)
+
+
+async def ramp(temporal: TemporalClient, version: WorkerDeploymentVersion, percentage: float) -> None:
+    """Ramp new tasks to `version`, and wait until Temporal has propagated the change to the task queue."""
+    request = SetWorkerDeploymentRampingVersionRequest(
+        namespace=temporal.namespace,
+        deployment_name=version.deployment_name,
+        build_id=version.build_id,
+        percentage=percentage,
+    )
+    await temporal.workflow_service.set_worker_deployment_ramping_version(request)
+    await routing_propagated(temporal, version.deployment_name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("routing", ["current", "ramping"])
+async def test_a_task_routed_to_a_build_with_no_workers_is_listed_with_the_build_and_cancelled(
+    make_extension: Callable[..., TemporalTasksExtension], temporal_server: DevServer, task_queue: str, routing: str
+) -> None:
+    deployment = f"deploy-{task_queue}"
+    a = Build("A", make_extension(deployment_name=deployment, build_id="a"))
+    c = Build("C", make_extension(deployment_name=deployment, build_id="c"))
+    c_version = WorkerDeploymentVersion(deployment, "c")
+    temporal = await TemporalClient.connect(temporal_server.address)
+    async with Client(a.server) as a_client:
+        await make_current(temporal, WorkerDeploymentVersion(deployment, "a"))
+        async with Client(c.server):  # C's workers poll once, then are gone (crashed, scaled to zero)
+            await registered(temporal, c_version)
+        await (make_current(temporal, c_version) if routing == "current" else ramp(temporal, c_version, 100))
+        task = await call_tool_task(a_client, "legs")
+        assert (await tasks_get(a_client, task.task_id)).status == "working"
+
+        (row,) = await listed(temporal_server, "--stuck", "--tool", "legs", until=bool)
+        assert row["taskId"] == task.task_id
+        assert f"{routing} build 'c'" in row["reason"] and "worker of build 'c'" in row["reason"], row
+        assert "'c'" in row["fix"] and f"set-{routing}-version" in row["fix"], row
+        await tasks_cancel(a_client, task.task_id)
+        assert await workflow_status(temporal, task.task_id) == WorkflowExecutionStatus.TERMINATED
 
 
 def worker_command(server_file: Path, *options: str) -> list[str]:

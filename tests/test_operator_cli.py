@@ -5,8 +5,9 @@ alone (legs, input requests, result, UI link); cancels one with `tasks/cancel`'s
 semantics and terminates another, which the MCP wire then reports; an unknown id is a
 clear error with exit code 1; an encrypted task's result is readable only with
 the key (alone or in a rotated key list); `list --stuck` shows a task no worker can decrypt, with the reason, and not
-a healthy one; `list` tells durable synchronous calls from tasks (`kind`, `--kind`); and a
-negative limit is refused by name.
+a healthy one; `list` tells durable synchronous calls from tasks (`kind`, `--kind`); a
+negative limit is refused by name; and `show` prints caller and tool text as written (no
+markup, no terminal escapes).
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ from typing import Any
 import anyio
 import pytest
 from fastmcp import Client, Context, FastMCP
+from fastmcp.exceptions import ToolError
 from fastmcp_tasks.client import call_tool_task
 from mcp_types import ElicitRequest, InputRequiredResult
 
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from servers import NoTasksClient, http_client, server_with, serving_http, square, verifier
-from task_wire import DEADLINE, question, status_becomes, tasks_update
+from task_wire import DEADLINE, accept, question, status_becomes, tasks_update
 
 pytestmark = pytest.mark.anyio
 
@@ -301,3 +303,26 @@ async def test_negative_limits_are_refused_by_name(temporal_server: DevServer, o
     code, out, err = await cli(temporal_server, "list", option, "-1")
     assert code == 2 and out == ""
     assert f"argument {option}: must be 1 or more, got -1" in err
+
+
+async def test_show_prints_caller_and_tool_text_as_written(make_extension, temporal_server: DevServer) -> None:
+    tool = f"markup_{uuid.uuid4().hex[:8]}"
+    asked, answer, failure = "[red]Which[/red] :warning: region?", "[/bold] east", "expected list[/int]"
+    server = server_with(make_extension())
+
+    @server.tool(name=tool, task=True)
+    async def markup(ctx: Context) -> str | InputRequiredResult:
+        if ctx.input_responses is None:
+            requests = {"region": question(f"{asked}\x1b[2J")}
+            return InputRequiredResult(result_type="input_required", input_requests=requests)
+        raise ToolError(failure)
+
+    async with Client(server) as client:
+        task = await call_tool_task(client, tool)
+        (key,) = (await status_becomes(task, "input_required")).input_requests
+        await tasks_update(client, task.task_id, {key: accept(answer)})
+        assert (await status_becomes(task, "completed")).result["isError"]
+
+    code, table, err = await cli(temporal_server, "show", "--", task.task_id)
+    assert code == 0, err
+    assert f"{asked}\\x1b[2J" in table and answer in table and failure in table  # no escape reaches a terminal

@@ -186,14 +186,17 @@ async def unrun() -> str:
 async def _a_task_no_worker_runs(
     temporal_server: DevServer, task_queue: str, requests: TemporalRequests
 ) -> AsyncIterator[tuple[Client, str]]:
-    """A client of an API-only server, and a task it created there that no worker runs (terminated after)."""
+    """A client of an API-only server, and a task it created there that no worker runs (terminated
+    after, unless a cancel already ended it)."""
     api, temporal = await _api_server(temporal_server, task_queue, requests, unrun)
     async with Client(api) as client:
         task = await call_tool_task(client, "unrun")
         try:
             yield client, task.task_id
         finally:
-            await temporal.get_workflow_handle(f"mcp-task/anon/{task.task_id}").terminate()
+            handle = temporal.get_workflow_handle(f"mcp-task/anon/{task.task_id}")
+            if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+                await handle.terminate()
 
 
 def _gated(started: anyio.Event, release: anyio.Event) -> Callable[..., Any]:

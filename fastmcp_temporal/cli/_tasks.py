@@ -7,10 +7,13 @@ not a caller's token, so every command works across scopes: a task id is found b
 workflow id (`mcp-task/<scope tag>/<task id>`), directly when the scope is given or
 anonymous, else by a bounded visibility scan over `McpTaskWorkflow` executions
 (visibility cannot match an id suffix). `cancel` has the semantics of `tasks/cancel`; `terminate` ends a task now,
-without running its cleanup. `list --stuck` finds what no worker can move, whatever
-the cause (a worker without the key, a store it cannot reach, a bug in workflow
-code): running tasks whose workflow task has failed at least once and is being
-retried, with the reason Temporal recorded. `--json` output is stable (docs/operations.md).
+without running its cleanup (and `cancel` terminates a task no worker runs, as
+`tasks/cancel` does: `server/_stalled.py`). `list --stuck` finds what no worker can
+move, whatever the cause (a worker without the key, a store it cannot reach, a bug in
+workflow code, a build with no workers left): running tasks whose workflow task has
+failed at least once and is being retried, or has waited for a worker past the grace,
+with the reason and the fix. Tables print caller and tool text verbatim (`_plain`).
+`--json` output is stable (docs/operations.md).
 
 The connection options are local to this module for now; they read the same
 `FASTMCP_TEMPORAL_*` environment as the extension.
@@ -22,19 +25,25 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, get_args
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any, get_args
 from urllib.parse import quote
 
 from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
-from temporalio.api.common.v1 import WorkflowExecution as ExecutionRef
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.deployment.v1 import RoutingConfig
+from temporalio.api.enums.v1 import EventType, TaskQueueType
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueRequest,
+    DescribeTaskQueueResponse,
+    DescribeWorkerDeploymentRequest,
+)
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription, WorkflowHandle
 from temporalio.client import WorkflowExecutionStatus as Status
 from temporalio.service import RPCError, RPCStatusCode
@@ -44,8 +53,20 @@ from fastmcp_temporal.cli._options import add_connection_options, setting_overri
 from fastmcp_temporal.connection._client import TemporalConnectionError, connect, resolve_profile
 from fastmcp_temporal.connection._payloads import PayloadStoreError
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, WorkflowKind, workflow_id, workflow_id_prefix
+from fastmcp_temporal.server._stalled import (
+    CANCELLED_REASON,
+    EXPIRED_REASON,
+    StalledTasks,
+    newest_events_first,
+    pinned_build,
+    stalled,
+    waiting_for_worker,
+)
 from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, WORKFLOW_NAME
 from fastmcp_temporal.workflows.task import SCOPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOOL_ATTRIBUTE
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 MCP_STATUSES = ("working", "input_required", "completed", "failed", "cancelled")
 KINDS: tuple[WorkflowKind, ...] = get_args(WorkflowKind)
@@ -174,6 +195,9 @@ def _cancel(args: argparse.Namespace) -> None:
             return
         if not task.description.raw_description.workflow_extended_info.cancel_requested:
             await task.handle.cancel()
+        if await StalledTasks(client).close_cancelled(task.handle):
+            print(f"Cancelled task {task.task_id}: no worker could run its cancel, so it was ended in Temporal.")
+            return
         print(f"Cancellation requested for task {task.task_id}; it reports 'cancelled' from now on.")
 
     _execute(args, run)
@@ -328,31 +352,110 @@ async def _stuck_row(client: Client, execution: WorkflowExecution) -> dict[str, 
     found = await _describe(client, execution.id)
     if found is None or found[1].run_id != execution.run_id:
         return None  # gone, or continued as new since it was listed
-    attempt = found[1].raw_description.pending_workflow_task.attempt
-    if attempt < _STUCK_FROM_ATTEMPT:
+    description = found[1]
+    attempt = description.raw_description.pending_workflow_task.attempt
+    if attempt >= _STUCK_FROM_ATTEMPT:
+        reason, fix = await _workflow_task_problem(client, execution), _FIX_FAILING
+    elif stalled(description, datetime.now(timezone.utc)):
+        reason, fix = await _no_worker_problem(client, description)
+    else:
         return None
     row = _row(execution)
-    row.update(workflowTaskAttempt=attempt, reason=await _workflow_task_problem(client, execution))
+    row.update(workflowTaskAttempt=attempt, reason=reason, fix=fix)
     return row
+
+
+_FIX_FAILING = (
+    "Fix what the reason names on the workers (Temporal keeps retrying the workflow task), "
+    "or end the task: fastmcp-temporal tasks terminate."
+)
+
+
+async def _no_worker_problem(client: Client, description: WorkflowExecutionDescription) -> tuple[str, str]:
+    """Why no worker takes the task's workflow task (the build it is pinned or routed to, when that
+    build's workers last polled), and what makes one take it."""
+    waited = waiting_for_worker(description, datetime.now(timezone.utc)) or timedelta()
+    waiting = f"Its workflow task has waited {waited.total_seconds():.0f} s for a worker"
+    queue = description.task_queue
+    request = DescribeTaskQueueRequest(
+        namespace=client.namespace,
+        task_queue=TaskQueue(name=queue),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    )
+    answer = await client.workflow_service.describe_task_queue(request)
+    polls = _last_polls(answer)
+    move = f"temporal workflow update-options --workflow-id {description.id} --versioning-override-behavior"
+    if (pinned := pinned_build(description)) is not None:
+        deployment, build = pinned
+        reason = f"{waiting}: the task is pinned to build {build!r} of worker deployment {deployment!r}, and "
+        fix = (
+            f"Start a worker of build {build!r} (--deployment-name {deployment} --build-id {build}), or move "
+            f"the task to the current build: {move} auto_upgrade"
+        )
+        return reason + _seen(polls, pinned) + ".", fix
+    routing = await _routing(client, polls)
+    current, ramping = routing.current_deployment_version, routing.ramping_deployment_version
+    if not current.build_id:
+        reason = f"{waiting} of task queue {queue!r}: {_seen(polls, None)}."
+        return reason, f"Start a worker for task queue {queue!r} (fastmcp-temporal worker --task-queue {queue})."
+    deployment, targets = current.deployment_name, [(current.deployment_name, current.build_id)]
+    routed = f"the current build {current.build_id!r}"
+    if ramping.build_id:
+        targets.append((ramping.deployment_name, ramping.build_id))
+        routed += f" or the ramping build {ramping.build_id!r} ({routing.ramping_version_percentage:g}%)"
+    reason = (
+        f"{waiting}: Temporal routes it to {routed} of worker deployment {deployment!r}, and "
+        + "; ".join(_seen(polls, target) for target in targets)
+        + "."
+    )
+    missing = [build for deployment_name, build in targets if (deployment_name, build) not in polls]
+    polling = sorted({build for (name, build) in filter(None, polls) if name == deployment} - {b for _, b in targets})
+    fix = (
+        f"Start a worker of build {' or '.join(repr(b) for b in missing or [b for _, b in targets])}, or route "
+        "new tasks "
+        f"to a build that has workers: temporal worker deployment set-current-version (a ramp: "
+        f"set-ramping-version) --deployment-name {deployment} --build-id BUILD"
+        + (f" (builds polling now: {', '.join(map(repr, polling))})" if polling else "")
+    )
+    return reason, fix
+
+
+async def _routing(client: Client, polls: dict[tuple[str, str] | None, datetime]) -> RoutingConfig:
+    """Where the worker deployment of the queue's workers routes new workflow tasks (empty: unversioned)."""
+    deployments = {name for name, _ in filter(None, polls)}
+    if len(deployments) != 1:
+        return RoutingConfig()  # no versioned worker seen (or several deployments): nothing to name
+    request = DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployments.pop())
+    return (await client.workflow_service.describe_worker_deployment(request)).worker_deployment_info.routing_config
+
+
+def _last_polls(answer: DescribeTaskQueueResponse) -> dict[tuple[str, str] | None, datetime]:
+    """When workers of each build (None: of any build) last polled, among those Temporal remembers."""
+    polls: dict[tuple[str, str] | None, datetime] = {}
+    for poller in answer.pollers:
+        at = poller.last_access_time.ToDatetime(tzinfo=timezone.utc)
+        options = poller.deployment_options
+        for key in (None, (options.deployment_name, options.build_id) if options.build_id else None):
+            polls[key] = max(at, polls.get(key, at))
+    return polls
+
+
+def _seen(polls: dict[tuple[str, str] | None, datetime], build: tuple[str, str] | None) -> str:
+    """When a worker (of `build`) last polled, as a reason says it."""
+    whose = f"build {build[1]!r}" if build is not None else "the task queue"
+    if build not in polls:
+        return f"no worker of {whose} has polled in the last 5 minutes"
+    return f"a worker of {whose} last polled at {polls[build]:%Y-%m-%d %H:%M:%S} UTC"
 
 
 async def _workflow_task_problem(client: Client, execution: WorkflowExecution) -> str:
     """Why the newest workflow task failed or timed out, read from the end of the history."""
-    request = GetWorkflowExecutionHistoryReverseRequest(
-        namespace=client.namespace,
-        execution=ExecutionRef(workflow_id=execution.id, run_id=execution.run_id),
-        maximum_page_size=100,
-    )
-    while True:
-        page = await client.workflow_service.get_workflow_execution_history_reverse(request)
-        for event in page.history.events:
-            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-                return await _failure_reason(client, event)
-            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
-                return "The workflow task timed out: its worker crashed or blocked while running it."
-        if not page.next_page_token:
-            return "No failed workflow task is recorded yet."
-        request.next_page_token = page.next_page_token
+    async for event in newest_events_first(client, execution.id, execution.run_id):
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+            return await _failure_reason(client, event)
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+            return "The workflow task timed out: its worker crashed or blocked while running it."
+    return "No failed workflow task is recorded yet."
 
 
 async def _failure_reason(client: Client, event: HistoryEvent) -> str:
@@ -427,14 +530,13 @@ async def _inspect(client: Client, task: _FoundTask, ui_url: str) -> dict[str, A
             )
             readable &= closing is not _UNREADABLE
         elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
-            reason = event.workflow_execution_terminated_event_attributes.reason
-            closing = {"error": {"code": -32603, "message": f"Terminated by an operator: {reason}"}}
+            closing = _terminated(event.workflow_execution_terminated_event_attributes.reason)
         elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
             failure = event.workflow_execution_failed_event_attributes.failure
             closing = {"error": {"code": -32603, "message": failure.message}}
     if isinstance(closing, dict):  # the outcome itself, when readable, beats the search attribute
-        shown["status"] = (
-            "expired" if closing.get("expired") else "failed" if closing.get("error") else "completed"
+        shown["status"] = next((status for status in ("expired", "cancelled") if closing.get(status)), None) or (
+            "failed" if closing.get("error") else "completed"
         )
     shown.update(
         legs=legs,
@@ -450,6 +552,15 @@ async def _inspect(client: Client, task: _FoundTask, ui_url: str) -> dict[str, A
 
 
 _UNREADABLE = object()
+
+
+def _terminated(reason: str) -> dict[str, Any]:
+    """What a terminated task ended as: a server ended it (its TTL, or a cancel no worker ran), or an operator."""
+    if reason == EXPIRED_REASON:
+        return {"expired": True}
+    if reason == CANCELLED_REASON:
+        return {"cancelled": True}
+    return {"error": {"code": -32603, "message": f"Terminated by an operator: {reason}"}}
 
 
 def _legs_before_this_run(task_input: Any) -> int:
@@ -475,14 +586,33 @@ def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, default=str))
 
 
+def _plain(value: object) -> Text:
+    """`value` as Rich shows it verbatim: never read as markup or emoji codes, control characters escaped.
+
+    Tool names, questions, answers, results and failure messages come from callers and tools;
+    as markup they could crash the command or hide text, and a raw escape sequence drives the
+    operator's terminal.
+    """
+    from rich.text import Text
+
+    return Text(_CONTROL_CHARACTERS.sub(lambda found: repr(found[0])[1:-1], str(value)))
+
+
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""What a terminal acts on rather than prints (tab and newline excepted)."""
+
+
 def _print_rows(rows: list[dict[str, Any]], *, stuck: bool = False) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("TASK ID", "KIND", "TOOL", "STATUS", "CREATED", "DURATION", "SCOPE")
+    table = Table()
+    for name in ("TASK ID", "KIND", "TOOL", "STATUS", "CREATED", "DURATION", "SCOPE"):
+        table.add_column(name, no_wrap=True)  # ids stay whole and copyable; a reason or a fix wraps
     if stuck:
-        table.add_column("ATTEMPT")
-        table.add_column("REASON")
+        table.add_column("ATTEMPT", no_wrap=True)
+        table.add_column("REASON", ratio=1, overflow="fold")
+        table.add_column("FIX", ratio=1, overflow="fold")
     for row in rows:
         cells = [
             row["taskId"],
@@ -494,8 +624,8 @@ def _print_rows(rows: list[dict[str, Any]], *, stuck: bool = False) -> None:
             row["scope"],
         ]
         if stuck:
-            cells += [str(row["workflowTaskAttempt"]), row["reason"]]
-        table.add_row(*cells)
+            cells += [str(row["workflowTaskAttempt"]), row["reason"], row["fix"]]
+        table.add_row(*map(_plain, cells))
     Console(width=200).print(table)
 
 
@@ -503,19 +633,20 @@ def _print_task(shown: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("FIELD", "VALUE", show_header=False)
-    for name in ("taskId", "kind", "tool", "status", "scope", "createdAt", "closedAt", "durationSeconds", "legs"):
-        table.add_row(name, str(shown[name]))
+    fields = ("taskId", "kind", "tool", "status", "scope", "createdAt", "closedAt", "durationSeconds", "legs")
+    rows: list[tuple[str, object]] = [(name, shown[name]) for name in fields]
     for request in shown["inputRequests"]:
         message = (request["request"].get("params") or {}).get("message", "")
-        table.add_row(f"leg {request['leg']} asked", f"{request['key']}: {message}")
+        rows.append((f"leg {request['leg']} asked", f"{request['key']}: {message}"))
     for answer in shown["answers"]:
-        table.add_row("answered", f"{answer['key']}: {json.dumps(answer['answer'], default=str)}")
-    if shown["result"] is not None:
-        table.add_row("result", json.dumps(shown["result"], default=str))
-    if shown["error"] is not None:
-        table.add_row("error", json.dumps(shown["error"], default=str))
+        rows.append(("answered", f"{answer['key']}: {json.dumps(answer['answer'], default=str)}"))
+    for name in ("result", "error"):
+        if shown[name] is not None:
+            rows.append((name, json.dumps(shown[name], default=str)))
     if not shown["readable"]:
-        table.add_row("payloads", "encrypted: pass --encryption-key (or FASTMCP_TEMPORAL_ENCRYPTION_KEY)")
-    table.add_row("UI", shown["uiUrl"])
+        rows.append(("payloads", "encrypted: pass --encryption-key (or FASTMCP_TEMPORAL_ENCRYPTION_KEY)"))
+    rows.append(("UI", shown["uiUrl"]))
+    table = Table("FIELD", "VALUE", show_header=False)
+    for name, value in rows:
+        table.add_row(name, _plain(value))
     Console(width=200).print(table)

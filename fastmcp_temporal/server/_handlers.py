@@ -85,6 +85,7 @@ from fastmcp_temporal.connection._payloads import converted, encoded_size_of
 from fastmcp_temporal.server._backend import Backend, UnreadablePayloadError
 from fastmcp_temporal.server._creation import StartedWorkflow
 from fastmcp_temporal.server._scope import workflow_id
+from fastmcp_temporal.server._stalled import EXPIRED_REASON, StalledTasks
 from fastmcp_temporal.workflows.models import (
     SUBMIT_INPUT_SIGNAL,
     InputAnswers,
@@ -132,7 +133,8 @@ _LONG_POLL_TAIL = timedelta(seconds=1)
 # A read this soon after a `working` answer is a client waiting on the task (see `reread_hold`).
 _QUICK_REREAD = timedelta(milliseconds=100)
 # Events that change nothing a read answers: workflow tasks, a leg's progress through
-# its attempt, timers, markers, and answers (their memo upsert says when they apply).
+# its attempt, timers but their firing (a parked task's TTL, which reads end when no worker
+# does: `_stalled`), markers, and answers (their memo upsert says when they apply).
 _UNSEEN_BY_READS = frozenset(
     {
         EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED,
@@ -147,7 +149,6 @@ _UNSEEN_BY_READS = frozenset(
         EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED,
         EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED,
         EventType.EVENT_TYPE_TIMER_STARTED,
-        EventType.EVENT_TYPE_TIMER_FIRED,
         EventType.EVENT_TYPE_TIMER_CANCELED,
         EventType.EVENT_TYPE_MARKER_RECORDED,
         EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
@@ -331,6 +332,7 @@ class TaskMethods:
         self._closed: OrderedDict[str, _Closed] = OrderedDict()
         self._reads: dict[str, asyncio.Future[tuple[WorkflowExecutionDescription, dict[str, Any]]]] = {}
         self._watches: dict[str, _Watch] = {}
+        self._stalled = StalledTasks(backend.client)
         self._storeless = replace(backend.client.data_converter, external_storage=None)
         self._progress_refresh = backend.settings.progress_refresh.total_seconds()
         self._follow_after = 0.0  # loop time before which no new task is followed (see _REFUSED_PAUSE)
@@ -404,6 +406,8 @@ class TaskMethods:
         fields: dict[str, Any] = {}
         if not task.running:
             return self._closed_result(task.task_id, await self._close(task))
+        if await self._stalled.expire_if_due(task.handle, task.description):
+            raise task_not_found(task.task_id)
         if task.cancel_requested:
             status = "cancelled"
         elif outstanding := self._unanswered(task):
@@ -576,8 +580,10 @@ class TaskMethods:
 
     async def cancel(self, task_id: str) -> CancelTaskResult:
         task = await self._find(task_id, shared=True)  # not a remembered close: a new run may be running
-        if task.running and not task.cancel_requested:
-            await task.handle.cancel()
+        if task.running:
+            if not task.cancel_requested:
+                await task.handle.cancel()
+            await self._stalled.close_cancelled(task.handle)  # no worker may be left to run it
             self._reads.pop(task.handle.id, None)  # later reads must see the cancel
             self._forget(task_id)
         return CancelTaskResult()
@@ -676,7 +682,10 @@ class TaskMethods:
             if state is None:
                 raise task_not_found(task.task_id)
             return state
-        return "failed", _failed_fields(await _failure(task))
+        failure = await _failure(task)
+        if status == Status.TERMINATED and failure["message"] == EXPIRED_REASON:  # ended by `_stalled`
+            raise task_not_found(task.task_id)
+        return "failed", _failed_fields(failure)
 
     async def _status_message(self, task: _Task) -> str | None:
         converter = self._backend.client.data_converter

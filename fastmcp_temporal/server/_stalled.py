@@ -1,0 +1,158 @@
+"""Tasks no worker runs: telling them apart, and ending them from the server side.
+
+A task's workflow moves only when a worker runs its workflow tasks. One pinned to a
+build whose workers are all gone (Worker Versioning), or whose every worker fails it,
+stays RUNNING in Temporal for good: its answers are never applied, its cancel never
+runs, and its TTL timer fires with no worker to end it. Temporal keeps no record of
+which builds still have workers (it remembers pollers for minutes after they stop), so
+a task counts as stalled when its pending workflow task has waited `STALL_GRACE` for a
+worker, or has failed before and waits for a retry: a live worker takes one within
+milliseconds, and a stopped worker's sticky queue hands it on after 5 s.
+
+For a stalled task the servers do what no worker can: a `tasks/cancel` terminates the
+workflow (`CANCELLED_REASON`), and a read past its TTL timer terminates it
+(`EXPIRED_REASON`) and answers as an expired task does. Reads and `tasks show` tell
+these terminations apart from an operator's by their reason. A healthy task never
+pays for this: only a stalled one has its history read, once per workflow task it
+waits on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import EventType, PendingWorkflowTaskState, VersioningBehavior
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle
+from temporalio.client import WorkflowExecutionStatus as Status
+from temporalio.service import RPCError, RPCStatusCode
+
+STALL_GRACE = timedelta(seconds=10)
+EXPIRED_REASON = "Expired: its TTL passed while no worker could run the task, so a server ended it."
+CANCELLED_REASON = "Cancelled: no worker could run the task to cancel it, so a server ended it."
+_CANCEL_CHECK_FIRST = 0.02
+_CANCEL_CHECK_MAX = 1.0
+_REMEMBERED_DEADLINES = 1_000
+
+
+def waiting_for_worker(description: WorkflowExecutionDescription, now: datetime) -> timedelta | None:
+    """How long the task's pending workflow task has waited for a worker; None when none waits."""
+    raw = description.raw_description
+    if not raw.HasField("pending_workflow_task"):
+        return None
+    pending = raw.pending_workflow_task
+    if pending.state != PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED:
+        return None  # a worker is running it (a long local activity keeps it started)
+    return now - pending.scheduled_time.ToDatetime(tzinfo=timezone.utc)
+
+
+def stalled(description: WorkflowExecutionDescription, now: datetime) -> bool:
+    """Whether no worker runs the task: its workflow task waits past the grace, or failed before."""
+    waited = waiting_for_worker(description, now)
+    if waited is None:
+        return False
+    return waited >= STALL_GRACE or description.raw_description.pending_workflow_task.attempt > 1
+
+
+def pinned_build(description: WorkflowExecutionDescription) -> tuple[str, str] | None:
+    """The (deployment, build id) a pinned task runs on; None when it may move to another build."""
+    versioning = description.raw_description.workflow_execution_info.versioning_info
+    override = versioning.versioning_override.WhichOneof("override")
+    if override == "pinned":  # an operator moved it to this build
+        version = versioning.versioning_override.pinned.version
+    elif override is None and versioning.behavior == VersioningBehavior.VERSIONING_BEHAVIOR_PINNED:
+        version = versioning.deployment_version
+    else:
+        return None
+    return (version.deployment_name, version.build_id) if version.build_id else None
+
+
+async def newest_events_first(client: Client, workflow_id: str, run_id: str) -> AsyncIterator[HistoryEvent]:
+    """The run's history from its newest event back, a page at a time."""
+    request = GetWorkflowExecutionHistoryReverseRequest(
+        namespace=client.namespace,
+        execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id),
+        maximum_page_size=100,
+    )
+    while True:
+        page = await client.workflow_service.get_workflow_execution_history_reverse(request)
+        for event in page.history.events:
+            yield event
+        if not page.next_page_token:
+            return
+        request.next_page_token = page.next_page_token
+
+
+async def ttl_timer_fires_at(client: Client, description: WorkflowExecutionDescription) -> datetime | None:
+    """When the run's TTL timer (its only timer: a parked task's wait) fires or fired; None when
+    no wait is pending (the last one was answered in time, or the task never parked)."""
+    async for event in newest_events_first(client, description.id, description.run_id):
+        if event.event_type == EventType.EVENT_TYPE_TIMER_CANCELED:
+            return None
+        if event.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
+            started = event.event_time.ToDatetime(tzinfo=timezone.utc)
+            return started + event.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
+    return None
+
+
+class StalledTasks:
+    """What a server does for tasks no worker runs: expire them past their TTL, close their cancels."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        # The TTL timer of a stalled run, by (run id, when its waiting workflow task was scheduled):
+        # nothing in the history changes while no worker runs it, so it is read once.
+        self._fires_at: OrderedDict[tuple[str, int], datetime | None] = OrderedDict()
+
+    async def expire_if_due(self, handle: WorkflowHandle[Any, Any], description: WorkflowExecutionDescription) -> bool:
+        """End a stalled task whose TTL timer has fired; whether it did (the task reads as expired)."""
+        now = datetime.now(timezone.utc)
+        if not stalled(description, now):
+            return False
+        key = (description.run_id, description.raw_description.pending_workflow_task.scheduled_time.ToNanoseconds())
+        if key not in self._fires_at:
+            self._fires_at[key] = await ttl_timer_fires_at(self._client, description)
+            while len(self._fires_at) > _REMEMBERED_DEADLINES:
+                self._fires_at.popitem(last=False)
+        fires_at = self._fires_at[key]
+        if fires_at is None or fires_at > now:
+            return False
+        fresh = await handle.describe()  # the description a read answers from may be an older copy
+        if fresh.run_id != description.run_id or not stalled(fresh, _now()):
+            return False
+        await _terminate(handle, EXPIRED_REASON)
+        return True
+
+    async def close_cancelled(self, handle: WorkflowHandle[Any, Any]) -> bool:
+        """After a cancel request: wait until a worker takes it up, or end the task when none does
+        within the grace (at once when the task was stalled before); whether it ended the task."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + STALL_GRACE.total_seconds()
+        pause = _CANCEL_CHECK_FIRST
+        while True:
+            description = await handle.describe()
+            if description.status != Status.RUNNING or waiting_for_worker(description, _now()) is None:
+                return False  # closed, or a worker is running the cancel
+            if stalled(description, _now()) or loop.time() >= deadline:
+                await _terminate(handle, CANCELLED_REASON)
+                return True
+            await asyncio.sleep(min(pause, max(deadline - loop.time(), 0)))
+            pause = min(pause * 2, _CANCEL_CHECK_MAX)
+
+
+async def _terminate(handle: WorkflowHandle[Any, Any], reason: str) -> None:
+    try:
+        await handle.terminate(reason=reason)
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:  # closed meanwhile: nothing left to end
+            raise
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
