@@ -94,8 +94,9 @@ _STATE_ONLY_ERROR = (
 
 MAX_INPUT_REQUESTS = 100
 """The most input requests one round may ask. Each is a key the workflow carries, a memo
-field once answered and one `tasks/update` validation; at this many, a round's keys fit
-the room a leg's input leaves (16 KiB) when the round continues as new before its end."""
+field once answered and one `tasks/update` validation. At this many, a round's surfaced
+keys fit the 16 KiB a payload leaves under Temporal's 2 MiB limits: in the memo event of
+asks as large as `payload_limit` takes, and in the input of a run continued inside the round."""
 
 
 def _too_many_requests(count: int) -> str:
