@@ -603,3 +603,29 @@ async def test_an_ask_over_the_round_limit_ends_the_task_at_once_and_parks_nothi
     assert legs == [1]
     modified = EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED
     assert not [event for event in history.events if event.event_type == modified]  # nothing was parked
+
+
+async def test_answers_sent_while_the_task_continues_as_new_inside_a_round_are_all_applied(make_extension) -> None:
+    """One-key updates past a 20-event history, each sent once the last shows applied (by the
+    new run's memo): answers Temporal delivers to a new run before it starts are applied to the
+    round it takes over, none is lost."""
+    legs: list[dict[str, str] | None] = []
+
+    async def survey(ctx: Context) -> str | InputRequiredResult:
+        answers = ctx.input_responses
+        legs.append(None if answers is None else {k: value_of(v) for k, v in answers.items()})
+        if answers is None:
+            return InputRequiredResult(result_type="input_required", input_requests=form(12, 10))
+        return f"answered {len(answers)}"
+
+    extension = make_extension(history_events_limit=20)
+    async with Client(server_with(extension, survey)) as client:
+        task = await call_tool_task(client, "survey")
+        requests = await parked(task)
+        for key, request in requests.items():  # each as soon as the last one shows applied
+            assert_ack(await tasks_update(client, task.task_id, {key: accept(request["params"]["message"][:3])}))
+        done = await status_becomes(task, "completed")
+        _, runs = await history_bytes(extension, task.task_id)
+    assert text_of(done) == "answered 12"
+    assert legs == [None, {f"q{i:02d}": f"q{i:02d}" for i in range(12)}]
+    assert runs > 1

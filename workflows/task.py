@@ -85,11 +85,12 @@ WORKFLOW_BUGS = (
 # a trivial task's CPU in the worker.
 @workflow.defn(name=WORKFLOW_NAME, failure_exception_types=list(WORKFLOW_BUGS), sandboxed=False)
 class McpTaskWorkflow:
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, task: TaskInput) -> None:
         self._outstanding: dict[str, str] = {}
         self._requests: dict[str, dict[str, Any]] = {}
         self._answers: dict[str, dict[str, Any]] = {}
-        self._task: TaskInput | None = None
+        self._task = task if isinstance(task, TaskInput) else None  # None: its stored input is lost
         self._running_leg: tuple[int, workflow.ActivityHandle[LegOutcome]] | None = None
         self._late_outcome: LegOutcome | None = None
         self._leg = 0
@@ -99,6 +100,8 @@ class McpTaskWorkflow:
         self._answered_keys: list[str] = []
         self._answered_bytes = 0
         self._stay_in_run = False  # the open round is too big to carry to a new run
+        if isinstance(task, TaskInput) and task.open_round is not None:
+            self._reopen(task.open_round)  # here, before this run applies its first answers
 
     @workflow.run
     async def run(self, task: TaskInput) -> TaskOutcome:
@@ -139,7 +142,6 @@ class McpTaskWorkflow:
                 open_round = OpenRound(leg.leg, _now_ms() + task.ttl_ms, request_state=outcome.request_state)
                 answered = await self._wait_for_answers(task, timedelta(milliseconds=task.ttl_ms))
             else:
-                self._reopen(open_round)
                 answered = await self._wait_for_answers(task, _time_left(open_round))
             while answered and self._lost_answers is None and self._outstanding:  # the run filled up
                 self._continue_round(task, open_round)
@@ -209,7 +211,10 @@ class McpTaskWorkflow:
         self._publish("input_required", {INPUT_REQUESTS_MEMO: dict(self._requests)})
 
     def _reopen(self, open_round: OpenRound) -> None:
-        """Take up the round the previous run continued as new in; its open asks are in the memo."""
+        """Take up the round the previous run continued as new in; its open asks are in the memo.
+
+        Done when the run is created: answers sent while the previous run continued as new
+        reach this one as its first signals, applied before the run method starts."""
         self._leg = open_round.leg
         self._outstanding, self._answers = dict(open_round.outstanding), dict(open_round.answers)
         asks = workflow.memo_value(INPUT_REQUESTS_MEMO, {})
