@@ -96,7 +96,7 @@ class McpTaskWorkflow:
         self._leg = 0
         self._failure: str | None = None
         self._lost_answers: str | None = None
-        # The round's answers so far, as written to the memo (`asks_written_once` tasks).
+        # The round's answers marked in this run's memo so far (`asks_written_once` tasks).
         self._answered_keys: list[str] = []
         self._answered_bytes = 0
         self._stay_in_run = False  # the open round is too big to carry to a new run
@@ -292,11 +292,10 @@ class McpTaskWorkflow:
             self._requests.pop(key, None)
             if written_once:  # each answer measured once, with its own braces: never less than in the dict
                 self._answered_bytes += _converted_size({tool_key: update.answers[key]})
-        if written_once:
-            self._answered_keys += answered
         if not self._outstanding:
             return
         if written_once:
+            self._answered_keys += answered  # their marks: removed when the round ends
             memo: dict[str, Any] = {answered_memo_key(key): True for key in answered}
             memo["answeredBytes"] = [self._leg, self._answered_bytes]  # for tasks/update's size check
         else:
