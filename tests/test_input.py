@@ -605,7 +605,9 @@ async def test_an_ask_over_the_round_limit_ends_the_task_at_once_and_parks_nothi
     assert not [event for event in history.events if event.event_type == modified]  # nothing was parked
 
 
-async def test_answers_sent_while_the_task_continues_as_new_inside_a_round_are_all_applied(make_extension) -> None:
+async def test_answers_sent_while_the_task_continues_as_new_inside_a_round_are_all_applied(
+    make_extension,
+) -> None:
     """One-key updates past a 20-event history, each sent once the last shows applied (by the
     new run's memo): answers Temporal delivers to a new run before it starts are applied to the
     round it takes over, none is lost."""
@@ -623,7 +625,8 @@ async def test_answers_sent_while_the_task_continues_as_new_inside_a_round_are_a
         task = await call_tool_task(client, "survey")
         requests = await parked(task)
         for key, request in requests.items():  # each as soon as the last one shows applied
-            assert_ack(await tasks_update(client, task.task_id, {key: accept(request["params"]["message"][:3])}))
+            answer = {key: accept(request["params"]["message"][:3])}
+            assert_ack(await tasks_update(client, task.task_id, answer))
         done = await status_becomes(task, "completed")
         _, runs = await history_bytes(extension, task.task_id)
     assert text_of(done) == "answered 12"

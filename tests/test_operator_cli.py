@@ -265,7 +265,8 @@ async def test_show_lists_the_open_asks_a_run_took_over_inside_a_round(
         requests = (await status_becomes(task, "input_required")).input_requests or {}
         by_question = {request["params"]["message"]: key for key, request in requests.items()}
         for asked in ("a", "b", "c"):  # its history passes 20 events: it continues as new inside the round
-            await tasks_update(client, task.task_id, {by_question[asked]: {"action": "accept", "content": {}}})
+            answer = {by_question[asked]: {"action": "accept", "content": {}}}
+            await tasks_update(client, task.task_id, answer)
         handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
         execution = (await handle.describe()).raw_description.workflow_execution_info
         code, out, err = await cli(temporal_server, "show", "--json", "--", task.task_id)

@@ -229,7 +229,9 @@ class McpTaskWorkflow:
             return not self._outstanding
         try:
             await workflow.wait_condition(
-                lambda: not self._outstanding or self._lost_answers is not None or self._run_full_in_round(task),
+                lambda: not self._outstanding
+                or self._lost_answers is not None
+                or self._run_full_in_round(task),
                 timeout=timeout,
             )
         except asyncio.TimeoutError:
@@ -239,7 +241,8 @@ class McpTaskWorkflow:
     def _run_full_in_round(self, task: TaskInput) -> bool:
         """Whether to carry the open round to a new run: after at least one answer in this one,
         so every run moves the round on."""
-        return task.asks_written_once and bool(self._answered_keys) and not self._stay_in_run and _run_full(task)
+        moved_on = bool(self._answered_keys) and not self._stay_in_run
+        return task.asks_written_once and moved_on and _run_full(task)
 
     def _continue_round(self, task: TaskInput, open_round: OpenRound) -> None:
         """Continue as new inside the round: the open asks in the new run's memo, the answers so

@@ -409,7 +409,8 @@ async def _inspect(client: Client, task: _FoundTask, ui_url: str) -> dict[str, A
             attributes = event.workflow_execution_started_event_attributes
             started = await _decoded(client, attributes.input.payloads)
             legs = _legs_before_this_run(started)
-            carried = await _open_round_requests(client, started, attributes.memo.fields.get(INPUT_REQUESTS_MEMO))
+            asks = attributes.memo.fields.get(INPUT_REQUESTS_MEMO)
+            carried = await _open_round_requests(client, started, asks)
             readable &= carried is not _UNREADABLE
             requests += carried if isinstance(carried, list) else []
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
@@ -474,7 +475,8 @@ async def _open_round_requests(client: Client, task_input: Any, asks: Payload | 
     decoded = await _decoded(client, [asks])
     if decoded is _UNREADABLE:
         return decoded
-    return [{"leg": open_round.get("leg"), "key": key, "request": request} for key, request in (decoded or {}).items()]
+    leg = open_round.get("leg")
+    return [{"leg": leg, "key": key, "request": request} for key, request in (decoded or {}).items()]
 
 
 async def _decoded(client: Client, payloads: Sequence[Payload]) -> Any:

@@ -186,8 +186,8 @@ async def record(folder: Path, address: str) -> None:
         await write_runs(temporal, folder, "sync_call", call.id)
         # With the default TTL: a round answered one update at a time may take longer than 3 s.
         questions = FastMCP("record-questions")
-        questions.add_extension(TemporalTasksExtension(**{**options, "task_queue": f"questions-{uuid.uuid4().hex[:8]}"},
-                                                       history_events_limit=20))
+        queue = f"questions-{uuid.uuid4().hex[:8]}"
+        questions.add_extension(TemporalTasksExtension(**{**options, "task_queue": queue}, history_events_limit=20))
         questions.tool(five_questions, task=True)
         async with Client(questions) as client:
             five = await call_tool_task(client, "five_questions")
