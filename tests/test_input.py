@@ -475,6 +475,19 @@ def form(count: int, message_chars: int) -> dict[str, Any]:
     return {f"q{i:02d}": question(f"q{i:02d} " + "x" * message_chars) for i in range(count)}
 
 
+def surveyor(legs: list[dict[str, str] | None], count: int, message_chars: int) -> Tool:
+    """Asks `form(count, message_chars)` in one round, then counts the answers; records each leg's answers."""
+
+    async def survey(ctx: Context) -> str | InputRequiredResult:
+        answers = ctx.input_responses
+        legs.append(None if answers is None else {k: value_of(v) for k, v in answers.items()})
+        if answers is None:
+            return InputRequiredResult(result_type="input_required", input_requests=form(count, message_chars))
+        return f"answered {len(answers)}"
+
+    return survey
+
+
 async def history_bytes(extension: Any, task_id: str) -> tuple[int, int]:
     """The bytes of the task's history over all its runs, as Temporal counts them, and its runs."""
     temporal = extension.client
@@ -512,13 +525,7 @@ async def test_sixty_questions_answered_one_by_one_complete_with_linear_history(
     task received (the asks are kept by the leg's outcome and by the memo, once each),
     plus at most 2 KiB of events per update."""
     legs: list[dict[str, str] | None] = []
-
-    async def survey(ctx: Context) -> str | InputRequiredResult:
-        answers = ctx.input_responses
-        legs.append(None if answers is None else {k: value_of(v) for k, v in answers.items()})
-        if answers is None:
-            return InputRequiredResult(result_type="input_required", input_requests=form(60, 33_000))
-        return f"answered {len(answers)}"
+    survey = surveyor(legs, 60, 33_000)
 
     extension = make_extension()
     async with Client(server_with(extension, survey)) as client:
@@ -612,13 +619,7 @@ async def test_answers_sent_while_the_task_continues_as_new_inside_a_round_are_a
     new run's memo): answers Temporal delivers to a new run before it starts are applied to the
     round it takes over, none is lost."""
     legs: list[dict[str, str] | None] = []
-
-    async def survey(ctx: Context) -> str | InputRequiredResult:
-        answers = ctx.input_responses
-        legs.append(None if answers is None else {k: value_of(v) for k, v in answers.items()})
-        if answers is None:
-            return InputRequiredResult(result_type="input_required", input_requests=form(12, 10))
-        return f"answered {len(answers)}"
+    survey = surveyor(legs, 12, 10)
 
     extension = make_extension(history_events_limit=20)
     async with Client(server_with(extension, survey)) as client:
