@@ -105,6 +105,21 @@ _STATE_ONLY_ERROR = (
 )
 
 
+MAX_INPUT_REQUESTS = 100
+"""The most input requests one round may ask. Each is a key the workflow carries, a memo
+field once answered and one `tasks/update` validation. At this many, a round's surfaced
+keys fit the 16 KiB a payload leaves under Temporal's 2 MiB limits: in the memo event of
+asks as large as `payload_limit` takes, and in the input of a run continued inside the round."""
+
+
+def _too_many_requests(count: int) -> str:
+    return (
+        f"The tool asked for {count} input requests in one round; a task takes at most "
+        f"{MAX_INPUT_REQUESTS} (MAX_INPUT_REQUESTS). Ask for several values in one form "
+        "(one elicitation's requestedSchema holds many fields), or ask over several rounds."
+    )
+
+
 class SnapshotRestoreError(RuntimeError):
     """The caller's identity could not be restored and the task must not run without it."""
 
@@ -452,6 +467,8 @@ async def _run_component(component: Tool, owner: FastMCP, call: ToolCall) -> Leg
         return LegOutcome(result=input_required_json(ask))  # the caller answers and calls again (SEP-2322)
     if not ask.input_requests:
         return LegOutcome(result=error_result_json(_STATE_ONLY_ERROR))
+    if len(ask.input_requests) > MAX_INPUT_REQUESTS:
+        return LegOutcome(result=error_result_json(_too_many_requests(len(ask.input_requests))))
     return LegOutcome(
         input_requests=serialize_requests(ask.input_requests),
         request_state=ask.request_state,

@@ -15,6 +15,7 @@ no activity in Temporal; a state-only ask ends as `isError`; right after the fin
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
@@ -25,6 +26,7 @@ from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import ToolTask, call_tool_task
 from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitResult, InputRequiredResult, Result
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
@@ -34,6 +36,8 @@ from task_wire import (
     accept,
     ask,
     eventually,
+    finished,
+    question,
     status_becomes,
     tasks_update,
     text_of,
@@ -461,3 +465,171 @@ async def test_many_rounds_continue_as_new_under_the_same_task_id(make_extension
     assert len(seen) == len(set(seen)) == rounds
     assert description.run_id != description.raw_description.workflow_execution_info.first_run_id
     assert description.history_length < 40
+
+
+# --- 13. history grows with what a task does, never quadratically ---------------------
+
+
+def form(count: int, message_chars: int) -> dict[str, Any]:
+    """`count` form questions, `q00`, `q01`, ..., each with a message of `message_chars`."""
+    return {f"q{i:02d}": question(f"q{i:02d} " + "x" * message_chars) for i in range(count)}
+
+
+def surveyor(legs: list[dict[str, str] | None], count: int, message_chars: int) -> Tool:
+    """Asks `form(count, message_chars)` in one round, then counts the answers; records each leg's answers."""
+
+    async def survey(ctx: Context) -> str | InputRequiredResult:
+        answers = ctx.input_responses
+        legs.append(None if answers is None else {k: value_of(v) for k, v in answers.items()})
+        if answers is None:
+            return InputRequiredResult(result_type="input_required", input_requests=form(count, message_chars))
+        return f"answered {len(answers)}"
+
+    return survey
+
+
+async def history_bytes(extension: Any, task_id: str) -> tuple[int, int]:
+    """The bytes of the task's history over all its runs, as Temporal counts them, and its runs."""
+    temporal = extension.client
+    wid = workflow_id(ANONYMOUS_SCOPE_TAG, task_id)
+    runs = [run async for run in temporal.list_workflows(f"WorkflowId='{wid}'")]
+    total = 0
+    for run in runs:
+        described = await temporal.get_workflow_handle(wid, run_id=run.run_id).describe()
+        total += described.raw_description.workflow_execution_info.history_size_bytes
+    return total, len(runs)
+
+
+async def answer_one_by_one(client: Client, task: ToolTask, asked: set[str]) -> tuple[dict[str, Any], int]:
+    """Answer a round's questions with one `tasks/update` each, checking what stays open after
+    each; the round's requests and the bytes of what the client sent."""
+    requests = await parked(task, not_keys=asked)
+    asked |= set(requests)
+    sent = 0
+    remaining = dict(requests)
+    for key in sorted(requests, key=lambda surfaced: requests[surfaced]["params"]["message"]):
+        answer = {key: accept(requests[key]["params"]["message"][:3])}
+        sent += len(json.dumps(answer))
+        assert_ack(await tasks_update(client, task.task_id, answer))
+        del remaining[key]
+        if remaining:
+            assert (await task.status()).input_requests == remaining
+    return requests, sent
+
+
+@pytest.mark.slow
+async def test_sixty_questions_answered_one_by_one_complete_with_linear_history(make_extension) -> None:
+    """The issue's repro: 60 questions of about 2 MB in all, no payload store; each partial
+    answer used to rewrite every open question into the memo, and the history passed
+    Temporal's 50 MB limit at the 36th answer. History now stays within twice what the
+    task received (the asks are kept by the leg's outcome and by the memo, once each),
+    plus at most 2 KiB of events per update."""
+    legs: list[dict[str, str] | None] = []
+    survey = surveyor(legs, 60, 33_000)
+
+    extension = make_extension()
+    async with Client(server_with(extension, survey)) as client:
+        task = await call_tool_task(client, "survey")
+        requests, sent = await answer_one_by_one(client, task, set())
+        done = await status_becomes(task, "completed")
+        total, _ = await history_bytes(extension, task.task_id)
+    received = len(json.dumps(requests)) + sent
+    assert received > 1_900_000
+    assert text_of(done) == "answered 60"
+    assert legs == [None, {f"q{i:02d}": f"q{i:02d}" for i in range(60)}]
+    assert total <= 2 * received + 60 * 2048, (total, received)  # measured: 4.05 MB for 2.0 MB
+
+
+@pytest.mark.slow
+async def test_two_hundred_partial_updates_of_a_twenty_question_form_stay_linear(make_extension) -> None:
+    """Ten rounds of a 20-question form answered one question per update, with a history
+    event limit that makes the task continue as new inside rounds: every leg gets its
+    round's answers once, `tasks/get` shows exactly the open questions throughout, and
+    the history over all runs stays within 4x what the task received (twice, plus the
+    open asks each continue-as-new inside a round carries, in its two events)."""
+    rounds = 10
+    legs: list[dict[str, str] | None] = []
+
+    async def forms(ctx: Context) -> str | InputRequiredResult:
+        answers = ctx.input_responses
+        legs.append(None if answers is None else {k: value_of(v) for k, v in answers.items()})
+        done = int(ctx.request_state or 0) + (answers is not None)
+        if done < rounds:
+            return InputRequiredResult(
+                result_type="input_required", input_requests=form(20, 10_000), request_state=str(done)
+            )
+        return f"rounds {done}"
+
+    extension = make_extension(history_events_limit=100)
+    asked: set[str] = set()
+    received = 0
+    async with Client(server_with(extension, forms)) as client:
+        task = await call_tool_task(client, "forms")
+        for _ in range(rounds):
+            requests, sent = await answer_one_by_one(client, task, asked)
+            received += len(json.dumps(requests)) + sent
+        done = await status_becomes(task, "completed")
+        total, runs = await history_bytes(extension, task.task_id)
+        continued_in_rounds = await runs_started_in_a_round(extension, task.task_id)
+    assert text_of(done) == f"rounds {rounds}"
+    assert legs == [None] + [{f"q{i:02d}": f"q{i:02d}" for i in range(20)}] * rounds
+    assert total <= 4 * received, (total, received)  # measured: 6.6 MB for 2.1 MB, 11 runs
+    assert continued_in_rounds >= rounds // 2  # the event limit is reached inside rounds
+    assert runs > continued_in_rounds
+
+
+async def runs_started_in_a_round(extension: Any, task_id: str) -> int:
+    """How many of the task's runs started with a round of input still open (continued as new inside it)."""
+    temporal = extension.client
+    wid = workflow_id(ANONYMOUS_SCOPE_TAG, task_id)
+    count = 0
+    async for run in temporal.list_workflows(f"WorkflowId='{wid}'"):
+        history = await temporal.get_workflow_handle(wid, run_id=run.run_id).fetch_history()
+        started = history.events[0].workflow_execution_started_event_attributes
+        (task_input,) = await temporal.data_converter.decode(started.input.payloads)
+        count += bool(task_input.get("open_round"))
+    return count
+
+
+async def test_an_ask_over_the_round_limit_ends_the_task_at_once_and_parks_nothing(make_extension) -> None:
+    legs: list[int] = []
+
+    async def census(ctx: Context) -> str | InputRequiredResult:
+        legs.append(len(legs) + 1)
+        return InputRequiredResult(result_type="input_required", input_requests=form(101, 10))
+
+    extension = make_extension()
+    async with Client(server_with(extension, census)) as client:
+        task = await call_tool_task(client, "census")
+        done = await finished(task)
+        await workflow_closed(extension, task.task_id)
+        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        history = await handle.fetch_history()
+    assert done.status == "completed" and done.result is not None and done.result["isError"] is True
+    assert "101 input requests" in text_of(done) and "at most 100" in text_of(done)
+    assert legs == [1]
+    modified = EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED
+    assert not [event for event in history.events if event.event_type == modified]  # nothing was parked
+
+
+async def test_answers_sent_while_the_task_continues_as_new_inside_a_round_are_all_applied(
+    make_extension,
+) -> None:
+    """One-key updates past a 20-event history, each sent once the last shows applied (by the
+    new run's memo): answers Temporal delivers to a new run before it starts are applied to the
+    round it takes over, none is lost."""
+    legs: list[dict[str, str] | None] = []
+    survey = surveyor(legs, 12, 10)
+
+    extension = make_extension(history_events_limit=20)
+    async with Client(server_with(extension, survey)) as client:
+        task = await call_tool_task(client, "survey")
+        requests = await parked(task)
+        for key, request in requests.items():  # each as soon as the last one shows applied
+            answer = {key: accept(request["params"]["message"][:3])}
+            assert_ack(await tasks_update(client, task.task_id, answer))
+        done = await status_becomes(task, "completed")
+        _, runs = await history_bytes(extension, task.task_id)
+    assert text_of(done) == "answered 12"
+    assert legs == [None, {f"q{i:02d}": f"q{i:02d}" for i in range(12)}]
+    assert runs > 1

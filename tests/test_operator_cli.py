@@ -247,6 +247,40 @@ async def test_show_counts_the_legs_of_every_run_of_a_continued_task(
     assert (json.loads(out)["legs"], json.loads(out)["status"]) == (rounds + 1, "completed")
 
 
+async def test_show_lists_the_open_asks_a_run_took_over_inside_a_round(
+    make_extension, temporal_server: DevServer
+) -> None:
+    """Those asks are in the run's memo, not in its events."""
+    mcp = FastMCP("ops-open-round")
+    extension = make_extension(history_events_limit=20)
+    mcp.add_extension(extension)
+
+    @mcp.tool(task=True)
+    async def trio(ctx: Context) -> str | InputRequiredResult:
+        if ctx.input_responses is None:
+            requests = {key: question(key) for key in ("a", "b", "c", "d", "e")}
+            return InputRequiredResult(result_type="input_required", input_requests=requests)
+        return "done"
+
+    async with Client(mcp) as client:
+        task = await call_tool_task(client, "trio")
+        requests = (await status_becomes(task, "input_required")).input_requests or {}
+        by_question = {request["params"]["message"]: key for key, request in requests.items()}
+        for asked in ("a", "b", "c"):  # its history passes 20 events: it continues as new inside the round
+            answer = {by_question[asked]: {"action": "accept", "content": {}}}
+            await tasks_update(client, task.task_id, answer)
+        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        execution = (await handle.describe()).raw_description.workflow_execution_info
+        code, out, err = await cli(temporal_server, "show", "--json", "--", task.task_id)
+        await task.cancel()
+    assert execution.first_run_id != execution.execution.run_id
+    assert code == 0, err
+    shown = json.loads(out)
+    assert (shown["status"], shown["legs"], shown["readable"]) == ("input_required", 1, True)
+    assert by_question["e"] in [request["key"] for request in shown["inputRequests"]]
+    assert by_question["a"] not in [request["key"] for request in shown["inputRequests"]]
+
+
 async def test_list_stuck_shows_a_task_no_worker_can_decrypt_with_the_reason(
     make_extension, temporal_server: DevServer, task_queue: str
 ) -> None:

@@ -23,6 +23,23 @@ SEARCH_ATTRIBUTE_NAMES = (TOOL_SEARCH_ATTRIBUTE, STATUS_SEARCH_ATTRIBUTE, SCOPE_
 
 TaskState = Literal["working", "input_required", "completed", "failed", "cancelled"]
 
+# The memo a parked task keeps for `tasks/get`: the round's asks under `inputRequests`,
+# written once per round, and one small field per answered key (`answered:<surfaced key>`),
+# so a partial answer writes what it answers, not every question still open.
+INPUT_REQUESTS_MEMO = "inputRequests"
+ANSWERED_MEMO_PREFIX = "answered:"
+
+
+def answered_memo_key(surfaced_key: str) -> str:
+    """The memo field saying the round's request `surfaced_key` has its answer."""
+    return ANSWERED_MEMO_PREFIX + surfaced_key
+
+
+def open_requests(memo: dict[str, Any]) -> dict[str, Any]:
+    """The input requests a task's memo shows still unanswered, by surfaced key."""
+    requests = memo.get(INPUT_REQUESTS_MEMO) or {}
+    return {key: request for key, request in requests.items() if answered_memo_key(key) not in memo}
+
 
 @dataclass
 class LegPolicy:
@@ -70,6 +87,22 @@ class NextLeg:
 
 
 @dataclass
+class OpenRound:
+    """A round of input whose run continued as new before every answer came: the next run
+    waits for the rest. Its open asks travel in the memo, written once, not here."""
+
+    leg: int
+    """The leg that asked."""
+    deadline_ms: int
+    """When the round expires unanswered (the task's TTL from the ask), in epoch milliseconds."""
+    outstanding: dict[str, str] = field(default_factory=dict)
+    """The open requests: the tool's own key by surfaced key."""
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The answers accepted so far, by the tool's own key."""
+    request_state: str | None = None
+
+
+@dataclass
 class LegInput:
     """One execution of the tool body: the call plus this round's answers."""
 
@@ -99,6 +132,13 @@ class TaskInput:
     """Upsert `McpTaskStatus=completed` when the task succeeds, a billed Action the closed
     execution's own status already says. Tasks this release creates say False; the default
     is 0.2.0's behaviour, so its histories replay (versioning by input, CONTRIBUTING.md)."""
+    asks_written_once: bool = False
+    """Write a round's asks to the memo once and mark each answer with a field of its own,
+    and continue as new inside a round when the history needs it. 0.2.0 rewrote every open
+    ask at each partial answer (a history quadratic in the round's asks); tasks this release
+    creates say True, and the default keeps 0.2.0's behaviour for its histories."""
+    open_round: OpenRound | None = None
+    """The round this run waits on, when the previous run continued as new inside it."""
 
 
 @dataclass

@@ -2,11 +2,16 @@
 
 A task is a loop of legs. Each leg is one activity that runs the tool body (a local
 activity, inside the workflow task, for a tool with `execution_policy(leg="local")`); a leg
-that asks for input parks the workflow, which publishes the outstanding requests in
-its memo (so ``tasks/get`` reads them with no worker online) and waits, holding no
-activity and no worker slot, until ``submit_input`` signals have answered every
-request. The workflow alone applies answers, one signal at a time, so partial,
-duplicate and concurrent updates need no lock and start exactly one next leg.
+that asks for input parks the workflow, which publishes the requests in its memo (so
+``tasks/get`` reads them with no worker online) and waits, holding no activity and no
+worker slot, until ``submit_input`` signals have answered every request. The workflow
+alone applies answers, one signal at a time, so partial, duplicate and concurrent
+updates need no lock and start exactly one next leg.
+
+History grows with what a task does: a round's asks are written to the memo once, and
+a partial answer marks only the keys it answers (tasks created before 0.3.0 rewrite
+every open ask instead). A run whose history fills up continues as new between rounds,
+or inside a round, carrying the open asks (in its memo) and the answers so far.
 
 The module is deterministic and does no I/O; it imports no FastMCP code.
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -28,6 +34,8 @@ from temporalio.exceptions import (
 )
 
 from fastmcp_temporal.workflows.models import (
+    ANSWERED_MEMO_PREFIX,
+    INPUT_REQUESTS_MEMO,
     LEG_OUTCOME_SIGNAL,
     RUN_TOOL_LEG,
     SCOPE_SEARCH_ATTRIBUTE,
@@ -42,10 +50,12 @@ from fastmcp_temporal.workflows.models import (
     LegPolicy,
     LostOnReplay,
     NextLeg,
+    OpenRound,
     TaskInput,
     TaskOutcome,
     TaskState,
     UnreadablePayload,
+    answered_memo_key,
 )
 from fastmcp_temporal.workflows.ui import leg_summary, live_details
 
@@ -75,16 +85,23 @@ WORKFLOW_BUGS = (
 # a trivial task's CPU in the worker.
 @workflow.defn(name=WORKFLOW_NAME, failure_exception_types=list(WORKFLOW_BUGS), sandboxed=False)
 class McpTaskWorkflow:
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, task: TaskInput) -> None:
         self._outstanding: dict[str, str] = {}
         self._requests: dict[str, dict[str, Any]] = {}
         self._answers: dict[str, dict[str, Any]] = {}
-        self._task: TaskInput | None = None
+        self._task = task if isinstance(task, TaskInput) else None  # None: its stored input is lost
         self._running_leg: tuple[int, workflow.ActivityHandle[LegOutcome]] | None = None
         self._late_outcome: LegOutcome | None = None
         self._leg = 0
         self._failure: str | None = None
         self._lost_answers: str | None = None
+        # The round's answers marked in this run's memo so far (`asks_written_once` tasks).
+        self._answered_keys: list[str] = []
+        self._answered_bytes = 0
+        self._stay_in_run = False  # the open round is too big to carry to a new run
+        if isinstance(task, TaskInput) and task.open_round is not None:
+            self._reopen(task.open_round)  # here, before this run applies its first answers
 
     @workflow.run
     async def run(self, task: TaskInput) -> TaskOutcome:
@@ -104,23 +121,31 @@ class McpTaskWorkflow:
 
     async def _run_legs(self, task: TaskInput) -> TaskOutcome:
         leg = task.resume or NextLeg()
+        open_round = task.open_round
         while True:
-            leg_input = LegInput(task.call, leg.leg, leg.input_responses, leg.request_state)
-            if oversize := _over_budget(task, leg_input):
-                return self._finish("failed", TaskOutcome(error=_internal_error(oversize)))
-            try:
-                outcome = await self._execute(task, leg_input)
-            except ActivityError as err:
-                if isinstance(err.cause, CancelledError):
-                    raise
-                return self._finish("failed", TaskOutcome(error=_internal_error(_unfinished(err, task))))
-            if isinstance(outcome, UnreadablePayload):
-                return self._lost(outcome.reason)
-            if outcome.input_requests is None:
-                final = TaskOutcome(result=outcome.result, error=outcome.error)
-                return self._finish("failed" if outcome.error else "completed", final)
-            self._park(task, leg.leg, outcome)
-            answered = await self._wait_for_answers(task)
+            if open_round is None:
+                leg_input = LegInput(task.call, leg.leg, leg.input_responses, leg.request_state)
+                if oversize := _over_budget(task, leg_input):
+                    return self._finish("failed", TaskOutcome(error=_internal_error(oversize)))
+                try:
+                    outcome = await self._execute(task, leg_input)
+                except ActivityError as err:
+                    if isinstance(err.cause, CancelledError):
+                        raise
+                    return self._finish("failed", TaskOutcome(error=_internal_error(_unfinished(err, task))))
+                if isinstance(outcome, UnreadablePayload):
+                    return self._lost(outcome.reason)
+                if outcome.input_requests is None:
+                    final = TaskOutcome(result=outcome.result, error=outcome.error)
+                    return self._finish("failed" if outcome.error else "completed", final)
+                self._park(task, leg.leg, outcome)
+                open_round = OpenRound(leg.leg, _now_ms() + task.ttl_ms, request_state=outcome.request_state)
+                answered = await self._wait_for_answers(task, timedelta(milliseconds=task.ttl_ms))
+            else:
+                answered = await self._wait_for_answers(task, _time_left(open_round))
+            while answered and self._lost_answers is None and self._outstanding:  # the run filled up
+                self._continue_round(task, open_round)
+                answered = await self._wait_for_answers(task, _time_left(open_round))
             if self._lost_answers is not None:
                 return self._lost(self._lost_answers)
             if not answered:
@@ -128,12 +153,12 @@ class McpTaskWorkflow:
                 # cancelled it, so operators find it among the failed ones. The wire answers
                 # "not found" from now on, as the reference does for an expired task.
                 return self._finish("failed", TaskOutcome(expired=True))
-            leg = NextLeg(leg.leg + 1, self._answers, outcome.request_state)
-            self._publish("working", {"inputRequests": None})
+            leg = NextLeg(open_round.leg + 1, self._answers, open_round.request_state)
+            open_round = None
+            self._publish("working", self._closed_round_memo(task))
             if _history_full(task):
-                task.resume = leg
                 workflow.continue_as_new(
-                    task,
+                    dataclasses.replace(task, resume=leg, open_round=None),
                     memo=dict(workflow.memo()),
                     search_attributes=workflow.info().typed_search_attributes,
                 )
@@ -178,22 +203,73 @@ class McpTaskWorkflow:
         """Mint a surfaced key per request and publish them for ``tasks/get``."""
         assert outcome.input_requests is not None
         self._outstanding, self._requests, self._answers = {}, {}, {}
+        self._answered_keys, self._answered_bytes, self._stay_in_run = [], 0, False
         for tool_key, request in outcome.input_requests.items():
             surfaced = f"{task.call.task_id}:{leg}.{workflow.random().getrandbits(48):012x}"
             self._outstanding[surfaced] = tool_key
             self._requests[surfaced] = request
-        self._publish("input_required", {"inputRequests": self._requests})
+        self._publish("input_required", {INPUT_REQUESTS_MEMO: dict(self._requests)})
 
-    async def _wait_for_answers(self, task: TaskInput) -> bool:
-        """Wait until every request is answered; False when the TTL ran out first."""
+    def _reopen(self, open_round: OpenRound) -> None:
+        """Take up the round the previous run continued as new in; its open asks are in the memo.
+
+        Done when the run is created: answers sent while the previous run continued as new
+        reach this one as its first signals, applied before the run method starts."""
+        self._leg = open_round.leg
+        self._outstanding, self._answers = dict(open_round.outstanding), dict(open_round.answers)
+        asks = workflow.memo_value(INPUT_REQUESTS_MEMO, {})
+        self._requests = {key: asks[key] for key in self._outstanding if key in asks}
+        self._answered_bytes = _converted_size(self._answers) if self._answers else 0
+        self._show("input_required")
+
+    async def _wait_for_answers(self, task: TaskInput, timeout: timedelta) -> bool:
+        """Wait until every request is answered, or this run's history fills up inside the round;
+        False when the round's TTL ran out first."""
+        if timeout <= timedelta(0):
+            return not self._outstanding
         try:
             await workflow.wait_condition(
-                lambda: not self._outstanding or self._lost_answers is not None,
-                timeout=timedelta(milliseconds=task.ttl_ms),
+                lambda: not self._outstanding
+                or self._lost_answers is not None
+                or self._run_full_in_round(task),
+                timeout=timeout,
             )
         except asyncio.TimeoutError:
             return False
         return True
+
+    def _run_full_in_round(self, task: TaskInput) -> bool:
+        """Whether to carry the open round to a new run: after at least one answer in this one,
+        so every run moves the round on."""
+        moved_on = bool(self._answered_keys) and not self._stay_in_run
+        return task.asks_written_once and moved_on and _run_full(task)
+
+    def _continue_round(self, task: TaskInput, open_round: OpenRound) -> None:
+        """Continue as new inside the round: the open asks in the new run's memo, the answers so
+        far in its input. Not when they would not fit one payload; then this run waits on."""
+        carried = dataclasses.replace(
+            open_round, outstanding=dict(self._outstanding), answers=dict(self._answers)
+        )
+        continued = dataclasses.replace(task, resume=None, open_round=carried)
+        if task.leg_input_budget is not None and _converted_size(continued) > task.leg_input_budget:
+            self._stay_in_run = True
+            return
+        memo = {
+            key: workflow.memo_value(key)
+            for key in workflow.info().raw_memo
+            if key != INPUT_REQUESTS_MEMO and not key.startswith(ANSWERED_MEMO_PREFIX)
+        }
+        memo[INPUT_REQUESTS_MEMO] = dict(self._requests)
+        workflow.continue_as_new(
+            continued, memo=memo, search_attributes=workflow.info().typed_search_attributes
+        )
+
+    def _closed_round_memo(self, task: TaskInput) -> dict[str, Any]:
+        """The memo update that ends a round: no open asks (nor their answers' marks)."""
+        memo: dict[str, Any] = {INPUT_REQUESTS_MEMO: None}
+        if task.asks_written_once:
+            memo.update((answered_memo_key(key), None) for key in self._answered_keys)
+        return memo
 
     @workflow.signal(name=SUBMIT_INPUT_SIGNAL)
     def submit_input(self, update: InputAnswers) -> None:
@@ -212,15 +288,25 @@ class McpTaskWorkflow:
         answered = [key for key in update.answers if key in self._outstanding]
         if not answered:
             return
+        written_once = self._task is not None and self._task.asks_written_once
         for key in answered:
-            self._answers[self._outstanding.pop(key)] = update.answers[key]
+            tool_key = self._outstanding.pop(key)
+            self._answers[tool_key] = update.answers[key]
             self._requests.pop(key, None)
-        if self._outstanding:
-            memo: dict[str, Any] = {"inputRequests": self._requests}
+            if written_once:  # each answer measured once, with its own braces: never less than in the dict
+                self._answered_bytes += _converted_size({tool_key: update.answers[key]})
+        if not self._outstanding:
+            return
+        if written_once:
+            self._answered_keys += answered  # their marks: removed when the round ends
+            memo: dict[str, Any] = {answered_memo_key(key): True for key in answered}
+            memo["answeredBytes"] = [self._leg, self._answered_bytes]  # for tasks/update's size check
+        else:
+            memo = {INPUT_REQUESTS_MEMO: self._requests}
             if workflow.patched(_ANSWER_BYTES_IN_MEMO):  # for tasks/update's size check of the next leg
                 memo["answeredBytes"] = [self._leg, _converted_size(self._answers)]
-            workflow.upsert_memo(memo)
-            self._show("input_required")
+        workflow.upsert_memo(memo)
+        self._show("input_required")
 
     def _lost(self, reason: str) -> TaskOutcome:
         """End the task whose stored payload is lost; on replay, the worker ends it (`LostOnReplay`)."""
@@ -306,6 +392,26 @@ def _history_full(task: TaskInput) -> bool:
         return True
     too_big = info.is_continue_as_new_suggested() or info.get_current_history_size() > _HISTORY_BYTES_LIMIT
     return too_big and workflow.patched(_CONTINUE_ON_HISTORY_SIZE)
+
+
+def _run_full(task: TaskInput) -> bool:
+    """Whether this run's history is past the task's event limit or the byte limit.
+
+    Not Temporal's suggestion: inside a round a new run starts with the open asks in its
+    memo and the answers in its input, a few MiB that Temporal may already call enough."""
+    info = workflow.info()
+    return (
+        info.get_current_history_length() > task.history_events_limit
+        or info.get_current_history_size() > _HISTORY_BYTES_LIMIT
+    )
+
+
+def _now_ms() -> int:
+    return int(workflow.now().timestamp() * 1000)
+
+
+def _time_left(open_round: OpenRound) -> timedelta:
+    return timedelta(milliseconds=open_round.deadline_ms - _now_ms())
 
 
 def _well_formed_answers(update: Any) -> bool:

@@ -62,7 +62,7 @@ from fastmcp_temporal.server._stalled import (
     stalled,
     waiting_for_worker,
 )
-from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, WORKFLOW_NAME
+from fastmcp_temporal.workflows.models import INPUT_REQUESTS_MEMO, SUBMIT_INPUT_SIGNAL, WORKFLOW_NAME
 from fastmcp_temporal.workflows.task import SCOPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOOL_ATTRIBUTE
 
 if TYPE_CHECKING:
@@ -509,8 +509,13 @@ async def _inspect(client: Client, task: _FoundTask, ui_url: str) -> dict[str, A
     for event in history.events:
         kind = event.event_type
         if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-            started = await _decoded(client, event.workflow_execution_started_event_attributes.input.payloads)
+            attributes = event.workflow_execution_started_event_attributes
+            started = await _decoded(client, attributes.input.payloads)
             legs = _legs_before_this_run(started)
+            asks = attributes.memo.fields.get(INPUT_REQUESTS_MEMO)
+            carried = await _open_round_requests(client, started, asks)
+            readable &= carried is not _UNREADABLE
+            requests += carried if isinstance(carried, list) else []
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             legs += 1
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
@@ -564,9 +569,25 @@ def _terminated(reason: str) -> dict[str, Any]:
 
 
 def _legs_before_this_run(task_input: Any) -> int:
-    """Legs earlier runs of a continued-as-new task ran (its input names the next leg)."""
-    resume = task_input.get("resume") if isinstance(task_input, dict) else None
-    return int(resume.get("leg", 1)) - 1 if isinstance(resume, dict) else 0
+    """Legs earlier runs of a continued-as-new task ran (its input names the next leg, or the
+    leg whose round of input it took over)."""
+    open_round = _field(task_input, "open_round")
+    if open_round:
+        return int(open_round.get("leg", 0))
+    resume = _field(task_input, "resume")
+    return int(resume.get("leg", 1)) - 1 if resume else 0
+
+
+async def _open_round_requests(client: Client, task_input: Any, asks: Payload | None) -> Any:
+    """The open asks of the round a run took over from the previous one: in its memo, not its events."""
+    open_round = _field(task_input, "open_round")
+    if not open_round or asks is None:
+        return []
+    decoded = await _decoded(client, [asks])
+    if decoded is _UNREADABLE:
+        return decoded
+    leg = open_round.get("leg")
+    return [{"leg": leg, "key": key, "request": request} for key, request in (decoded or {}).items()]
 
 
 async def _decoded(client: Client, payloads: Sequence[Payload]) -> Any:

@@ -134,6 +134,7 @@ async def start_tool_workflow(
         history_events_limit=backend.settings.history_events_limit,
         resume=_continuation(context) if kind == "call" else None,
         publish_completion=False,
+        asks_written_once=True,
     )
     converted, input_bytes = await _converted_call(backend, task)
     handle = await backend.client.start_workflow(

@@ -91,6 +91,7 @@ from fastmcp_temporal.workflows.models import (
     InputAnswers,
     TaskOutcome,
     UnreadablePayload,
+    open_requests,
 )
 
 DEFAULT_POLL_INTERVAL_MS = 5000
@@ -174,7 +175,7 @@ class _Task:
     def outstanding(self) -> dict[str, Any]:
         if not self.running or self.cancel_requested:
             return {}
-        return dict(self.memo.get("inputRequests") or {})
+        return open_requests(self.memo)
 
 
 _Shown = tuple[TaskStatus, str | None, frozenset[str]]

@@ -47,11 +47,12 @@ class NoTasksClient(Client):
     _auto_internal_extensions = False
 
 
-def ask(key: str, state: str | None = None) -> InputRequiredResult:
+def ask(*keys: str, state: str | None = None) -> InputRequiredResult:
     schema = {"type": "object", "properties": {"value": {"type": "string"}}}
-    question = ElicitRequest(method="elicitation/create", params={"mode": "form", "message": key,
-                                                                  "requestedSchema": schema})
-    return InputRequiredResult(result_type="input_required", input_requests={key: question}, request_state=state)
+    questions = {key: ElicitRequest(method="elicitation/create", params={"mode": "form", "message": key,
+                                                                         "requestedSchema": schema})
+                 for key in keys}
+    return InputRequiredResult(result_type="input_required", input_requests=questions, request_state=state)
 
 
 async def tasks_update(client: Client, task_id: str, responses: dict[str, Any]) -> Result:
@@ -86,6 +87,14 @@ async def three_rounds(ctx: Context) -> str | InputRequiredResult:
     return "three answers"
 
 
+async def five_questions(ctx: Context) -> str | InputRequiredResult:
+    """Answered one question per update, past the recorder's 20-event limit: partial answers,
+    and (from 0.3.0) a task that continues as new inside the round."""
+    if not ctx.input_responses:
+        return ask("q1", "q2", "q3", "q4", "q5")
+    return f"{len(ctx.input_responses)} answers"
+
+
 async def is_error() -> str:
     raise RuntimeError("the tool failed")
 
@@ -111,6 +120,13 @@ async def answer_all(client: Client, task_id: str, task: Any, rounds: int) -> No
         status = await task.wait(state="input_required", timeout=30)
         (key,) = status.input_requests
         await tasks_update(client, task_id, {key: accept("Ada")})
+
+
+async def answer_one_by_one(client: Client, task_id: str, task: Any) -> None:
+    status = await task.wait(state="input_required", timeout=30)
+    for key in status.input_requests:
+        await tasks_update(client, task_id, {key: accept("Ada")})
+    await task.wait(timeout=30)
 
 
 def main(version: str, folder: Path | None = None) -> None:
@@ -168,6 +184,15 @@ async def record(folder: Path, address: str) -> None:
         calls = [w async for w in temporal.list_workflows(f"TaskQueue='{options['task_queue']}'")]
         (call,) = [w for w in calls if w.id.startswith("mcp-call/")]
         await write_runs(temporal, folder, "sync_call", call.id)
+        # With the default TTL: a round answered one update at a time may take longer than 3 s.
+        questions = FastMCP("record-questions")
+        queue = f"questions-{uuid.uuid4().hex[:8]}"
+        questions.add_extension(TemporalTasksExtension(**{**options, "task_queue": queue}, history_events_limit=20))
+        questions.tool(five_questions, task=True)
+        async with Client(questions) as client:
+            five = await call_tool_task(client, "five_questions")
+            await answer_one_by_one(client, five.task_id, five)
+            await write_runs(temporal, folder, "five_answers_one_by_one", f"mcp-task/anon/{five.task_id}")
         # Alone, since it blocks the whole process: the outcome of a leg Temporal gave up on.
         stalling = FastMCP("record-late")
         stalling.add_extension(TemporalTasksExtension(**{**options, "task_queue": f"late-{uuid.uuid4().hex[:8]}"}))
