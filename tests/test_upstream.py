@@ -14,6 +14,7 @@ Proves that:
 from __future__ import annotations
 
 import ast
+import re
 import warnings
 from importlib import metadata
 from pathlib import Path
@@ -89,10 +90,11 @@ def test_a_missing_symbol_fails_the_extension_at_creation(
         TemporalTasksExtension(worker=False)
     message = str(raised.value)
     assert f"{module.__name__}:{name}: {module.__name__}:{name} is gone" in message
-    assert (
-        f"fastmcp {metadata.version('fastmcp')}, fastmcp-tasks {metadata.version('fastmcp-tasks')}" in message
-    )
-    assert "fastmcp-tasks==" in message  # the versions to install instead
+    installed = f"fastmcp-slim {metadata.version('fastmcp-slim')}, fastmcp-tasks {metadata.version('fastmcp-tasks')}"
+    assert installed in message
+    # what to install instead: the declared ranges, and the lowest release in them as a command
+    assert re.search(r"ranges it declares \(fastmcp\[tasks\]\S+, fastmcp-slim\S+, fastmcp-tasks[<>=]", message)
+    assert re.search(r'pip install "fastmcp\[tasks\]==\d+\.\d+\.\d+"', message)
 
 
 def test_a_missing_symbol_fails_the_plugin_at_creation(monkeypatch: pytest.MonkeyPatch) -> None:
