@@ -8,13 +8,14 @@ Python block of the README and the docs compiles, and the README's smallest serv
 written: it registers a task tool on a `TemporalTasksExtension`. The site reads offline: no
 built page loads a script or a stylesheet from another host, and the pages that draw a mermaid
 diagram load the mermaid the site ships (Material fetches one from a CDN only when none is
-loaded).
+loaded). Long API signatures are formatted on several lines, not one clipped line.
 """
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import html
 import os
 import re
 import subprocess
@@ -98,6 +99,17 @@ def test_diagrams_are_drawn_by_the_mermaid_the_site_ships(site: Path) -> None:
     shipped = site / "javascripts" / "mermaid.min.js"
     assert shipped.stat().st_size > 1_000_000 and "flowchart" in shipped.read_text()
     assert "mermaid.min.js" not in (site / "index.html").read_text(), "loaded where nothing is drawn"
+
+
+def test_long_signatures_are_formatted_on_several_lines(site: Path) -> None:
+    page = (site / "reference" / "index.html").read_text()
+    signatures = [
+        html.unescape(re.sub(r"<[^>]+>", "", body))
+        for body in re.findall(r'<div class="doc-signature[^"]*">(.*?)</div>', page, re.DOTALL)
+    ]
+    (extension,) = [s for s in signatures if s.startswith("TemporalTasksExtension(")]
+    assert "(\n    *,\n    address: str | None = None,\n" in extension, extension
+    assert max(len(line) for s in signatures for line in s.splitlines()) <= 80
 
 
 def test_every_page_is_built(site: Path) -> None:
