@@ -406,7 +406,8 @@ def check_upstream() -> None:
             f"fastmcp-temporal {_installed('fastmcp-temporal')} cannot run on the installed "
             f"{_installed_upstream()}: what it relies on moved:\n" + "\n".join(moved) + "\n"
             f"Install versions in the ranges it declares ({_declared()}; the lowest: "
-            f'pip install "fastmcp[tasks]=={_lowest_fastmcp()}"), or a fastmcp-temporal release made for these.'
+            f'pip install "fastmcp[tasks]=={_lowest_fastmcp()}"), or a fastmcp-temporal release made '
+            "for these."
         )
 
 
@@ -438,7 +439,10 @@ def _declared() -> str:
 
 def _lowest_fastmcp() -> str:
     lower_bounds = [
-        spec.version for r in _upstream_requirements() for spec in r.specifier if spec.operator in (">=", "==")
+        spec.version
+        for requirement in _upstream_requirements()
+        for spec in requirement.specifier
+        if spec.operator in (">=", "==")
     ]
     return min(lower_bounds, key=Version, default="<the version in pyproject.toml>")
 

@@ -90,10 +90,11 @@ def test_a_missing_symbol_fails_the_extension_at_creation(
         TemporalTasksExtension(worker=False)
     message = str(raised.value)
     assert f"{module.__name__}:{name}: {module.__name__}:{name} is gone" in message
-    installed = f"fastmcp-slim {metadata.version('fastmcp-slim')}, fastmcp-tasks {metadata.version('fastmcp-tasks')}"
-    assert installed in message
+    slim, tasks = metadata.version("fastmcp-slim"), metadata.version("fastmcp-tasks")
+    assert f"fastmcp-slim {slim}, fastmcp-tasks {tasks}" in message
     # what to install instead: the declared ranges, and the lowest release in them as a command
-    assert re.search(r"ranges it declares \(fastmcp\[tasks\]\S+, fastmcp-slim\S+, fastmcp-tasks[<>=]", message)
+    declared = r"ranges it declares \(fastmcp\[tasks\]\S+, fastmcp-slim\S+, fastmcp-tasks[<>=]"
+    assert re.search(declared, message)
     assert re.search(r'pip install "fastmcp\[tasks\]==\d+\.\d+\.\d+"', message)
 
 
