@@ -9,8 +9,9 @@ exact text of a few messages. Each is used here, and only here, and each is list
 when a `TemporalTasksExtension` or a `McpTasksPlugin` is created: if an upgrade of
 FastMCP or fastmcp-tasks moved any of them it fails, naming the installed versions and
 every item that moved, instead of letting a task break later, some of them silently
-(answers that stop reaching the tool, progress that disappears). `pyproject.toml` pins
-the versions this list was checked against.
+(answers that stop reaching the tool, progress that disappears). `pyproject.toml` declares
+ranges, not pins, so the package installs beside the FastMCP a user has; CI runs this check
+and the protocol tests on the lowest and the newest releases in those ranges (`.ci/run`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from fastmcp.exceptions import ValidationError
 from fastmcp.server.context import Context
 from fastmcp.server.extensions import ServerExtension
 from fastmcp.tools.function_tool import FunctionTool
+from packaging.requirements import Requirement
+from packaging.version import Version
 from pydantic import ValidationError as PydanticValidationError
 from starlette.routing import Route
 
@@ -420,8 +423,9 @@ def check_upstream() -> None:
         raise UpstreamChanged(
             f"fastmcp-temporal {_installed('fastmcp-temporal')} cannot run on the installed "
             f"{_installed_upstream()}: what it relies on moved:\n" + "\n".join(moved) + "\n"
-            f"Install the versions it was checked with ({_pinned()}), or a fastmcp-temporal "
-            "release made for these."
+            f"Install versions in the ranges it declares ({_declared()}; the lowest: "
+            f'pip install "fastmcp[tasks]=={_lowest_fastmcp()}"), or a fastmcp-temporal release made '
+            "for these."
         )
 
 
@@ -433,19 +437,32 @@ def _installed(distribution: str) -> str:
 
 
 def _installed_upstream() -> str:
-    names = ("fastmcp", "fastmcp-tasks", "mcp", "pydocket")
+    # fastmcp-slim ships the `fastmcp` module; the `fastmcp` distribution only pins a fastmcp-slim.
+    names = ("fastmcp-slim", "fastmcp-tasks", "mcp", "pydocket")
     return ", ".join(f"{name} {_installed(name)}" for name in names)
 
 
-def _pinned() -> str:
+def _upstream_requirements() -> list[Requirement]:
     try:
         required = metadata.requires("fastmcp-temporal") or []
     except metadata.PackageNotFoundError:
-        return "see pyproject.toml"
-    return (
-        ", ".join(r for r in required if r.startswith(("fastmcp[", "fastmcp=", "fastmcp-tasks")))
-        or "see pyproject.toml"
-    )
+        return []
+    upstream = [Requirement(line) for line in required]
+    return [r for r in upstream if r.name in ("fastmcp", "fastmcp-slim", "fastmcp-tasks") and not r.marker]
+
+
+def _declared() -> str:
+    return ", ".join(str(r) for r in _upstream_requirements()) or "see pyproject.toml"
+
+
+def _lowest_fastmcp() -> str:
+    lower_bounds = [
+        spec.version
+        for requirement in _upstream_requirements()
+        for spec in requirement.specifier
+        if spec.operator in (">=", "==")
+    ]
+    return min(lower_bounds, key=Version, default="<the version in pyproject.toml>")
 
 
 def _functions(owner: Any) -> Iterator[FunctionType]:

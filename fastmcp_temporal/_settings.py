@@ -13,7 +13,9 @@ that names no setting is refused with the list of settings, and every duration i
 
 from __future__ import annotations
 
+import difflib
 import os
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -72,7 +74,7 @@ class TemporalTasksSettings(BaseSettings):
         try:
             super().__init__(**values)
         except ValidationError as invalid:
-            raise _naming_the_settings(invalid) from None
+            raise _naming_the_settings(invalid, arguments=values) from None
 
     @classmethod
     def settings_customise_sources(
@@ -419,17 +421,14 @@ class _UnknownNamesToo(PydanticBaseSettingsSource):
         return values
 
 
-def _naming_the_settings(invalid: ValidationError) -> ValidationError:
-    """`invalid`, with each unknown name's error listing the settings there are."""
-    unknown = PydanticCustomError(
-        "extra_forbidden",
-        "not a setting (as a constructor argument, or {prefix}<NAME> in the environment or {env_file}); "
-        "the settings are: {settings}",
-        {"prefix": ENV_PREFIX, "env_file": ENV_FILE, "settings": ", ".join(TemporalTasksSettings.model_fields)},
-    )
+def _naming_the_settings(invalid: ValidationError, arguments: Mapping[str, Any]) -> ValidationError:
+    """`invalid`, with each unknown name's error naming it as the user wrote it (the constructor
+    argument, or the variable and where it was set), the nearest setting, and the settings there are."""
     errors: list[Any] = [
         {
-            "type": unknown if error["type"] == "extra_forbidden" else error["type"],
+            "type": (
+                _unknown(error["loc"][0], arguments) if error["type"] == "extra_forbidden" else error["type"]
+            ),
             "loc": error["loc"],
             "input": error["input"],
             **({"ctx": error["ctx"]} if "ctx" in error else {}),
@@ -437,3 +436,23 @@ def _naming_the_settings(invalid: ValidationError) -> ValidationError:
         for error in invalid.errors()
     ]
     return ValidationError.from_exception_data(invalid.title, errors)
+
+
+def _unknown(name: str, arguments: Mapping[str, Any]) -> PydanticCustomError:
+    settings = list(TemporalTasksSettings.model_fields)
+    nearest = difflib.get_close_matches(name, settings, n=1)
+    if name in arguments:
+        given, suggestion = f"argument {name!r}", nearest and repr(nearest[0])
+    else:
+        variable = f"{ENV_PREFIX}{name.upper()}"
+        where = "the environment" if any(key.upper() == variable for key in os.environ) else ENV_FILE
+        given, suggestion = f"{variable}, set in {where},", nearest and f"{ENV_PREFIX}{nearest[0].upper()}"
+    return PydanticCustomError(
+        "extra_forbidden",
+        "{given} is not a setting.{suggestion} The settings are: {settings}",
+        {
+            "given": given,
+            "suggestion": f" Did you mean {suggestion}?" if suggestion else "",
+            "settings": ", ".join(settings),
+        },
+    )

@@ -3,15 +3,18 @@
 A FastMCP server with its tools on a test's extension, served in memory or over real
 streamable HTTP (uvicorn on a free loopback port, stopped even when a test fails),
 the clients that reach it (opted in to tasks or not, with a bearer token or none), and
-the callers FastMCP's `StaticTokenVerifier` knows, with what a task sees of each.
+the callers FastMCP's `StaticTokenVerifier` knows, with what a task sees of each, and a
+"Temporal" that accepts TCP connections and never answers, with what a start-up that cannot
+reach Temporal must say.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import anyio
@@ -114,3 +117,36 @@ def identity(token: str | None, tenant: str | None = None) -> dict[str, Any]:
 
 async def square(n: int) -> int:
     return n * n
+
+
+@contextmanager
+def silent_tcp_server() -> Iterator[str]:
+    """A loopback host:port that accepts connections and never sends a byte; closed on exit."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+
+    def accept_until_closed() -> None:
+        while True:
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:  # the listener was closed
+                return
+
+    acceptor = threading.Thread(target=accept_until_closed, daemon=True)
+    acceptor.start()
+    try:
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+        acceptor.join(timeout=DEADLINE)
+        for connection in accepted:
+            connection.close()
+
+
+def assert_startup_paragraph(message: str, address: str, reason: str, connect_timeout: int) -> None:
+    """One paragraph: what failed and why, after how long, and a fix an installed command gives."""
+    assert "\n" not in message
+    what = f"Cannot reach Temporal namespace 'default' at {address}: {reason} (gave up after "
+    assert message.startswith(what), message
+    assert f" s; connect_timeout is {connect_timeout} s). " in message
+    assert "`fastmcp-temporal dev-server`" in message and "FASTMCP_TEMPORAL_ADDRESS" in message

@@ -19,8 +19,9 @@ from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal import TemporalTasksExtension, TemporalTasksSettings
 from fastmcp_temporal._settings import CLI_VARIABLES, DURATIONS_OFF_AT_ZERO, POSITIVE_DURATIONS
+from fastmcp_temporal.connection._client import TemporalConnectionError
 from fastmcp_temporal.devserver._server import SEARCH_ATTRIBUTES, DevServer, free_port
-from servers import server_with, square
+from servers import assert_startup_paragraph, server_with, silent_tcp_server, square
 
 pytestmark = pytest.mark.anyio
 
@@ -38,13 +39,33 @@ def test_a_malformed_address_is_refused_at_construction() -> None:
         TemporalTasksExtension(address="localhost")
 
 
-async def test_an_unreachable_server_fails_startup_with_the_fix() -> None:
-    extension = TemporalTasksExtension(address=f"127.0.0.1:{free_port()}", connect_timeout=2)
-    mcp = server_with(extension, square)
+async def test_an_address_nobody_listens_on_fails_startup_with_the_fix() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    extension = TemporalTasksExtension(address=address, connect_timeout=2)
     # The in-memory client wraps startup failures; the message is what a person reads.
-    with pytest.raises(Exception, match="Cannot reach Temporal.*dev-server.sh"):
-        async with Client(mcp):
+    with pytest.raises(Exception) as raised:
+        async with Client(server_with(extension, square)):
             pass
+    assert_startup_paragraph(str(_startup_failure(raised.value)), address, "connection refused", 2)
+
+
+async def test_an_address_that_never_answers_fails_startup_naming_the_timeout() -> None:
+    with silent_tcp_server() as address:
+        extension = TemporalTasksExtension(address=address, connect_timeout=2)
+        with pytest.raises(Exception) as raised:
+            async with Client(server_with(extension, square)):
+                pass
+    assert_startup_paragraph(str(_startup_failure(raised.value)), address, "no answer", 2)
+
+
+def _startup_failure(raised: BaseException) -> TemporalConnectionError:
+    """The connection error under whatever the in-memory client wrapped it in."""
+    seen: BaseException | None = raised
+    while seen is not None and not isinstance(seen, TemporalConnectionError):
+        seen = seen.__cause__ or seen.__context__ or next(iter(getattr(seen, "exceptions", ())), None)
+    assert seen is not None, f"no TemporalConnectionError in {raised!r}"
+    assert seen.__cause__ is None and seen.__suppress_context__, "its cause is in its message, not chained"
+    return seen
 
 
 async def test_an_unknown_namespace_fails_startup(temporal_server: DevServer) -> None:
@@ -119,14 +140,28 @@ async def test_zero_config_starts_a_persistent_dev_server_and_stops_it(
     assert not _pid_alive(pid)
 
 
-def test_an_unknown_setting_is_refused_with_the_valid_names() -> None:
-    with pytest.raises(ValidationError, match=r"heartbeat_timout\n  not a setting.*settings are: .*heartbeat_timeout"):
-        TemporalTasksExtension(heartbeat_timout=5)
+def test_a_mistyped_argument_is_refused_naming_it_and_the_nearest_setting() -> None:
+    with pytest.raises(ValidationError) as refused:
+        TemporalTasksExtension(adress="127.0.0.1:7233")
+    assert "argument 'adress' is not a setting. Did you mean 'address'? The settings are: address," in str(
+        refused.value
+    )
 
 
-def test_an_unknown_variable_is_refused_with_the_valid_names(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FASTMCP_TEMPORAL_HEARTBEAT_TIMOUT", "5")
-    with pytest.raises(ValidationError, match=r"heartbeat_timout\n  not a setting.*FASTMCP_TEMPORAL_<NAME>"):
+def test_a_mistyped_variable_is_refused_naming_it_and_the_nearest(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FASTMCP_TEMPORAL_ADRESS", "127.0.0.1:7233")
+    with pytest.raises(ValidationError) as refused:
+        TemporalTasksSettings()
+    assert (
+        "FASTMCP_TEMPORAL_ADRESS, set in the environment, is not a setting. "
+        "Did you mean FASTMCP_TEMPORAL_ADDRESS? The settings are: address," in str(refused.value)
+    )
+
+
+def test_a_name_like_no_setting_is_refused_with_the_valid_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FASTMCP_TEMPORAL_COLOUR", "blue")
+    expected = r"FASTMCP_TEMPORAL_COLOUR, set in the environment, is not a setting\. The settings are: "
+    with pytest.raises(ValidationError, match=expected):
         TemporalTasksSettings()
 
 
@@ -152,7 +187,8 @@ def test_settings_come_from_a_dotenv_file_shared_with_fastmcp(
 def test_an_unknown_name_in_the_dotenv_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / ".env").write_text("FASTMCP_TEMPORAL_TASKQUEUE=typo\n")
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(ValidationError, match=r"taskqueue\n  not a setting.*settings are: .*task_queue"):
+    expected = r"TASKQUEUE, set in \.env, is not a setting\. Did you mean FASTMCP_TEMPORAL_TASK_QUEUE\?"
+    with pytest.raises(ValidationError, match=expected):
         TemporalTasksSettings()
 
 

@@ -5,13 +5,17 @@ a missing anchor, a page left out of the nav or an API name mkdocstrings cannot 
 configuration reference must list every setting of `TemporalTasksSettings` (it is generated from
 the class at build time), and the API reference every name `fastmcp_temporal` exports. Every
 Python block of the README and the docs compiles, and the README's smallest server runs as
-written: it registers a task tool on a `TemporalTasksExtension`.
+written: it registers a task tool on a `TemporalTasksExtension`. The site reads offline: no
+built page loads a script or a stylesheet from another host, and the pages that draw a mermaid
+diagram load the mermaid the site ships (Material fetches one from a CDN only when none is
+loaded). Long API signatures are formatted on several lines, not one clipped line.
 """
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import html
 import os
 import re
 import subprocess
@@ -70,6 +74,42 @@ def test_api_reference_documents_every_export(site: Path) -> None:
     page = (site / "reference" / "index.html").read_text()
     for name in fastmcp_temporal.__all__:
         assert f'id="fastmcp_temporal.{name}"' in page, name
+
+
+EXTERNAL = re.compile(r"""<(?:script|link)\b[^>]*\b(?:src|href)=["']?(?:https?:)?//""", re.IGNORECASE)
+
+
+def test_no_page_loads_a_script_or_stylesheet_from_another_host(site: Path) -> None:
+    built = sorted(site.rglob("*.html"))
+    assert len(built) > len(PAGES)
+    offenders = [
+        f"{page.relative_to(site)}: {tag}"
+        for page in built
+        for tag in re.findall(r"<(?:script|link)\b[^>]*>", page.read_text())
+        if EXTERNAL.match(tag) and 'rel="canonical"' not in tag
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_diagrams_are_drawn_by_the_mermaid_the_site_ships(site: Path) -> None:
+    architecture = (site / "architecture" / "index.html").read_text()
+    assert architecture.count('<pre class="mermaid">') == 2
+    mermaid = architecture.index('<script src="../javascripts/mermaid.min.js">')
+    assert mermaid < architecture.index("assets/javascripts/bundle."), "Material would fetch its own"
+    shipped = site / "javascripts" / "mermaid.min.js"
+    assert shipped.stat().st_size > 1_000_000 and "flowchart" in shipped.read_text()
+    assert "mermaid.min.js" not in (site / "index.html").read_text(), "loaded where nothing is drawn"
+
+
+def test_long_signatures_are_formatted_on_several_lines(site: Path) -> None:
+    page = (site / "reference" / "index.html").read_text()
+    signatures = [
+        html.unescape(re.sub(r"<[^>]+>", "", body))
+        for body in re.findall(r'<div class="doc-signature[^"]*">(.*?)</div>', page, re.DOTALL)
+    ]
+    (extension,) = [s for s in signatures if s.startswith("TemporalTasksExtension(")]
+    assert "(\n    *,\n    address: str | None = None,\n" in extension, extension
+    assert max(len(line) for s in signatures for line in s.splitlines()) <= 80
 
 
 def test_every_page_is_built(site: Path) -> None:

@@ -1,7 +1,9 @@
 """`workflows/` and `activities/` ship inside `fastmcp_temporal`, never as top-level packages.
 
 A user's own `workflows` package (common in Temporal projects) must not be shadowed
-by ours, in a built wheel or in an editable install.
+by ours, in a built wheel or in an editable install. The wheel's metadata lets it install
+beside the FastMCP a user has (ranges, not pins), and states its licence the way setuptools
+keeps accepting (an SPDX expression and the licence file) and the Pythons it runs on.
 """
 
 from __future__ import annotations
@@ -9,7 +11,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import zipfile
+from email.parser import Parser
 from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -20,9 +26,16 @@ def _run(*args: str, cwd: Path) -> str:
     return done.stdout
 
 
-def test_wheel_ships_workflows_and_activities_inside_the_namespace(tmp_path: Path) -> None:
-    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO), cwd=tmp_path)
-    (wheel,) = tmp_path.glob("fastmcp_temporal-*.whl")
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This checkout built as a wheel, with the build backend pyproject.toml asks for."""
+    out = tmp_path_factory.mktemp("wheel")
+    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO), cwd=out)
+    (built,) = out.glob("fastmcp_temporal-*.whl")
+    return built
+
+
+def test_wheel_ships_workflows_and_activities_inside_the_namespace(wheel: Path, tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     top_level = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert top_level == {"fastmcp_temporal"}
@@ -34,6 +47,27 @@ def test_wheel_ships_workflows_and_activities_inside_the_namespace(tmp_path: Pat
     installed = {p.name for p in target.iterdir() if not p.name.endswith(".dist-info")}
     assert "workflows" not in installed and "activities" not in installed
     assert (target / "fastmcp_temporal" / "workflows" / "task.py").is_file()
+
+
+def test_wheel_metadata_ranges_licence_and_pythons(wheel: Path) -> None:
+    archive = zipfile.ZipFile(wheel)
+    (metadata_name,) = [name for name in archive.namelist() if name.endswith(".dist-info/METADATA")]
+    metadata = Parser().parsestr(archive.read(metadata_name).decode())
+    assert metadata["License-Expression"] == "MIT"
+    assert metadata.get_all("License-File") == ["LICENSE"]
+    assert any(name.endswith(".dist-info/licenses/LICENSE") for name in archive.namelist())
+    pythons = {c.rsplit(" :: ", 1)[1] for c in metadata.get_all("Classifier") if c.startswith("Programming")}
+    assert {"3.10", "3.11", "3.12", "3.13"} <= pythons
+    upstream = {
+        r.name: r.specifier
+        for r in map(Requirement, metadata.get_all("Requires-Dist"))
+        if r.name in ("fastmcp", "fastmcp-slim", "fastmcp-tasks", "mcp")
+    }
+    assert set(upstream) == {"fastmcp", "fastmcp-slim", "fastmcp-tasks", "mcp"}
+    for name, specifier in upstream.items():
+        assert not any(spec.operator == "==" for spec in specifier), f"{name} is pinned: {specifier}"
+        # a user's newer FastMCP in the same line installs (4.2.x), the next major does not
+        assert specifier.contains("4.2.3" if name != "mcp" else "2.9.0"), f"{name}{specifier}"
 
 
 def test_installed_package_imports_the_repo_code_and_no_top_level_workflows(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ Proves that:
 from __future__ import annotations
 
 import ast
+import re
 import warnings
 from importlib import metadata
 from pathlib import Path
@@ -89,10 +90,12 @@ def test_a_missing_symbol_fails_the_extension_at_creation(
         TemporalTasksExtension(worker=False)
     message = str(raised.value)
     assert f"{module.__name__}:{name}: {module.__name__}:{name} is gone" in message
-    assert (
-        f"fastmcp {metadata.version('fastmcp')}, fastmcp-tasks {metadata.version('fastmcp-tasks')}" in message
-    )
-    assert "fastmcp-tasks==" in message  # the versions to install instead
+    slim, tasks = metadata.version("fastmcp-slim"), metadata.version("fastmcp-tasks")
+    assert f"fastmcp-slim {slim}, fastmcp-tasks {tasks}" in message
+    # what to install instead: the declared ranges, and the lowest release in them as a command
+    declared = r"ranges it declares \(fastmcp\[tasks\]\S+, fastmcp-slim\S+, fastmcp-tasks[<>=]"
+    assert re.search(declared, message)
+    assert re.search(r'pip install "fastmcp\[tasks\]==\d+\.\d+\.\d+"', message)
 
 
 def test_a_missing_symbol_fails_the_plugin_at_creation(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -154,7 +154,7 @@ def add_codec_server_command(commands: Any) -> None:
         ),
     )
     parser.add_argument("--host", default="127.0.0.1", help="Address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8081)
+    parser.add_argument("--port", type=int, default=8081, help="Port to serve on")
     parser.add_argument(
         "--cors-origin",
         action="append",

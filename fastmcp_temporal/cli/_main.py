@@ -17,17 +17,21 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from importlib import metadata
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from fastmcp.utilities.cli import load_and_merge_config
 from pydantic import ValidationError
 
 from fastmcp_temporal import _fastmcp_private
+from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.cli._codec_server import add_codec_server_command
 from fastmcp_temporal.cli._dev_server import add_dev_server_command
-from fastmcp_temporal.cli._options import add_connection_options, setting_overrides
+from fastmcp_temporal.cli._options import Parser, add_connection_options, setting_overrides
 from fastmcp_temporal.cli._payloads import add_payloads_command
 from fastmcp_temporal.cli._tasks import add_tasks_command
+from fastmcp_temporal.connection._client import TemporalConnectionError
+from fastmcp_temporal.devserver._server import DevServerError
 from fastmcp_temporal.server._extension import TemporalTasksExtension
 from fastmcp_temporal.worker._plugin import tasks_extension
 
@@ -38,6 +42,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("fastmcp_temporal")
 
+# What stops a command before it can run, each with a message that names the fix.
+STARTUP_FAILURES = (TemporalConnectionError, DevServerError, _fastmcp_private.UpstreamChanged)
+
 
 def main(argv: list[str] | None = None) -> NoReturn:
     args = _parser().parse_args(argv)
@@ -47,6 +54,10 @@ def main(argv: list[str] | None = None) -> NoReturn:
         code = 0
     except SystemExit as stop:
         code = _exit_code(stop)
+    except STARTUP_FAILURES as failure:
+        # Its message says what failed and what to do; a traceback would bury it.
+        print(f"fastmcp-temporal: {failure}", file=sys.stderr)
+        code = 1
     # The SDK's Rust threads can abort the interpreter while it finalizes after a
     # Temporal client was used (temporalio/sdk-python#300); skip finalization.
     sys.stdout.flush()
@@ -63,7 +74,9 @@ def _exit_code(stop: SystemExit) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fastmcp-temporal", description=__doc__.splitlines()[0])
+    parser = Parser(prog="fastmcp-temporal", description=__doc__.splitlines()[0])
+    version = f"%(prog)s {metadata.version('fastmcp-temporal')}"
+    parser.add_argument("--version", action="version", version=version)
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     for add_command in _COMMANDS:
         add_command(commands)
@@ -77,17 +90,26 @@ def _add_worker(commands: Commands) -> None:
         description="Run a Temporal worker for the task tools of a FastMCP server definition.",
     )
     worker.add_argument("server_spec", help="path/to/server.py[:object], as for `fastmcp run`")
-    worker.add_argument("--task-queue", help="task queue to poll [FASTMCP_TEMPORAL_TASK_QUEUE]")
     worker.add_argument(
-        "--concurrency", type=int, help="tool legs run at once [FASTMCP_TEMPORAL_MAX_CONCURRENT_ACTIVITIES]"
+        "--task-queue",
+        help="task queue to poll [FASTMCP_TEMPORAL_TASK_QUEUE] (default: the server's setting, else "
+        f"{_setting_default('task_queue')})",
+    )
+    worker.add_argument(
+        "--concurrency",
+        type=int,
+        help="tool legs run at once [FASTMCP_TEMPORAL_MAX_CONCURRENT_ACTIVITIES] (default: the server's "
+        f"setting, else {_setting_default('max_concurrent_activities')})",
     )
     worker.add_argument(
         "--deployment-name",
         help="Temporal Worker Deployment this worker belongs to (with --build-id) "
-        "[FASTMCP_TEMPORAL_DEPLOYMENT_NAME]",
+        "[FASTMCP_TEMPORAL_DEPLOYMENT_NAME] (default: the server's setting, else none: no Worker Versioning)",
     )
     worker.add_argument(
-        "--build-id", help="this build of the server's code (with --deployment-name) [FASTMCP_TEMPORAL_BUILD_ID]"
+        "--build-id",
+        help="this build of the server's code (with --deployment-name) [FASTMCP_TEMPORAL_BUILD_ID] "
+        "(default: the server's setting, else none)",
     )
     add_connection_options(worker)
     worker.set_defaults(run=_run_worker)
@@ -101,6 +123,10 @@ _COMMANDS: list[Callable[[Commands], None]] = [
     add_tasks_command,
     add_payloads_command,
 ]
+
+
+def _setting_default(name: str) -> object:
+    return TemporalTasksSettings.model_fields[name].default
 
 
 def _run_worker(args: argparse.Namespace) -> None:

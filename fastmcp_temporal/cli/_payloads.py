@@ -23,7 +23,7 @@ from datetime import datetime, timedelta, timezone
 from pydantic import TypeAdapter, ValidationError
 from temporalio.client import Client
 
-from fastmcp_temporal.cli._options import add_connection_options
+from fastmcp_temporal.cli._options import DefaultsShownRawDescription, add_connection_options
 from fastmcp_temporal.cli._tasks import OperatorError, _describe, _execute, _operator_settings
 from fastmcp_temporal.connection._client import embedded_payload_folder
 from fastmcp_temporal.connection._payloads import (
@@ -59,7 +59,7 @@ def add_payloads_command(commands: argparse._SubParsersAction[argparse.ArgumentP
         "gc",
         help="Remove stored payloads of tasks whose workflow Temporal no longer has (dry run by default).",
         description=GC_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=DefaultsShownRawDescription,
     )
     gc.add_argument("--delete", action="store_true", help="Remove them (default: only print what would go)")
     gc.add_argument(

@@ -101,9 +101,9 @@ def add_tasks_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     verbs = tasks.add_subparsers(required=True, metavar="VERB")
 
     listing = verbs.add_parser("list", help="Tasks, newest first.")
-    listing.add_argument("--tool", help="Only tasks of this tool")
-    listing.add_argument("--status", choices=MCP_STATUSES, help="Only tasks in this MCP status")
-    listing.add_argument("--scope", help="Only tasks of this caller scope tag (McpScope)")
+    listing.add_argument("--tool", help="Only tasks of this tool (default: every tool)")
+    listing.add_argument("--status", choices=MCP_STATUSES, help="Only tasks in this MCP status (default: any)")
+    listing.add_argument("--scope", help="Only tasks of this caller scope tag, McpScope (default: every scope)")
     listing.add_argument(
         "--kind", choices=KINDS, help="Only tasks ('task') or durable synchronous calls ('call'); default both"
     )
@@ -129,7 +129,9 @@ def add_tasks_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     terminate.add_argument("--reason", required=True, help="Recorded in the workflow's history")
     for verb, run in ((show, _show), (cancel, _cancel), (terminate, _terminate)):
         verb.add_argument("task_id", help="The MCP taskId (or the full workflow id)")
-        verb.add_argument("--scope", help="The task's scope tag, to skip the search across scopes")
+        verb.add_argument(
+            "--scope", help="The task's scope tag, to skip the search across scopes (default: search them)"
+        )
         verb.add_argument(
             "--scan-limit",
             type=_positive,

@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import re
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import lru_cache
@@ -28,6 +30,7 @@ from temporalio.client import Client
 from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
 from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+from temporalio.service import RPCError
 
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.connection._converter import tasks_data_converter
@@ -145,6 +148,7 @@ async def connect(
     timeout = settings.connect_timeout.total_seconds()
     converter = tasks_data_converter(settings, payload_folder=payload_folder)
     runtime, interceptors = client_runtime(settings), client_interceptors(settings)
+    started = time.monotonic()
     try:
         client = await asyncio.wait_for(
             Client.connect(
@@ -162,12 +166,10 @@ async def connect(
         )
         await identify_store(client)
     except Exception as exc:
+        # The message carries the cause; a chained traceback would only bury it.
         raise TemporalConnectionError(
-            f"Cannot reach Temporal namespace {namespace!r} at {address}: {exc or type(exc).__name__}. "
-            "Start a server (./dev-server.sh), fix the address / namespace (FASTMCP_TEMPORAL_* or "
-            "Temporal's TEMPORAL_* / temporal.toml profile) and TLS / API key, or unset every address to "
-            "run an embedded dev server."
-        ) from exc
+            unreachable_message(address, namespace, exc, time.monotonic() - started, settings)
+        ) from None
     retention = described.config.workflow_execution_retention_ttl.ToTimedelta()
     if retention and retention < settings.task_ttl:
         logger.warning(
@@ -178,6 +180,31 @@ async def connect(
             settings.task_ttl,
         )
     return client
+
+
+def unreachable_message(
+    address: str, namespace: str, cause: BaseException, elapsed: float, settings: TemporalTasksSettings
+) -> str:
+    """One paragraph a person can act on: what failed, after how long, what to do."""
+    return (
+        f"Cannot reach Temporal namespace {namespace!r} at {address}: {_reason(cause)} (gave up after "
+        f"{elapsed:.1f} s; connect_timeout is {settings.connect_timeout.total_seconds():g} s). Start a "
+        "server with `fastmcp-temporal dev-server` and set FASTMCP_TEMPORAL_ADDRESS to the address it "
+        "prints, fix the address / namespace (FASTMCP_TEMPORAL_ADDRESS, FASTMCP_TEMPORAL_NAMESPACE, or "
+        "Temporal's TEMPORAL_* / temporal.toml profile) and TLS / API key, or unset every address to run "
+        "an embedded dev server."
+    )
+
+
+def _reason(cause: BaseException) -> str:
+    """The cause in a few words: the SDK's connect errors wrap the OS message in Rust debug text."""
+    if isinstance(cause, (TimeoutError, asyncio.TimeoutError)):  # distinct before Python 3.11
+        return "no answer"
+    if isinstance(cause, RPCError):
+        return cause.message or cause.status.name
+    text = str(cause)
+    os_message = re.search(r'message: "([^"]+)"', text)
+    return (os_message.group(1).lower() if os_message else text) or type(cause).__name__
 
 
 def require_codec(client: Client, settings: TemporalTasksSettings) -> None:
@@ -204,6 +231,7 @@ def require_codec(client: Client, settings: TemporalTasksSettings) -> None:
 
 async def require_reachable(client: Client, settings: TemporalTasksSettings) -> None:
     """A given client must answer for its own namespace at startup, as an address must."""
+    started = time.monotonic()
     try:
         await client.workflow_service.describe_namespace(
             DescribeNamespaceRequest(namespace=client.namespace), timeout=settings.connect_timeout
@@ -212,9 +240,11 @@ async def require_reachable(client: Client, settings: TemporalTasksSettings) -> 
     except Exception as exc:
         raise TemporalConnectionError(
             f"The Temporal client passed as client= cannot reach namespace {client.namespace!r} at "
-            f"{client.service_client.config.target_host}: {exc or type(exc).__name__}. "
-            "Check the server and namespace that client was connected to."
-        ) from exc
+            f"{client.service_client.config.target_host}: {_reason(exc)} (gave up after "
+            f"{time.monotonic() - started:.1f} s; connect_timeout is "
+            f"{settings.connect_timeout.total_seconds():g} s). Check the server and namespace that "
+            "client was connected to."
+        ) from None
 
 
 async def searchable(client: Client, address: str, namespace: str) -> bool:

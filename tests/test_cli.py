@@ -1,0 +1,103 @@
+"""`fastmcp-temporal` as a person meets it: start-up failures, `--version`, and `--help`.
+
+A worker pointed at an address nobody listens on, or at one that accepts TCP and never
+answers, exits non-zero with one paragraph on stderr (what failed, after how long, the
+command that starts a server) and no traceback. `--version` names the installed release,
+and the help of every command shows each option's default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from fastmcp_temporal.cli._main import _parser
+from fastmcp_temporal.devserver._server import free_port
+from servers import assert_startup_paragraph, silent_tcp_server
+
+SERVER = """
+from fastmcp import FastMCP
+from fastmcp_temporal import TemporalTasksExtension
+
+mcp = FastMCP("cli-test")
+mcp.add_extension(TemporalTasksExtension())
+
+
+@mcp.tool(task=True)
+async def square(n: int) -> int:
+    return n * n
+"""
+
+
+def fastmcp_temporal(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "fastmcp_temporal.cli", *args]
+    environment = {**os.environ, **(env or {})}
+    return subprocess.run(command, env=environment, capture_output=True, text=True, timeout=120)
+
+
+@contextmanager
+def refusing_address() -> Iterator[str]:
+    yield f"127.0.0.1:{free_port()}"
+
+
+@pytest.mark.parametrize(
+    ("unreachable", "reason"),
+    [(refusing_address, "connection refused"), (silent_tcp_server, "no answer")],
+    ids=["nobody-listens", "never-answers"],
+)
+def test_a_worker_that_cannot_reach_temporal_exits_with_one_paragraph(
+    tmp_path: Path, unreachable: type[nullcontext[str]], reason: str
+) -> None:
+    spec = tmp_path / "server.py"
+    spec.write_text(SERVER)
+    with unreachable() as address:
+        connection = {"FASTMCP_TEMPORAL_ADDRESS": address, "FASTMCP_TEMPORAL_CONNECT_TIMEOUT": "2"}
+        done = fastmcp_temporal("worker", str(spec), env=connection)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and "direct cause" not in done.stderr, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("fastmcp-temporal: Cannot reach Temporal"), done.stderr
+    assert_startup_paragraph(last.removeprefix("fastmcp-temporal: "), address, reason, 2)
+
+
+def test_version_names_the_installed_release() -> None:
+    done = fastmcp_temporal("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"fastmcp-temporal {metadata.version('fastmcp-temporal')}"
+
+
+def _parsers(parser: argparse.ArgumentParser, name: str) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for verb, sub in action.choices.items():
+                yield from _parsers(sub, f"{name} {verb}")
+
+
+def test_every_option_shows_its_default_in_help() -> None:
+    missing = []
+    for command, parser in _parsers(_parser(), "fastmcp-temporal"):
+        formatter = parser._get_formatter()
+        for action in parser._actions:
+            if not action.option_strings or action.required or action.default is argparse.SUPPRESS:
+                continue  # positionals, required options, --help and --version have none
+            shown = formatter._expand_help(action) if action.help else ""
+            if "default" not in shown:
+                missing.append(f"{command} {'/'.join(action.option_strings)}: {shown!r}")
+    assert not missing, "\n".join(missing)
+
+
+def test_codec_server_help_shows_port_and_body_limit_defaults() -> None:
+    done = fastmcp_temporal("codec-server", "--help")
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert "--port PORT Port to serve on (default: 8081)" in text
+    assert "--max-body MAX_BODY Largest request body in bytes (default: " in text
