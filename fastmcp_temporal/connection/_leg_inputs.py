@@ -65,6 +65,10 @@ class LegInputsByReference(StorageDriver):
         self._driver = driver
         self._marking = marking
 
+    @property
+    def driver(self) -> StorageDriver:
+        return self._driver
+
     def name(self) -> str:
         return self._driver.name()
 

@@ -227,9 +227,16 @@ async def identify_store(client: Client) -> None:
     stores = [
         driver
         for wrapper in (storage.drivers if storage is not None else [])
-        if isinstance(driver := getattr(wrapper, "driver", wrapper), MarkedStore) and not driver.identified
+        if isinstance(driver := _innermost(wrapper), MarkedStore) and not driver.identified
     ]
     if stores:
         identity = await store_identity(client)
         for store in stores:
             store.identify(identity)
+
+
+def _innermost(driver: object) -> object:
+    """The store under the drivers that wrap it (each names what it wraps as `driver`)."""
+    while (inner := getattr(driver, "driver", None)) is not None:
+        driver = inner
+    return driver
