@@ -217,7 +217,11 @@ _MCP_POST_HEADERS = {"content-type": "application/json", "accept": "application/
 async def test_requests_past_the_request_memory_budget_are_refused_retryably_and_start_nothing(
     make_extension, tmp_path: Path
 ) -> None:
-    extension = make_extension(payload_store=str(tmp_path / "payloads"), request_memory_budget=3 * MB)
+    extension = make_extension(
+        payload_store=str(tmp_path / "payloads"),
+        request_memory_budget=3 * MB,
+        heartbeat_timeout=timedelta(seconds=30),  # a leg fetches its 8 MB input before it heartbeats
+    )
     runs: list[str] = []
     server = _server(extension, runs)
     holding, release = anyio.Event(), anyio.Event()
@@ -229,7 +233,7 @@ async def test_requests_past_the_request_memory_budget_are_refused_retryably_and
         await release.wait()
         return len(blob)
 
-    blob, held = _marked(2 * MB), []
+    blob, big, held = _marked(2 * MB), _marked(8 * MB), []
     async with (
         serving_http(server) as url,
         Client(url) as holder,
@@ -239,8 +243,8 @@ async def test_requests_past_the_request_memory_budget_are_refused_retryably_and
             group.start_soon(lambda: _collect(held, holder.call_tool("hold_open", {"blob": blob})))
             with anyio.fail_after(DEADLINE):
                 await holding.wait()
-            with pytest.raises(MCPError) as refused:
-                await call_tool_task(client, "echo", {"blob": blob})
+            with pytest.raises(MCPError) as refused:  # read to its end, so the client reads the 503
+                await call_tool_task(client, "echo", {"blob": big})
             assert refused.value.error.code == mcp_types.INTERNAL_ERROR
             message = refused.value.error.message
             assert "budget of 3,145,728 bytes" in message and "retry" in message
@@ -260,8 +264,8 @@ async def test_requests_past_the_request_memory_budget_are_refused_retryably_and
             release.set()
         assert [result.data for result in held] == [len(blob)]
 
-        retried = await call_tool_task(client, "echo", {"blob": blob})
-        assert (await retried.result()).data == blob + "!"
+        retried = await call_tool_task(client, "echo", {"blob": big})
+        assert (await retried.result()).data == big + "!"
         listed = await _listed_on(extension, at_least=2)
         await _none_running(extension)
     assert sorted(listed) == sorted(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id) for task in (within, retried))

@@ -11,8 +11,9 @@ and stored, so a handful of maximal requests at once could take more memory than
 process has. Each app therefore counts the body bytes of the requests it is processing
 (declared by Content-Length, or received so far) and refuses one that would take the
 count past `request_memory_budget` with a JSON-RPC error at HTTP 503 and `Retry-After`,
-before reading its body: nothing of it has started, and the same request sent again
-later is taken. A request is always taken when no other is in flight, so a budget below
+before processing its body (the body is read and dropped, so the client can finish
+sending it and read the refusal): nothing of it has started, and the same request sent
+again later is taken. A request is always taken when no other is in flight, so a budget below
 `http_request_limit` never refuses a request for good.
 """
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
@@ -178,6 +179,15 @@ class RequestMemoryBudget:
         error = {"jsonrpc": "2.0", "id": None, "error": {"code": INTERNAL_ERROR, "message": message}}
         headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
         await JSONResponse(error, status_code=503, headers=headers)(scope, receive, send)
+        await _drain(receive)
+
+
+async def _drain(receive: Receive) -> None:
+    """Read the rest of a refused body and drop it, chunk by chunk: a client still sending a big
+    body reads the refusal once it is done, instead of losing its connection mid-upload."""
+    with suppress(_OverLimit):
+        while (message := await receive())["type"] == "http.request" and message.get("more_body", False):
+            pass
 
 
 def _declared_size(scope: Scope) -> int | None:
