@@ -199,12 +199,7 @@ async def test_a_request_over_http_request_limit_is_refused_with_its_size_and_th
         assert "2,097," in message and "limit of 1,048,576 bytes" in message
         assert "FASTMCP_TEMPORAL_HTTP_REQUEST_LIMIT" in message
 
-        async def undeclared_length() -> AsyncIterator[bytes]:
-            yield b" " * MB
-            yield b" "
-
-        async with httpx.AsyncClient() as raw:
-            streamed = await raw.post(url, content=undeclared_length(), headers=_MCP_POST_HEADERS)
+        streamed = await _post_without_length(url)
         assert streamed.status_code == 413
         assert "more than 1,048,577 bytes" in streamed.json()["error"]["message"]
         await _none_running(extension)
@@ -212,6 +207,17 @@ async def test_a_request_over_http_request_limit_is_refused_with_its_size_and_th
 
 
 _MCP_POST_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+async def _post_without_length(url: str) -> httpx.Response:
+    """POST 1 MiB and one byte more as a stream, with no Content-Length."""
+
+    async def undeclared_length() -> AsyncIterator[bytes]:
+        yield b" " * MB
+        yield b" "
+
+    async with httpx.AsyncClient() as raw:
+        return await raw.post(url, content=undeclared_length(), headers=_MCP_POST_HEADERS)
 
 
 async def test_requests_past_the_request_memory_budget_are_refused_retryably_and_start_nothing(
@@ -250,12 +256,7 @@ async def test_requests_past_the_request_memory_budget_are_refused_retryably_and
             assert "budget of 3,145,728 bytes" in message and "retry" in message
             assert "FASTMCP_TEMPORAL_REQUEST_MEMORY_BUDGET" in message
 
-            async def undeclared_length() -> AsyncIterator[bytes]:
-                yield b" " * MB
-                yield b" "
-
-            async with httpx.AsyncClient() as raw:
-                streamed = await raw.post(url, content=undeclared_length(), headers=_MCP_POST_HEADERS)
+            streamed = await _post_without_length(url)
             assert streamed.status_code == 503 and streamed.headers["retry-after"].isdigit()
             assert "REQUEST_MEMORY_BUDGET" in streamed.json()["error"]["message"]
 
