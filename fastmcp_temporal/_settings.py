@@ -190,6 +190,16 @@ class TemporalTasksSettings(BaseSettings):
             "A larger request gets -32600 at HTTP 413, naming its size and this setting."
         ),
     )
+    request_memory_budget: int = Field(
+        default=128 * 1024 * 1024,
+        ge=64 * 1024,
+        description=(
+            "How many request body bytes one server process handles at once over streamable HTTP (each "
+            "request counts until it is answered). A request that would go past it gets -32603 at HTTP "
+            "503 with Retry-After, naming this setting, before its body is read; one request alone is "
+            "always taken. The process needs several times this in memory: see Large payloads."
+        ),
+    )
     state_dir: Path | None = Field(
         default=None,
         description="Where the embedded dev server keeps its sqlite file; unset: a per-user data folder "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import stat
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
@@ -199,12 +199,7 @@ async def test_a_request_over_http_request_limit_is_refused_with_its_size_and_th
         assert "2,097," in message and "limit of 1,048,576 bytes" in message
         assert "FASTMCP_TEMPORAL_HTTP_REQUEST_LIMIT" in message
 
-        async def undeclared_length() -> AsyncIterator[bytes]:
-            yield b" " * MB
-            yield b" "
-
-        async with httpx.AsyncClient() as raw:
-            streamed = await raw.post(url, content=undeclared_length(), headers=_MCP_POST_HEADERS)
+        streamed = await _post_without_length(url)
         assert streamed.status_code == 413
         assert "more than 1,048,577 bytes" in streamed.json()["error"]["message"]
         await _none_running(extension)
@@ -212,6 +207,74 @@ async def test_a_request_over_http_request_limit_is_refused_with_its_size_and_th
 
 
 _MCP_POST_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+async def _post_without_length(url: str) -> httpx.Response:
+    """POST 1 MiB and one byte more as a stream, with no Content-Length."""
+
+    async def undeclared_length() -> AsyncIterator[bytes]:
+        yield b" " * MB
+        yield b" "
+
+    async with httpx.AsyncClient() as raw:
+        return await raw.post(url, content=undeclared_length(), headers=_MCP_POST_HEADERS)
+
+
+async def test_requests_past_the_request_memory_budget_are_refused_retryably_and_start_nothing(
+    make_extension, tmp_path: Path
+) -> None:
+    extension = make_extension(
+        payload_store=str(tmp_path / "payloads"),
+        request_memory_budget=3 * MB,
+        heartbeat_timeout=timedelta(seconds=30),  # a leg fetches its 8 MB input before it heartbeats
+    )
+    runs: list[str] = []
+    server = _server(extension, runs)
+    holding, release = anyio.Event(), anyio.Event()
+
+    @server.tool
+    async def hold_open(blob: str) -> int:
+        """Keeps its 2 MB request in flight until the test releases it."""
+        holding.set()
+        await release.wait()
+        return len(blob)
+
+    blob, big, held = _marked(2 * MB), _marked(8 * MB), []
+    async with (
+        serving_http(server) as url,
+        Client(url) as holder,
+        Client(url, elicitation_handler=_answering("!")) as client,
+    ):
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: _collect(held, holder.call_tool("hold_open", {"blob": blob})))
+            with anyio.fail_after(DEADLINE):
+                await holding.wait()
+            with pytest.raises(MCPError) as refused:  # read to its end, so the client reads the 503
+                await call_tool_task(client, "echo", {"blob": big})
+            assert refused.value.error.code == mcp_types.INTERNAL_ERROR
+            message = refused.value.error.message
+            assert "budget of 3,145,728 bytes" in message and "retry" in message
+            assert "FASTMCP_TEMPORAL_REQUEST_MEMORY_BUDGET" in message
+
+            streamed = await _post_without_length(url)
+            assert streamed.status_code == 503 and streamed.headers["retry-after"].isdigit()
+            assert "REQUEST_MEMORY_BUDGET" in streamed.json()["error"]["message"]
+
+            within = await call_tool_task(client, "produce", {"size": 1})
+            await status_becomes(within, "completed")
+            release.set()
+        assert [result.data for result in held] == [len(blob)]
+
+        retried = await call_tool_task(client, "echo", {"blob": big})
+        assert (await retried.result()).data == big + "!"
+        listed = await _listed_on(extension, at_least=2)
+        await _none_running(extension)
+    assert sorted(listed) == sorted(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id) for task in (within, retried))
+    assert sorted(runs) == ["echo", "echo", "produce"]
+
+
+async def _collect(into: list[Any], call: Awaitable[Any]) -> None:
+    into.append(await call)
 
 
 async def test_oversize_arguments_are_refused_like_a_bad_call_and_start_nothing(make_extension) -> None:

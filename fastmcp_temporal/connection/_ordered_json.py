@@ -29,8 +29,9 @@ class OrderedJSONPayloadConverter(JSONPlainPayloadConverter):
     """`json/plain` exactly as Temporal writes it, but with keys in insertion order."""
 
     def to_payload(self, value: Any) -> Payload | None:
-        data = json.dumps(value, cls=AdvancedJSONEncoder, separators=(",", ":"))
-        return Payload(metadata={"encoding": self.encoding.encode()}, data=data.encode())
+        # The text is dropped as soon as it is encoded: a large value is held twice at most, not three times.
+        data = json.dumps(value, cls=AdvancedJSONEncoder, separators=(",", ":")).encode()
+        return Payload(metadata={"encoding": self.encoding.encode()}, data=data)
 
 
 class TasksPayloadConverter(CompositePayloadConverter):

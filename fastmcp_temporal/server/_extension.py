@@ -155,8 +155,11 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
         return {}
 
     def registered(self, server: FastMCP) -> None:
-        """Let the server's streamable-HTTP app take requests as large as `http_request_limit`."""
-        limit_http_requests(server, lambda: self._settings.http_request_limit)
+        """Let the server's streamable-HTTP app take requests as large as `http_request_limit`, and
+        up to `request_memory_budget` bytes of them at once."""
+        limit_http_requests(
+            server, lambda: self._settings.http_request_limit, lambda: self._settings.request_memory_budget
+        )
 
     def methods(self) -> Sequence[MethodBinding]:
         return [

@@ -1,0 +1,248 @@
+"""How much memory a server process holds for concurrent maximal requests, at peak and after.
+
+    .venv/bin/python bench/request_memory.py [--calls 6] [--chars 45000000] [--budget BYTES] [--trace]
+
+Starts a dev server with a folder payload store, then this file as an HTTP MCP server
+process with an embedded worker (`serve`), and sends `--calls` concurrent `tools/call`s
+of one `--chars`-character argument each from a real `fastmcp.Client` over streamable
+HTTP, as tasks. A call refused for the request-memory budget (HTTP 503) is sent again
+after a second. It reports (in MiB) the server process's peak resident memory (`VmHWM`
+in /proc) over its resident memory before the calls, per call and as a multiple of what
+was sent, its resident memory once every task has finished, 5 s later, and after glibc's
+`malloc_trim` (what is still held by live objects). `--budget` sets the server's
+`request_memory_budget` (a huge value measures the server without one); `--trace` traces
+the server's Python allocations during the calls and prints where they peaked (much
+slower: the workflow tasks of big arguments then time out and retry).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ctypes
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+from fastmcp import Client, FastMCP
+from fastmcp.client.transports import StreamableHttpTransport
+from fastmcp_tasks.client import call_tool_task
+from mcp.shared.exceptions import MCPError
+
+from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal.devserver._server import free_port, start_dev_server
+
+MIB = 1024 * 1024
+_STARTUP_DEADLINE = 60.0
+_CALL_DEADLINE = 600.0
+
+
+def _server() -> FastMCP:
+    mcp = FastMCP("bench-request-memory")
+    mcp.add_extension(TemporalTasksExtension(ui=False))
+
+    @mcp.tool(task=True)
+    async def weigh(blob: str) -> int:
+        """The argument's length: the body keeps nothing."""
+        return len(blob)
+
+    @mcp.tool
+    async def trim() -> None:
+        """Hand the C allocator's free memory back to the system (glibc's malloc_trim)."""
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+    @mcp.tool
+    async def start_tracing() -> None:
+        """Trace Python allocations from now on, keeping a snapshot at each new high."""
+        import tracemalloc
+
+        tracemalloc.start(8)
+        _PEAK_SNAPSHOT.append(asyncio.create_task(_watch_peak()))
+
+    @mcp.tool
+    async def allocations(top: int = 12) -> list[str]:
+        """Where this process's Python allocations peaked, when it runs under tracemalloc."""
+        import tracemalloc
+
+        if not tracemalloc.is_tracing():
+            return []
+        current, peak = tracemalloc.get_traced_memory()
+        lines = [f"traced now {current / MIB:.0f} MiB, peak {peak / MIB:.0f} MiB"]
+        snapshot = _PEAK_SNAPSHOT[1] if len(_PEAK_SNAPSHOT) > 1 else tracemalloc.take_snapshot()
+        for stat in snapshot.statistics("traceback")[:top]:
+            lines.append(f"{stat.size / MIB:8.1f} MiB  {stat.count:6} blocks")
+            lines.extend(f"      {frame}" for frame in stat.traceback.format(limit=6))
+        return lines
+
+    return mcp
+
+
+_PEAK_SNAPSHOT: list[Any] = []
+"""The watching task, then the snapshot at the highest traced total so far."""
+
+
+async def _watch_peak() -> None:
+    """Keep a snapshot of the allocations whenever the traced total reaches a new high."""
+    import tracemalloc
+
+    highest = 0
+    while True:
+        current, _ = tracemalloc.get_traced_memory()
+        if current > highest * 1.05:
+            highest = current
+            _PEAK_SNAPSHOT[1:] = [tracemalloc.take_snapshot()]
+        await asyncio.sleep(0.05)
+
+
+def serve() -> None:
+    _server().run(transport="http", host="127.0.0.1", port=int(os.environ["PORT"]), show_banner=False)
+
+
+def _status_kb(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise LookupError(field)
+
+
+def _reset_peak(pid: int) -> None:
+    """Start VmHWM over from the current RSS (writing 5 to clear_refs, Linux >= 4.0)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+@contextlib.contextmanager
+def _server_process(address: str, store: Path, budget: str | None) -> Iterator[tuple[int, str]]:
+    port = free_port()
+    env = {
+        **os.environ,
+        "PORT": str(port),
+        "FASTMCP_TEMPORAL_ADDRESS": address,
+        "FASTMCP_TEMPORAL_TASK_QUEUE": f"bench-memory-{uuid.uuid4().hex[:8]}",
+        "FASTMCP_TEMPORAL_PAYLOAD_STORE": str(store),
+    }
+    if budget is not None:
+        env["FASTMCP_TEMPORAL_REQUEST_MEMORY_BUDGET"] = budget
+    process = subprocess.Popen([sys.executable, __file__, "serve"], env=env)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + _STARTUP_DEADLINE
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"The server exited with {process.returncode}")
+            with contextlib.suppress(httpx.HTTPError):
+                httpx.get(url, timeout=1)
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError("The server did not start")
+            time.sleep(0.2)
+        yield process.pid, url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _patient(url: str) -> StreamableHttpTransport:
+    """A transport that waits out a slow server: a loaded one reads a big body slowly."""
+
+    def factory(**kwargs: Any) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(**{**kwargs, "timeout": httpx2.Timeout(_CALL_DEADLINE)})
+
+    return StreamableHttpTransport(url, httpx_client_factory=factory)
+
+
+async def _call(url: str, chars: int, index: int) -> tuple[int, int]:
+    """One call's result and how many times it was refused before it was taken."""
+    blob = chr(ord("a") + index) * chars
+    refusals = 0
+    while True:
+        try:
+            async with Client(_patient(url)) as client:
+                task = await call_tool_task(client, "weigh", {"blob": blob})
+                result = await task.result()
+            return int(result.data), refusals
+        except MCPError as error:
+            if "REQUEST_MEMORY_BUDGET" not in error.error.message:
+                raise
+            refusals += 1
+            await asyncio.sleep(1)
+
+
+async def _measure(url: str, pid: int, calls: int, chars: int, trace: bool) -> dict[str, Any]:
+    async with Client(url) as client:  # the session machinery warm before the baseline
+        await client.list_tools()
+        if trace:
+            await client.call_tool("start_tracing", {})
+    before_mib = _status_kb(pid, "VmRSS") / 1024
+    _reset_peak(pid)
+    started = time.monotonic()
+    outcomes = await asyncio.gather(*(_call(url, chars, index) for index in range(calls)))
+    elapsed = time.monotonic() - started
+    assert all(length == chars for length, _ in outcomes), outcomes
+    peak_mib = _status_kb(pid, "VmHWM") / 1024
+    after_mib = _status_kb(pid, "VmRSS") / 1024
+    await asyncio.sleep(5)
+    settled_mib = _status_kb(pid, "VmRSS") / 1024
+    async with Client(url) as client:
+        await client.call_tool("trim", {})
+    trimmed_mib = _status_kb(pid, "VmRSS") / 1024
+    sent_mib = calls * chars / MIB
+    return {
+        "calls": calls,
+        "chars": chars,
+        "sent_mib": round(sent_mib),
+        "before_mib": round(before_mib),
+        "peak_mib": round(peak_mib),
+        "peak_over_before_per_call_mib": round((peak_mib - before_mib) / calls),
+        "peak_over_before_per_sent_byte": round((peak_mib - before_mib) / sent_mib, 2),
+        "after_mib": round(after_mib),
+        "after_5s_mib": round(settled_mib),
+        "after_malloc_trim_mib": round(trimmed_mib),
+        "refusals": sum(refused for _, refused in outcomes),
+        "seconds": round(elapsed, 1),
+    }
+
+
+async def _allocations(url: str) -> list[str]:
+    async with Client(url) as client:
+        return (await client.call_tool("allocations", {})).data
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=6)
+    parser.add_argument("--chars", type=int, default=45_000_000)
+    parser.add_argument("--trace", action="store_true", help="run the server under tracemalloc")
+    parser.add_argument("--budget", help="FASTMCP_TEMPORAL_REQUEST_MEMORY_BUDGET for the server")
+    arguments = parser.parse_args()
+    temporal = start_dev_server(ui=False)
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            store = Path(scratch) / "payloads"
+            with _server_process(temporal.address, store, arguments.budget) as (pid, url):
+                report = asyncio.run(_measure(url, pid, arguments.calls, arguments.chars, arguments.trace))
+                print(json.dumps(report, indent=2))
+                if arguments.trace:
+                    print("\n".join(asyncio.run(_allocations(url))))
+    finally:
+        temporal.stop()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["serve"]:
+        serve()
+    else:
+        main()
