@@ -303,7 +303,8 @@ async def test_a_cancel_arriving_with_a_late_leg_outcome_wins(make_extension, te
         handle = api_extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
         late = LegOutcome(result={"content": [{"type": "text", "text": "late"}], "isError": False})
         await handle.signal(LEG_OUTCOME_SIGNAL, LateLegOutcome(1, late))
-        await task.cancel()
+        # Temporal's own cancel: `tasks/cancel` would end a task no worker runs from the server side.
+        await handle.cancel()
         async with Worker(await worker_client(), task_queue=task_queue):
             with anyio.fail_after(30):
                 while (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
