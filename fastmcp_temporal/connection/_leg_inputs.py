@@ -33,6 +33,7 @@ from temporalio.converter import (
     WithSerializationContext,
 )
 
+from fastmcp_temporal.connection._wrapped_driver import WrappedDriver
 from fastmcp_temporal.workflows.models import RUN_TOOL_LEG
 
 LEG_INPUT_CLAIM = "fastmcp-temporal-leg-input"
@@ -58,22 +59,12 @@ class StoredLegInput:
         return Payload(metadata={"encoding": STORED_LEG_INPUT_ENCODING.encode()}, data=data)
 
 
-class LegInputsByReference(StorageDriver):
+class LegInputsByReference(WrappedDriver):
     """`driver`, marking the leg inputs a workflow stores and handing them back as references."""
 
     def __init__(self, driver: StorageDriver, *, marking: bool = False) -> None:
-        self._driver = driver
+        super().__init__(driver)
         self._marking = marking
-
-    @property
-    def driver(self) -> StorageDriver:
-        return self._driver
-
-    def name(self) -> str:
-        return self._driver.name()
-
-    def type(self) -> str:
-        return self._driver.type()
 
     def marking(self) -> LegInputsByReference:
         """This driver, marking what it stores as a leg's input (unless a leg itself stores it)."""

@@ -34,6 +34,8 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest, GetClust
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from fastmcp_temporal.connection._wrapped_driver import innermost
+
 logger = logging.getLogger("fastmcp_temporal")
 
 MARKER_NAME = ".fastmcp-temporal-store.json"
@@ -227,16 +229,10 @@ async def identify_store(client: Client) -> None:
     stores = [
         driver
         for wrapper in (storage.drivers if storage is not None else [])
-        if isinstance(driver := _innermost(wrapper), MarkedStore) and not driver.identified
+        if isinstance(driver := innermost(wrapper), MarkedStore) and not driver.identified
     ]
     if stores:
         identity = await store_identity(client)
         for store in stores:
             store.identify(identity)
 
-
-def _innermost(driver: object) -> object:
-    """The store under the drivers that wrap it (each names what it wraps as `driver`)."""
-    while (inner := getattr(driver, "driver", None)) is not None:
-        driver = inner
-    return driver

@@ -22,12 +22,11 @@ from google.protobuf.message import DecodeError
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import (
     EncodingPayloadConverter,
-    StorageDriver,
     StorageDriverClaim,
     StorageDriverRetrieveContext,
-    StorageDriverStoreContext,
 )
 
+from fastmcp_temporal.connection._wrapped_driver import WrappedDriver
 from fastmcp_temporal.workflows.models import UnreadablePayload
 
 ENCODING = "binary/fastmcp-temporal-unreadable"
@@ -50,26 +49,8 @@ class UnreadablePayloadConverter(EncodingPayloadConverter):
         return UnreadablePayload(payload.data.decode(errors="replace"))
 
 
-class LostPayloadsAsUnreadable(StorageDriver):
+class LostPayloadsAsUnreadable(WrappedDriver):
     """`driver`, retrieving a payload it has lost for good as the `UnreadablePayload` stand-in."""
-
-    def __init__(self, driver: StorageDriver) -> None:
-        self._driver = driver
-
-    @property
-    def driver(self) -> StorageDriver:
-        return self._driver
-
-    def name(self) -> str:
-        return self._driver.name()
-
-    def type(self) -> str:
-        return self._driver.type()
-
-    async def store(
-        self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
-    ) -> list[StorageDriverClaim]:
-        return await self._driver.store(context, payloads)
 
     async def retrieve(
         self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
