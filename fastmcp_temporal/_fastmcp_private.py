@@ -4,14 +4,15 @@ without a public promise, in one place, checked at start-up.
 FastMCP ships no public task-backend API, so a backend must reach internals: private
 functions and attributes, a `Context` subclass, Docket's progress ContextVar, the
 reference's wire models (in fastmcp-tasks modules its package does not export) and the
-exact text of a few messages. Each is used here, and only here, and each is listed in
-`RELIANCES` with why it is used and what breaks without it. `check_upstream()` runs
-when a `TemporalTasksExtension` or a `McpTasksPlugin` is created: if an upgrade of
-FastMCP or fastmcp-tasks moved any of them it fails, naming the installed versions and
-every item that moved, instead of letting a task break later, some of them silently
-(answers that stop reaching the tool, progress that disappears). `pyproject.toml` declares
-ranges, not pins, so the package installs beside the FastMCP a user has; CI runs this check
-and the protocol tests on the lowest and the newest releases in those ranges (`.ci/run`).
+exact text of a few messages, matched in their errors or written as they write them. Each
+is used here, and only here, and each is listed in `RELIANCES` with why it is used and what
+breaks without it. `check_upstream()` runs when a `TemporalTasksExtension` or a
+`McpTasksPlugin` is created: if an upgrade of FastMCP or fastmcp-tasks moved any of them it
+fails, naming the installed versions and every item that moved, instead of letting a task
+break later, some of them silently (answers that stop reaching the tool, progress that
+disappears). `pyproject.toml` declares ranges, not pins, so the package installs beside the
+FastMCP a user has; CI runs this check and the protocol tests on the lowest and the newest
+releases in those ranges (`.ci/run`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from fastmcp.exceptions import ValidationError
 from fastmcp.server.context import Context
 from fastmcp.server.extensions import ServerExtension
 from fastmcp.tools.function_tool import FunctionTool
+from fastmcp.utilities.exceptions import get_http_status_code, is_timeout_error
 from packaging.requirements import Requirement
 from packaging.version import Version
 from pydantic import ValidationError as PydanticValidationError
@@ -129,11 +131,6 @@ def cancel_requested(context: Context) -> anyio.Event | None:
     private `_request_outbound`; None outside a request."""
     request = context.request_context
     return request.session._request_outbound.cancel_requested if request is not None else None
-
-
-def mask_error_details(server: FastMCP) -> bool:
-    """The server's masking policy has no public reader."""
-    return server._mask_error_details
 
 
 def lifespan_manager(server: FastMCP) -> AbstractAsyncContextManager[Any]:
@@ -259,6 +256,37 @@ def is_tool_timeout(tool: Tool, exc: MCPError) -> bool:
         return False
     opening, middle, closing = _TOOL_TIMEOUT_TEXT
     return exc.error.message == f"{opening}{tool.name}{middle}{timeout}{closing}"
+
+
+# --- messages written as FastMCP and Docket write them -----------------------------------
+
+
+def tool_error_text(server: FastMCP, tool_name: str, exc: BaseException) -> str:
+    """The `isError` text of a tool that raised, as the reference's tasks and FastMCP's inline
+    call word it: the tool's name, and the error unless `server` masks error details (a policy
+    FastMCP gives no public reader)."""
+    if server._mask_error_details:
+        return f"Error calling tool {tool_name!r}"
+    return f"Error calling tool {tool_name!r}: {exc}"
+
+
+def inline_error_text(server: FastMCP, tool_name: str, exc: BaseException) -> str:
+    """FastMCP's `isError` text for an error out of an inline call: upstream 429s and timeouts
+    say so, even masked."""
+    if get_http_status_code(exc) == 429:
+        return "Rate limited by upstream API, please retry later"
+    if is_timeout_error(exc):
+        return "Upstream request timed out, please retry"
+    return tool_error_text(server, tool_name, exc)
+
+
+_UNRESOLVED_DEPENDENCIES_TEXT = "Failed to resolve dependencies for parameter(s): "
+
+
+def unresolved_dependencies_text(parameter: str) -> str:
+    """The message of the exception group Docket raises when the `Depends(...)` of `parameter`
+    fails, which the reference's task reports as its error."""
+    return f"{_UNRESOLVED_DEPENDENCIES_TEXT}{parameter} (1 sub-exception)"
 
 
 # --- argument validation, as fastmcp-tasks' `coerce_task_arguments` does it ---------
