@@ -50,7 +50,6 @@ import mcp_types
 from fastmcp.exceptions import FastMCPError, ValidationError
 from fastmcp.server.transforms.visibility import is_enabled
 from fastmcp.tools.base import InputRequiredToolResult, Tool
-from fastmcp.utilities.exceptions import get_http_status_code, is_timeout_error
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from temporalio import activity
@@ -63,8 +62,11 @@ from fastmcp_temporal import _fastmcp_private
 from fastmcp_temporal._fastmcp_private import (
     SnapshotDecryptionError,
     TaskContextSnapshot,
+    inline_error_text,
     registered_component_for_key,
     snapshot_codec,
+    tool_error_text,
+    unresolved_dependencies_text,
 )
 from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._wire import (
@@ -449,10 +451,10 @@ async def _run_component(component: Tool, owner: FastMCP, call: ToolCall) -> Leg
         return LegOutcome(error=_unresolved_dependency_error(failed))
     except MCPError as exc:
         if _fastmcp_private.is_tool_timeout(component, exc):
-            return LegOutcome(result=error_result_json(_masked_message(component, owner, exc)))
+            return LegOutcome(result=error_result_json(tool_error_text(owner, component.name, exc)))
         logger.exception("Task tool %r raised a protocol error", component.name)
         if synchronous and exc.error.code != MISSING_REQUIRED_CLIENT_CAPABILITY:
-            return LegOutcome(result=error_result_json(_inline_message(component, owner, exc)))
+            return LegOutcome(result=error_result_json(inline_error_text(owner, component.name, exc)))
         return LegOutcome(error=_protocol_error(exc))
     except asyncio.CancelledError as exc:
         if _cancelled_by_us():
@@ -478,8 +480,8 @@ async def _run_component(component: Tool, owner: FastMCP, call: ToolCall) -> Leg
 def _raised(component: Tool, owner: FastMCP, exc: BaseException, synchronous: bool) -> LegOutcome:
     """What a synchronous call answers for an exception: the masked `isError` result."""
     logger.error("Task tool %r raised", component.name, exc_info=exc)
-    message = _inline_message(component, owner, exc) if synchronous else _masked_message(component, owner, exc)
-    return LegOutcome(result=error_result_json(message))
+    error_text = inline_error_text if synchronous else tool_error_text
+    return LegOutcome(result=error_result_json(error_text(owner, component.name, exc)))
 
 
 def _cancelled_by_us() -> bool:
@@ -489,8 +491,7 @@ def _cancelled_by_us() -> bool:
 
 def _unresolved_dependency_error(parameter: str) -> dict[str, Any]:
     """The reference's protocol error when a `Depends(...)` fails: Docket's exception group."""
-    message = f"Failed to resolve dependencies for parameter(s): {parameter} (1 sub-exception)"
-    return {"code": mcp_types.INTERNAL_ERROR, "message": message}
+    return {"code": mcp_types.INTERNAL_ERROR, "message": unresolved_dependencies_text(parameter)}
 
 
 def _restore_snapshot(encoded: str) -> TaskContextSnapshot:
@@ -528,21 +529,6 @@ def _input_required(value: Any) -> mcp_types.InputRequiredResult | None:
     if isinstance(value, mcp_types.InputRequiredResult):
         return value
     return None
-
-
-def _masked_message(tool: Tool, owner: FastMCP, exc: BaseException) -> str:
-    if _fastmcp_private.mask_error_details(owner):
-        return f"Error calling tool {tool.name!r}"
-    return f"Error calling tool {tool.name!r}: {exc}"
-
-
-def _inline_message(tool: Tool, owner: FastMCP, exc: BaseException) -> str:
-    """FastMCP's text for an error out of an inline call: upstream 429s and timeouts say so, even masked."""
-    if get_http_status_code(exc) == 429:
-        return "Rate limited by upstream API, please retry later"
-    if is_timeout_error(exc):
-        return "Upstream request timed out, please retry"
-    return _masked_message(tool, owner, exc)
 
 
 def _protocol_error(exc: Exception) -> dict[str, Any]:

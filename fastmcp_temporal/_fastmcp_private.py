@@ -4,26 +4,29 @@ without a public promise, in one place, checked at start-up.
 FastMCP ships no public task-backend API, so a backend must reach internals: private
 functions and attributes, a `Context` subclass, Docket's progress ContextVar, the
 reference's wire models (in fastmcp-tasks modules its package does not export) and the
-exact text of a few messages. Each is used here, and only here, and each is listed in
-`RELIANCES` with why it is used and what breaks without it. `check_upstream()` runs
-when a `TemporalTasksExtension` or a `McpTasksPlugin` is created: if an upgrade of
-FastMCP or fastmcp-tasks moved any of them it fails, naming the installed versions and
-every item that moved, instead of letting a task break later, some of them silently
-(answers that stop reaching the tool, progress that disappears). `pyproject.toml` declares
-ranges, not pins, so the package installs beside the FastMCP a user has; CI runs this check
-and the protocol tests on the lowest and the newest releases in those ranges (`.ci/run`).
+exact text of a few messages, matched in their errors or written as they write them. Each
+is used here, and only here, and each is listed in `RELIANCES` with why it is used and what
+breaks without it. `check_upstream()` runs when a `TemporalTasksExtension` or a
+`McpTasksPlugin` is created: if an upgrade of FastMCP or fastmcp-tasks moved any of them it
+fails, naming the installed versions and every item that moved, instead of letting a task
+break later, some of them silently (answers that stop reaching the tool, progress that
+disappears). `pyproject.toml` declares ranges, not pins, so the package installs beside the
+FastMCP a user has; CI runs this check and the protocol tests on the lowest and the newest
+releases in those ranges (`.ci/run`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from importlib import import_module, metadata
 from types import CodeType, FunctionType, ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -32,6 +35,7 @@ from fastmcp.exceptions import ValidationError
 from fastmcp.server.context import Context
 from fastmcp.server.extensions import ServerExtension
 from fastmcp.tools.function_tool import FunctionTool
+from fastmcp.utilities.exceptions import get_http_status_code, is_timeout_error
 from packaging.requirements import Requirement
 from packaging.version import Version
 from pydantic import ValidationError as PydanticValidationError
@@ -129,11 +133,6 @@ def cancel_requested(context: Context) -> anyio.Event | None:
     private `_request_outbound`; None outside a request."""
     request = context.request_context
     return request.session._request_outbound.cancel_requested if request is not None else None
-
-
-def mask_error_details(server: FastMCP) -> bool:
-    """The server's masking policy has no public reader."""
-    return server._mask_error_details
 
 
 def lifespan_manager(server: FastMCP) -> AbstractAsyncContextManager[Any]:
@@ -259,6 +258,37 @@ def is_tool_timeout(tool: Tool, exc: MCPError) -> bool:
         return False
     opening, middle, closing = _TOOL_TIMEOUT_TEXT
     return exc.error.message == f"{opening}{tool.name}{middle}{timeout}{closing}"
+
+
+# --- messages written as FastMCP and Docket write them -----------------------------------
+
+
+def tool_error_text(server: FastMCP, tool_name: str, exc: BaseException) -> str:
+    """The `isError` text of a tool that raised, as the reference's tasks and FastMCP's inline
+    call word it: the tool's name, and the error unless `server` masks error details (a policy
+    FastMCP gives no public reader)."""
+    if server._mask_error_details:
+        return f"Error calling tool {tool_name!r}"
+    return f"Error calling tool {tool_name!r}: {exc}"
+
+
+def inline_error_text(server: FastMCP, tool_name: str, exc: BaseException) -> str:
+    """FastMCP's `isError` text for an error out of an inline call: upstream 429s and timeouts
+    say so, even masked."""
+    if get_http_status_code(exc) == 429:
+        return "Rate limited by upstream API, please retry later"
+    if is_timeout_error(exc):
+        return "Upstream request timed out, please retry"
+    return tool_error_text(server, tool_name, exc)
+
+
+_UNRESOLVED_DEPENDENCIES_TEXT = "Failed to resolve dependencies for parameter(s): "
+
+
+def unresolved_dependencies_text(parameter: str) -> str:
+    """The message of the exception group Docket raises when the `Depends(...)` of `parameter`
+    fails, which the reference's task reports as its error."""
+    return f"{_UNRESOLVED_DEPENDENCIES_TEXT}{parameter} (1 sub-exception)"
 
 
 # --- argument validation, as fastmcp-tasks' `coerce_task_arguments` does it ---------
@@ -410,6 +440,9 @@ class Reliance:
 
 def check_upstream() -> None:
     """Fail when the installed FastMCP / fastmcp-tasks moved anything in `RELIANCES`.
+
+    The texts written as FastMCP writes them are checked by calling FastMCP with a tool that raises,
+    on an event loop in a thread of its own, with FastMCP's spans and logs of those calls left out.
 
     Raises:
         UpstreamChanged: naming the installed versions and every item that moved.
@@ -576,6 +609,108 @@ def _needs_one(value: int) -> None:
     """A function with one required parameter, which the check validates a call without."""
 
 
+# Set in the thread where a check runs FastMCP (which needs an event loop of its own).
+_checking: ContextVar[bool] = ContextVar("fastmcp_temporal_upstream_check", default=False)
+
+
+def _run_apart(check: Callable[[], Coroutine[Any, Any, str | None]]) -> str | None:
+    """Run `check` on an event loop of its own, whether or not the caller's thread runs one, with
+    FastMCP's spans suppressed and what its server module logs during the check dropped."""
+    from fastmcp import FastMCP
+
+    def outside_the_check(record: logging.LogRecord) -> bool:
+        return not _checking.get()
+
+    server_log = logging.getLogger(FastMCP.__module__)
+    server_log.addFilter(outside_the_check)
+    try:
+        with ThreadPoolExecutor(max_workers=1) as thread:
+            return thread.submit(_run_unobserved, check).result()
+    finally:
+        server_log.removeFilter(outside_the_check)
+
+
+def _run_unobserved(check: Callable[[], Coroutine[Any, Any, str | None]]) -> str | None:
+    from fastmcp.telemetry import suppress_fastmcp_telemetry
+
+    _checking.set(True)
+    with suppress_fastmcp_telemetry():
+        return asyncio.run(check())
+
+
+def _check_server(*, masked: bool) -> FastMCP:
+    from fastmcp import FastMCP
+
+    return FastMCP("fastmcp-temporal upstream check", mask_error_details=masked)
+
+
+def _inline_calls_answer_as_ours(_: Any) -> str | None:
+    """A tool that raises answers FastMCP's inline call with the text `inline_error_text` writes."""
+    return _run_apart(_inline_error_differences)
+
+
+async def _inline_error_differences() -> str | None:
+    differences = []
+    for masked in (True, False):
+        server = _check_server(masked=masked)
+        for tool_name, failure in _tool_failures().items():
+            server.tool(_raising(failure), name=tool_name)
+            theirs = await _inline_answer(server, tool_name)
+            ours = inline_error_text(server, tool_name, failure)
+            if theirs != ours:
+                differences.append(f"{tool_name} (masked={masked}): inline {theirs!r}, durable {ours!r}")
+    return "; ".join(differences) or None
+
+
+def _tool_failures() -> dict[str, BaseException]:
+    """What a tool raises that FastMCP's inline call words apart, by the name of a tool raising it."""
+    import httpx2
+
+    request = httpx2.Request("GET", "https://upstream.invalid")
+    rate_limited = httpx2.Response(429, request=request)
+    return {
+        "rate_limited": httpx2.HTTPStatusError("429", request=request, response=rate_limited),
+        "timed_out": httpx2.ReadTimeout("timed out", request=request),
+        "failed": ValueError("the upstream check's failure"),
+    }
+
+
+def _raising(failure: BaseException) -> Callable[[], Coroutine[Any, Any, None]]:
+    async def body() -> None:
+        raise failure
+
+    return body
+
+
+async def _inline_answer(server: FastMCP, tool_name: str) -> str:
+    """The `isError` text of FastMCP's inline call of a tool that raises: its ToolError's text."""
+    from fastmcp.exceptions import ToolError
+
+    try:
+        await server.call_tool(tool_name)
+    except ToolError as error:
+        return str(error)
+    return "a result, not a ToolError"
+
+
+def _tasks_answer_as_ours(error_result: Callable[[str, Exception], Any]) -> str | None:
+    """A reference task whose tool raised answers with the text `tool_error_text` writes."""
+    return _run_apart(partial(_task_error_differences, error_result))
+
+
+async def _task_error_differences(error_result: Callable[[str, Exception], Any]) -> str | None:
+    differences = []
+    failure = ValueError("the upstream check's failure")
+    for masked in (True, False):
+        server = _check_server(masked=masked)
+        async with Context(fastmcp=server):
+            theirs = error_result("failed", failure).content[0].text
+        ours = tool_error_text(server, "failed", failure)
+        if theirs != ours:
+            differences.append(f"masked={masked}: the reference's {theirs!r}, ours {ours!r}")
+    return "; ".join(differences) or None
+
+
 _ANSWERS = "answers stop reaching the tool, which asks its question again for ever"
 _PROGRESS = "a task's progress and checkpoints silently stop reaching tasks/get, the UI and retries"
 
@@ -667,6 +802,26 @@ RELIANCES: tuple[Reliance, ...] = (
         "synchronous call gives) from other protocol errors",
         "a tool's timeout fails its task instead",
         _says(*_TOOL_TIMEOUT_TEXT[:2]),
+    ),
+    Reliance(
+        "fastmcp.server.server:FastMCP.call_tool",
+        "answer a durable synchronous call whose tool raised as an inline call does "
+        "(inline_error_text: upstream 429s, timeouts, masking)",
+        "such a call answers differently from an inline one, and nothing else fails",
+        _inline_calls_answer_as_ours,
+    ),
+    Reliance(
+        "fastmcp_tasks.input_loop:_error_result",
+        "answer a task whose tool raised as the reference's tasks do (tool_error_text)",
+        "such a task answers differently from the reference's, and nothing else fails",
+        _tasks_answer_as_ours,
+    ),
+    Reliance(
+        "docket.worker:Worker",
+        "fail a task whose Depends(...) failed with the error the reference's task fails with "
+        "(unresolved_dependencies_text)",
+        "such a task fails with another error than the reference's, and nothing else fails",
+        _says(_UNRESOLVED_DEPENDENCIES_TEXT),
     ),
     Reliance(
         "fastmcp.tools.function_tool:_validate_input",

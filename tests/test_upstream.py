@@ -8,24 +8,37 @@ Proves that:
   FastMCP and fastmcp-tasks versions and what moved, when a symbol is gone;
 - the changes that would otherwise break a task silently are caught too: answers that no
   longer reach `ctx.input_responses`, progress FastMCP no longer reads from Docket's
-  `current_execution`, and message texts matched word for word.
+  `current_execution`, message texts matched word for word, and error texts a task writes
+  as FastMCP's inline call, the reference's tasks and Docket write them;
+- checking those texts, which calls FastMCP with tools that raise, leaves no log and no span.
 """
 
 from __future__ import annotations
 
 import ast
+import logging
 import re
 import warnings
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import docket.dependencies
+import docket.worker
 import fastmcp.server.dependencies
+import fastmcp.server.server
+import fastmcp.telemetry
 import fastmcp_tasks.context
+import fastmcp_tasks.input_loop
 import pytest
 from fastmcp import FastMCP
+from fastmcp.exceptions import ToolError
 from fastmcp.server.context import Context
 from fastmcp.tools.function_tool import FunctionTool
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import fastmcp_temporal
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension, _fastmcp_private
@@ -136,6 +149,7 @@ async def _rewritten(*args: object, **kwargs: object) -> None:
     [
         (FunctionTool, "_run_body", "fastmcp.tools.function_tool:FunctionTool"),
         (fastmcp.server.dependencies, "_resolve_fastmcp_dependencies", "fastmcp.server.dependencies"),
+        (docket.worker.Worker, "_execute", "docket.worker:Worker"),
     ],
 )
 def test_a_message_matched_word_for_word_that_fastmcp_no_longer_says_fails_at_start_up(
@@ -144,6 +158,77 @@ def test_a_message_matched_word_for_word_that_fastmcp_no_longer_says_fails_at_st
     monkeypatch.setattr(owner, name, _rewritten)
     with pytest.raises(UpstreamChanged, match=f"{target}: its code no longer says"):
         check_upstream()
+
+
+def _reworded(call_tool: Callable[..., Any]) -> Callable[..., Any]:
+    """An upgraded FastMCP's `call_tool`, whose core path (the one that runs the tool, past the
+    middleware) words the error of a tool that raised otherwise."""
+
+    async def call_tool_reworded(
+        self: FastMCP, *args: Any, run_middleware: bool = True, **kwargs: Any
+    ) -> Any:
+        try:
+            return await call_tool(self, *args, run_middleware=run_middleware, **kwargs)
+        except ToolError as error:
+            if run_middleware:
+                raise
+            raise ToolError(f"The tool failed: {error}") from error
+
+    return call_tool_reworded
+
+
+def test_an_inline_error_text_fastmcp_words_otherwise_fails_at_start_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(FastMCP, "call_tool", _reworded(FastMCP.call_tool))
+    reported = (
+        "FastMCP.call_tool: rate_limited (masked=True): inline 'The tool failed: Rate limited by upstream "
+        "API, please retry later', durable 'Rate limited by upstream API, please retry later'"
+    )
+    with pytest.raises(UpstreamChanged, match=re.escape(reported)):
+        check_upstream()
+
+
+def test_an_upstream_timeout_fastmcp_no_longer_tells_apart_fails_at_start_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(fastmcp.server.server, "is_timeout_error", lambda exc: False)
+    reported = (
+        "timed_out (masked=True): inline \"Error calling tool 'timed_out'\", "
+        "durable 'Upstream request timed out, please retry'"
+    )
+    with pytest.raises(UpstreamChanged, match=re.escape(reported)):
+        check_upstream()
+
+
+def test_a_task_error_text_the_reference_words_otherwise_fails_at_start_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    error_result = fastmcp_tasks.input_loop._error_result
+    monkeypatch.setattr(
+        fastmcp_tasks.input_loop, "_error_result", lambda name, exc: error_result(f"tasks.{name}", exc)
+    )
+    reported = "_error_result: masked=True: the reference's \"Error calling tool 'tasks.failed'\""
+    with pytest.raises(UpstreamChanged, match=re.escape(reported)):
+        check_upstream()
+
+
+def test_checking_the_error_texts_leaves_no_log_and_no_span(monkeypatch: pytest.MonkeyPatch) -> None:
+    records: list[logging.LogRecord] = []
+    collector = logging.Handler()
+    collector.emit = records.append  # type: ignore[method-assign]
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    monkeypatch.setattr(fastmcp.telemetry, "otel_get_tracer", provider.get_tracer)
+    server_log = logging.getLogger(FastMCP.__module__)
+    server_log.addHandler(collector)
+    try:
+        check_upstream()
+    finally:
+        server_log.removeHandler(collector)
+    assert [record.getMessage() for record in records] == []
+    assert [span.name for span in spans.get_finished_spans()] == []
 
 
 def test_the_leg_progress_has_what_fastmcp_calls_on_a_docket_execution() -> None:
