@@ -52,12 +52,10 @@ from temporalio.converter import (
     StorageDriverWorkflowInfo,
 )
 
-from fastmcp_temporal._wire import error_result_json
-from fastmcp_temporal.connection._codec import EncryptionCodec
 from fastmcp_temporal.connection._leg_inputs import LegInputsByReference, TasksExternalStorage
 from fastmcp_temporal.connection._store_marker import MARKER_NAME, MarkedStore
 from fastmcp_temporal.connection._unreadable import LostPayloadsAsUnreadable, missing_object
-from fastmcp_temporal.workflows.models import WORKFLOW_NAME, LegOutcome, ToolCall
+from fastmcp_temporal.workflows.models import WORKFLOW_NAME
 
 STORED_PAYLOAD_LIMIT = 50 * 1024 * 1024
 """The largest payload a store takes by default (the SDK's S3 driver default)."""
@@ -636,24 +634,3 @@ async def _growth(codec: PayloadCodec) -> tuple[int, float]:
         )
         _codec_growth[codec] = (empty.ByteSize(), (full.ByteSize() - empty.ByteSize()) / probe)
     return _codec_growth[codec]
-
-
-async def keepable(outcome: LegOutcome, call: ToolCall, converter: DataConverter) -> LegOutcome | RawValue:
-    """The leg's outcome as it will be kept, or an error result naming its size.
-
-    Checked while the leg still heartbeats: Temporal would refuse an oversize
-    completion and run the tool body again, once per attempt. A large outcome is
-    stored here too, and only its reference returned, because the SDK's own store
-    runs after the activity stops heartbeating and a slow upload would time it out.
-    """
-    if call.outcome_limit is None:
-        return outcome
-    limits = PayloadLimits(call.outcome_limit, stored=call.outcome_stored)
-    what = "The tool's result" if outcome.input_requests is None else "The tool's input requests"
-    if refusal := limits.refusal(what, await encoded_size(converter, outcome)):
-        return LegOutcome(result=error_result_json(refusal))
-    codec = converter.payload_codec
-    if converter.external_storage is None or not (codec is None or isinstance(codec, EncryptionCodec)):
-        return outcome
-    (payload,) = await converter.encode([outcome])
-    return RawValue(payload) if payload.external_payloads else outcome
