@@ -13,7 +13,7 @@ from temporalio.converter import DataConverter
 
 from fastmcp_temporal._wire import error_result_json
 from fastmcp_temporal.connection._codec import EncryptionCodec
-from fastmcp_temporal.connection._payloads import PayloadLimits, encoded_size
+from fastmcp_temporal.connection._sizes import PayloadLimits, encoded_size
 from fastmcp_temporal.workflows.models import LegOutcome, ToolCall
 
 
