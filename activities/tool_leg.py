@@ -77,11 +77,11 @@ from fastmcp_temporal._wire import (
     serialize_requests,
 )
 from fastmcp_temporal.connection._leg_inputs import StoredLegInput, fetch_leg_input
-from fastmcp_temporal.connection._payloads import keepable
 from fastmcp_temporal.worker._heartbeat import HeartbeatCadence, Ticker
 from fastmcp_temporal.worker._leg_context import RunningLeg, leg_scope
 from fastmcp_temporal.worker._metrics import label_leg
 from fastmcp_temporal.worker._notices import LegNotices
+from fastmcp_temporal.worker._outcome import keepable
 from fastmcp_temporal.worker._progress import LegProgress, progress_scope
 from fastmcp_temporal.worker._store_outage import until_store_answers
 from fastmcp_temporal.workflows.models import (

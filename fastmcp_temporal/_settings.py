@@ -30,8 +30,6 @@ from pydantic_settings import (
 )
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 
-from fastmcp_temporal.worker._heartbeat import HeartbeatCadence
-
 MIN_ENCRYPTION_KEY_LENGTH = 32
 ENV_PREFIX = "FASTMCP_TEMPORAL_"
 ENV_FILE = os.getenv("FASTMCP_ENV_FILE", ".env")
@@ -45,6 +43,10 @@ POSITIVE_DURATIONS = (
     "read_recheck", "progress_refresh",
 )
 DURATIONS_OFF_AT_ZERO = ("shutdown_grace", "heartbeat_fast_period", "read_hold", "reread_hold")
+DEFAULT_HEARTBEAT_INTERVAL = timedelta(seconds=4.5)
+"""The default of `heartbeat_interval` (and of `HeartbeatCadence`)."""
+DEFAULT_HEARTBEAT_FAST_PERIOD = timedelta(seconds=30)
+"""The default of `heartbeat_fast_period` (and of `HeartbeatCadence`)."""
 
 VersioningBehaviorName = Literal["pinned", "auto_upgrade"]
 VERSIONING_BEHAVIORS: dict[str, VersioningBehavior] = {
@@ -212,12 +214,12 @@ class TemporalTasksSettings(BaseSettings):
     # How a running tool leg heartbeats: each heartbeat is a billed Action on Temporal Cloud,
     # and a cancel reaches a running tool only on its next heartbeat.
     heartbeat_interval: timedelta = Field(
-        default=HeartbeatCadence.interval,
+        default=DEFAULT_HEARTBEAT_INTERVAL,
         description="How often a leg heartbeats once past heartbeat_fast_period (kept 10% and at least "
         "0.5 s below heartbeat_timeout): a cancel takes up to this long to reach a long-running tool.",
     )
     heartbeat_fast_period: timedelta = Field(
-        default=HeartbeatCadence.fast_period,
+        default=DEFAULT_HEARTBEAT_FAST_PERIOD,
         description="For this long after it starts, a leg heartbeats every 200 ms, so a cancel reaches it at "
         "once (0: never).",
     )

@@ -29,8 +29,8 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from fastmcp_temporal.connection._search_attributes import SEARCH_ATTRIBUTES
 from fastmcp_temporal.devserver._server import (
-    SEARCH_ATTRIBUTES,
     DevServer,
     DevServerError,
     find_temporal_binary,

@@ -2,7 +2,9 @@
 
 Each subpackage is a runtime role (`server`, `worker`, `connection`, `devserver`,
 `cli`) beside the shared modules at the top and the `workflows` and `activities`
-folders. No module imports, even lazily, a module that imports it back.
+folders. No module imports, even lazily, a module that imports it back. The
+connection layer knows neither MCP nor the legs, the dev-server launcher needs only
+the search-attribute contract, and the shared top-level modules import no role.
 """
 
 from __future__ import annotations
@@ -71,3 +73,37 @@ def test_the_worker_side_never_imports_the_mcp_facing_side() -> None:
                             "fastmcp_temporal.workflows", "fastmcp_temporal.devserver")):
             leaks = {target for target in _imports(path, modules) if target.startswith("fastmcp_temporal.server")}
             assert not leaks, f"{name} imports {leaks}"
+
+
+def _within(name: str, *packages: str) -> bool:
+    return any(name == f"fastmcp_temporal.{package}" or name.startswith(f"fastmcp_temporal.{package}.")
+               for package in packages)
+
+
+def _imports_of(*packages: str) -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(path, modules) for name, path in modules.items() if _within(name, *packages)}
+
+
+def test_the_connection_layer_knows_neither_mcp_nor_the_legs() -> None:
+    """`connection/` reaches Temporal and the payload store; what a leg or an MCP answer is lives above it."""
+    above = ("_wire", "_fastmcp_private", "_policy", "server", "worker", "activities", "cli")
+    for name, targets in _imports_of("connection").items():
+        leaks = {target for target in targets if _within(target, *above)}
+        assert not leaks, f"{name} imports {leaks}"
+
+
+def test_the_dev_server_launcher_needs_only_the_search_attribute_contract() -> None:
+    """`devserver/` imports nothing of ours but the search attributes it registers, so the connection
+    may launch it without a circle."""
+    for name, targets in _imports_of("devserver").items():
+        others = {target for target in targets if not _within(target, "devserver")}
+        assert others <= {"fastmcp_temporal.connection._search_attributes"}, f"{name} imports {others}"
+
+
+def test_the_shared_modules_import_no_role() -> None:
+    """The top-level modules every role uses import only each other: no arrow runs back up."""
+    shared = ("_settings", "_policy", "_wire", "_fastmcp_private")
+    for name, targets in _imports_of(*shared).items():
+        roles = {target for target in targets if not _within(target, *shared)}
+        assert not roles, f"{name} imports {roles}"

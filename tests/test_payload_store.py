@@ -38,8 +38,8 @@ from temporalio.converter import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.connection._payloads import FolderStorageDriver
 from fastmcp_temporal.connection._store_marker import MARKER_NAME, StoreAwayError, StoreIdentity
+from fastmcp_temporal.connection._stores import FolderStorageDriver
 from fastmcp_temporal.connection._unreadable import LostPayloadsAsUnreadable, UnreadablePayloadConverter
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id

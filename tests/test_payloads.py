@@ -39,7 +39,7 @@ from temporalio.converter import (
 from fastmcp_temporal import TemporalTasksExtension, encrypted_data_converter
 from fastmcp_temporal._wire import encode_answer
 from fastmcp_temporal.activities import tool_leg
-from fastmcp_temporal.connection._payloads import STORE_THRESHOLD, FolderStorageDriver
+from fastmcp_temporal.connection._stores import STORE_THRESHOLD, FolderStorageDriver
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, InputAnswers
@@ -438,7 +438,7 @@ async def test_big_payloads_go_to_s3_encrypted(
 
 
 def test_an_unknown_payload_store_names_the_setting() -> None:
-    from fastmcp_temporal.connection._payloads import PayloadStoreError, payload_storage
+    from fastmcp_temporal.connection._stores import PayloadStoreError, payload_storage
 
     with pytest.raises(PayloadStoreError, match="FASTMCP_TEMPORAL_PAYLOAD_STORE"):
         payload_storage("relative/folder", None, MB)

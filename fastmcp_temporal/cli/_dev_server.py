@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from fastmcp_temporal.connection._search_attributes import SearchAttributeSetupError
 from fastmcp_temporal.devserver._server import DevServerError, default_state_dir, reuse_or_start_dev_server
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -53,7 +54,7 @@ def run_dev_server(args: argparse.Namespace) -> None:
         server = reuse_or_start_dev_server(
             state_dir, ui=args.ui, namespace=args.namespace, port=args.port, ui_port=args.ui_port, reuse=False
         )
-    except DevServerError as exc:
+    except (DevServerError, SearchAttributeSetupError) as exc:
         sys.exit(f"fastmcp-temporal dev-server: {exc}")
     received: list[int] = []
     stop = threading.Event()

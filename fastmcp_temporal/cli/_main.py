@@ -31,6 +31,7 @@ from fastmcp_temporal.cli._options import Parser, add_connection_options, settin
 from fastmcp_temporal.cli._payloads import add_payloads_command
 from fastmcp_temporal.cli._tasks import add_tasks_command
 from fastmcp_temporal.connection._client import TemporalConnectionError
+from fastmcp_temporal.connection._search_attributes import SearchAttributeSetupError
 from fastmcp_temporal.devserver._server import DevServerError
 from fastmcp_temporal.server._extension import TemporalTasksExtension
 from fastmcp_temporal.worker._plugin import tasks_extension
@@ -43,7 +44,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("fastmcp_temporal")
 
 # What stops a command before it can run, each with a message that names the fix.
-STARTUP_FAILURES = (TemporalConnectionError, DevServerError, _fastmcp_private.UpstreamChanged)
+STARTUP_FAILURES = (
+    TemporalConnectionError, DevServerError, SearchAttributeSetupError, _fastmcp_private.UpstreamChanged
+)
 
 
 def main(argv: list[str] | None = None) -> NoReturn:

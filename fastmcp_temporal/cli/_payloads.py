@@ -1,6 +1,6 @@
 """`fastmcp-temporal payloads gc`: the one thing that deletes stored payloads, and only unreadable ones.
 
-The store keeps each task's payloads under its workflow id (`_payloads`). A task is
+The store keeps each task's payloads under its workflow id (`_stores`). A task is
 readable while Temporal has its workflow, so deleting by age alone can take a live
 task's data; gc deletes by Temporal's own answer instead. It guarantees: a task's
 payloads go only when its workflow is NOT_FOUND and its newest payload is older than
@@ -26,14 +26,14 @@ from temporalio.client import Client
 from fastmcp_temporal.cli._options import DefaultsShownRawDescription, add_connection_options
 from fastmcp_temporal.cli._tasks import OperatorError, _describe, _execute, _operator_settings
 from fastmcp_temporal.connection._client import embedded_payload_folder
-from fastmcp_temporal.connection._payloads import (
+from fastmcp_temporal.connection._store_marker import StoreIdentity, StoreMarker, store_identity
+from fastmcp_temporal.connection._stores import (
     FolderStorageDriver,
     StoreContents,
     StoredTask,
     TaskS3StorageDriver,
     store_driver,
 )
-from fastmcp_temporal.connection._store_marker import StoreIdentity, StoreMarker, store_identity
 
 DEFAULT_GRACE = timedelta(days=1)
 _CONCURRENT_DESCRIBES = 16

@@ -51,7 +51,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from fastmcp_temporal._settings import UI_URL_VARIABLE, TemporalTasksSettings
 from fastmcp_temporal.cli._options import add_connection_options, setting_overrides
 from fastmcp_temporal.connection._client import TemporalConnectionError, connect, resolve_profile
-from fastmcp_temporal.connection._payloads import PayloadStoreError
+from fastmcp_temporal.connection._stores import PayloadStoreError
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, WorkflowKind, workflow_id, workflow_id_prefix
 from fastmcp_temporal.server._stalled import (
     CANCELLED_REASON,

@@ -34,15 +34,14 @@ from temporalio.service import RPCError
 
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.connection._converter import tasks_data_converter
+from fastmcp_temporal.connection._search_attributes import (
+    SEARCH_ATTRIBUTES,
+    SearchAttributeSetupError,
+    ensure_search_attributes,
+)
 from fastmcp_temporal.connection._store_marker import identify_store
 from fastmcp_temporal.connection._tracing import client_interceptors
-from fastmcp_temporal.devserver._server import (
-    SEARCH_ATTRIBUTES,
-    DevServerError,
-    default_state_dir,
-    ensure_search_attributes,
-    reuse_or_start_dev_server,
-)
+from fastmcp_temporal.devserver._server import default_state_dir, reuse_or_start_dev_server
 
 logger = logging.getLogger("fastmcp_temporal")
 
@@ -251,7 +250,7 @@ async def searchable(client: Client, address: str, namespace: str) -> bool:
     """Register the search attributes tasks are indexed by; False when the server refuses."""
     try:
         await ensure_search_attributes(client, address, namespace)
-    except DevServerError as exc:
+    except SearchAttributeSetupError as exc:
         logger.warning(
             "Tasks will not be searchable by tool, status and scope: %s Register %s as "
             "Keyword search attributes to enable it.",

@@ -3,7 +3,7 @@
 It writes JSON in the key order the tool built (`_ordered_json`), so tasks answer
 with an inline call's bytes; it encrypts payloads and failure messages with the key
 (`_codec`); and it sends payloads of 256 KiB or more to the payload store
-(`_payloads`), whose lost payloads come back as stand-ins (`_unreadable`). Servers,
+(`_stores`), whose lost payloads come back as stand-ins (`_unreadable`). Servers,
 workers, the CLI and a user's own `Client` all get it from here, so they can read
 each other's tasks.
 """
@@ -18,7 +18,7 @@ from temporalio.converter import DataConverter, ExternalStorage
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.connection._codec import with_encryption
 from fastmcp_temporal.connection._ordered_json import keeping_key_order
-from fastmcp_temporal.connection._payloads import STORED_PAYLOAD_LIMIT, payload_storage
+from fastmcp_temporal.connection._stores import STORED_PAYLOAD_LIMIT, payload_storage
 
 
 def tasks_data_converter(

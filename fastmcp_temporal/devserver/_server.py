@@ -10,7 +10,8 @@ What it guarantees:
 - Every port listens on 127.0.0.1 only.
 - A returned server is ready: the namespace answers DescribeNamespace and every
   entry of ``SEARCH_ATTRIBUTES`` exists, also on an existing database file (for
-  which the server ignores ``--search-attribute``).
+  which the server ignores ``--search-attribute``); a server that refuses them
+  raises ``SearchAttributeSetupError`` (``connection._search_attributes``).
 - A server we start runs in its own session under a watchdog
   (``_watchdog``) that ends it when the owning process dies, however it
   dies (SIGTERM, SIGKILL, a crash); ``DevServer.stop()`` ends it and anything it
@@ -33,7 +34,6 @@ import contextlib
 import importlib.metadata
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -47,18 +47,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.api.operatorservice.v1 import (
-    AddSearchAttributesRequest,
-    ListSearchAttributesRequest,
-)
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from fastmcp_temporal.workflows.models import SEARCH_ATTRIBUTE_NAMES
-
-SEARCH_ATTRIBUTES: dict[str, str] = {name: "Keyword" for name in SEARCH_ATTRIBUTE_NAMES}
+from fastmcp_temporal.connection._search_attributes import SEARCH_ATTRIBUTES, ensure_search_attributes
 
 _HOST = "127.0.0.1"
 _STATE_FILE = "dev-server.json"
@@ -73,7 +66,7 @@ _WATCHDOG = Path(__file__).with_name("_watchdog.py")
 
 
 class DevServerError(RuntimeError):
-    """The dev server could not be found, started or prepared; the message names the fix."""
+    """The dev server could not be found or started; the message names the fix."""
 
 
 def find_temporal_binary() -> Path:
@@ -350,44 +343,6 @@ async def _describe(address: str, namespace: str) -> Client | None:
         return await asyncio.wait_for(connect_and_describe(), _PROBE_TIMEOUT)
     except (RuntimeError, RPCError, asyncio.TimeoutError):
         return None
-
-
-async def ensure_search_attributes(client: Client, address: str, namespace: str) -> None:
-    """Add missing SEARCH_ATTRIBUTES (the server ignores ``--search-attribute`` on old dbs).
-
-    Also used for any server the extension connects to; raises DevServerError when
-    the server refuses or already has them with another type.
-    """
-    wanted = {name: _indexed_value_type(kind) for name, kind in SEARCH_ATTRIBUTES.items()}
-    try:
-        listed = await client.operator_service.list_search_attributes(
-            ListSearchAttributesRequest(namespace=namespace)
-        )
-        existing = dict(listed.custom_attributes)
-        clashing = sorted(name for name, kind in wanted.items() if existing.get(name, kind) != kind)
-        if clashing:
-            raise DevServerError(
-                f"Search attributes {clashing} exist on {address} with another type than "
-                f"{[SEARCH_ATTRIBUTES[name] for name in clashing]}; use a new database file "
-                "(db_path / state dir) or a server without them."
-            )
-        missing = {name: kind for name, kind in wanted.items() if name not in existing}
-        if missing:
-            await client.operator_service.add_search_attributes(
-                AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
-            )
-    except RPCError as error:
-        raise DevServerError(
-            f"Could not register search attributes {sorted(wanted)} on {address} "
-            f"(namespace {namespace!r}): {error}. "
-            "Check the server log, or delete its database file."
-        ) from error
-
-
-def _indexed_value_type(kind: str) -> IndexedValueType.ValueType:
-    """``"KeywordList"`` -> ``INDEXED_VALUE_TYPE_KEYWORD_LIST``."""
-    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", kind).upper()
-    return IndexedValueType.Value(f"INDEXED_VALUE_TYPE_{snake}")
 
 
 def _log_tail(log_path: Path | None, lines: int = 20) -> str:

@@ -14,7 +14,7 @@ from temporalio.service import RPCError
 
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.connection._codec import UnknownEncryptionKeyError
-from fastmcp_temporal.connection._payloads import PayloadLimits, limits_of
+from fastmcp_temporal.connection._sizes import PayloadLimits, limits_of
 from fastmcp_temporal.server._scope import CallerScope, current_scope, scope_secrets
 
 

@@ -42,7 +42,7 @@ from fastmcp_temporal._fastmcp_private import (
 )
 from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._wire import encode_answers
-from fastmcp_temporal.connection._payloads import converted, converter_budget
+from fastmcp_temporal.connection._sizes import converted, converter_budget
 from fastmcp_temporal.server._backend import Backend
 from fastmcp_temporal.server._scope import WorkflowKind, new_task_id, workflow_id
 from fastmcp_temporal.server._ui_metadata import task_user_metadata

@@ -81,7 +81,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal._fastmcp_private import CancelTaskResult, GetTaskResult, TaskStatus, UpdateTaskResult
 from fastmcp_temporal._wire import encode_answer
-from fastmcp_temporal.connection._payloads import converted, encoded_size_of
+from fastmcp_temporal.connection._sizes import converted, encoded_size_of
 from fastmcp_temporal.server._backend import Backend, UnreadablePayloadError
 from fastmcp_temporal.server._creation import StartedWorkflow
 from fastmcp_temporal.server._scope import workflow_id

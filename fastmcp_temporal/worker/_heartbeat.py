@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING
 
 from temporalio import activity
 
+from fastmcp_temporal._settings import DEFAULT_HEARTBEAT_FAST_PERIOD, DEFAULT_HEARTBEAT_INTERVAL
+
 if TYPE_CHECKING:
     from fastmcp_temporal.worker._progress import LegProgress
 
@@ -47,8 +49,8 @@ _NOTICEABLE_BLOCK = 1.0
 class HeartbeatCadence:
     """Fast while a leg is young, then sparse: cost against how soon a cancel arrives."""
 
-    interval: timedelta = timedelta(seconds=4.5)
-    fast_period: timedelta = timedelta(seconds=30)
+    interval: timedelta = DEFAULT_HEARTBEAT_INTERVAL
+    fast_period: timedelta = DEFAULT_HEARTBEAT_FAST_PERIOD
 
     def seconds_until_next(self, elapsed: float, timeout: float) -> float:
         """Seconds to wait after a heartbeat sent `elapsed` seconds into the leg."""

@@ -1,4 +1,4 @@
-"""Where task payloads live, and which sizes a task refuses before anything runs.
+"""Where task payloads live: the payload store and its drivers.
 
 Temporal refuses any payload over its blob limit (2 MiB by default), and a refused
 payload either re-runs a tool or leaves a workflow unable to make progress. So every
@@ -13,10 +13,7 @@ store names every payload under its task's workflow id and shares none between
 tasks, so removing one task's payloads (`fastmcp-temporal payloads gc`, or an age
 rule) can never take another task's; and either carries a marker (`_store_marker`), so
 a store that is not mounted, or another cluster's, delays a task instead of losing
-its payloads. What a store cannot take (over
-`stored_payload_limit`, or over `payload_limit` without a store) is refused up
-front: arguments at `tools/call`, answers at `tasks/update`, a result by ending the
-task once with an error naming the size.
+its payloads. What a store cannot take is refused before it is sent (`_sizes`).
 """
 
 from __future__ import annotations
@@ -24,27 +21,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import math
 import os
 import shlex
 import stat
 import tempfile
-import weakref
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from temporalio import activity
 from temporalio.api.common.v1 import Payload
-from temporalio.common import RawValue
-from temporalio.contrib.aws.s3driver import S3StorageDriver, S3StorageDriverClient
+from temporalio.contrib.aws.s3driver import S3StorageDriver
 from temporalio.converter import (
-    DataConverter,
     ExternalStorage,
-    PayloadCodec,
     StorageDriver,
     StorageDriverClaim,
     StorageDriverRetrieveContext,
@@ -52,48 +43,22 @@ from temporalio.converter import (
     StorageDriverWorkflowInfo,
 )
 
-from fastmcp_temporal._wire import error_result_json
-from fastmcp_temporal.connection._codec import EncryptionCodec
 from fastmcp_temporal.connection._leg_inputs import LegInputsByReference, TasksExternalStorage
+from fastmcp_temporal.connection._s3_client import PrefixedS3Client
 from fastmcp_temporal.connection._store_marker import MARKER_NAME, MarkedStore
 from fastmcp_temporal.connection._unreadable import LostPayloadsAsUnreadable, missing_object
-from fastmcp_temporal.workflows.models import WORKFLOW_NAME, LegOutcome, ToolCall
+from fastmcp_temporal.workflows.models import WORKFLOW_NAME
 
 STORED_PAYLOAD_LIMIT = 50 * 1024 * 1024
 """The largest payload a store takes by default (the SDK's S3 driver default)."""
 STORE_THRESHOLD = 256 * 1024
 """Encoded payloads this large or larger go to the store (the SDK's default)."""
-_INLINE_MARGIN = 16 * 1024
-"""Room a task leaves in an inline payload for what wraps it (ids, answers' framing)."""
-_CODEC_SLACK = 64
-"""Bytes a codec's block padding may add beyond its measured growth."""
 
 FOLDER_DRIVER_NAME = "fastmcp-temporal.folder"
 
 
 class PayloadStoreError(ValueError):
     """`payload_store` names no store this package can use."""
-
-
-@dataclass(frozen=True)
-class PayloadLimits:
-    """How large one encoded payload of a task may be, and why."""
-
-    limit: int
-    stored: bool
-
-    def refusal(self, what: str, size: int) -> str | None:
-        """Why `size` encoded bytes of `what` cannot be kept, or None when they can."""
-        if size <= self.limit:
-            return None
-        if self.stored:
-            fix = "raise FASTMCP_TEMPORAL_STORED_PAYLOAD_LIMIT, or send less"
-        else:
-            fix = (
-                "set FASTMCP_TEMPORAL_PAYLOAD_STORE to a folder or s3://bucket so large payloads "
-                "are stored outside Temporal, or send less"
-            )
-        return f"{what}: {size:,} bytes encoded, over the limit of {self.limit:,} bytes; {fix}."
 
 
 TaskName = tuple[str, str]
@@ -334,101 +299,6 @@ def _refuse_open_folder(folder: Path) -> None:
         )
 
 
-class _PrefixedS3Client(S3StorageDriverClient):
-    """An aioboto3 S3 client opened per operation, under a key prefix, from one session.
-
-    Opening per operation keeps the converter a plain value (no lifespan to close);
-    only payloads over the threshold pay for it. The session is made once: a new one
-    loads S3's service model again, blocking the event loop for about half a second.
-    """
-
-    def __init__(self, prefix: str) -> None:
-        self._prefix = prefix
-        self._session: Any = None
-
-    def _key(self, key: str) -> str:
-        return f"{self._prefix}/{key}" if self._prefix else key
-
-    @contextlib.asynccontextmanager
-    async def _s3(self) -> AsyncIterator[Any]:
-        import aioboto3
-
-        if self._session is None:
-            self._session = aioboto3.Session()
-        async with self._session.client("s3") as s3:
-            yield s3
-
-    async def _call(self, method: str, **kwargs: Any) -> Any:
-        from temporalio.contrib.aws.s3driver.aioboto3 import new_aioboto3_client
-
-        async with self._s3() as s3:
-            return await getattr(new_aioboto3_client(s3), method)(**kwargs)
-
-    async def put_object(self, *, bucket: str, key: str, data: bytes) -> None:
-        await self._call("put_object", bucket=bucket, key=self._key(key), data=data)
-
-    async def object_exists(self, *, bucket: str, key: str) -> bool:
-        """Never skip a write: an object's age must be its task's latest write, for lifecycle rules."""
-        return False
-
-    async def get_object(self, *, bucket: str, key: str) -> bytes:
-        return await self._call("get_object", bucket=bucket, key=self._key(key))
-
-    def describe(self) -> dict[str, str]:
-        return {"prefix": self._prefix} if self._prefix else {}
-
-    def location(self, bucket: str, key: str) -> str:
-        return f"s3://{bucket}/{self._key(key)}"
-
-    async def read(self, bucket: str, key: str) -> bytes | None:
-        """The object's bytes, or None when the bucket has no such object."""
-        async with self._s3() as s3:
-            try:
-                answer = await s3.get_object(Bucket=bucket, Key=self._key(key))
-            except s3.exceptions.NoSuchKey:
-                return None
-            return await answer["Body"].read()
-
-    async def create(self, bucket: str, key: str, data: bytes) -> None:
-        """Write the object unless it exists (a store without conditional writes: last writer wins)."""
-        async with self._s3() as s3:
-            try:
-                await s3.put_object(Bucket=bucket, Key=self._key(key), Body=data, IfNoneMatch="*")
-            except s3.exceptions.ClientError as exc:
-                code = exc.response.get("Error", {}).get("Code")
-                if code in ("PreconditionFailed", "ConditionalRequestConflict"):
-                    return
-                if code not in ("NotImplemented", "501"):
-                    raise
-                await s3.put_object(Bucket=bucket, Key=self._key(key), Body=data)
-
-    async def any_under(self, bucket: str, under: str, besides: str) -> bool:
-        """Whether an object other than `besides` has a key (after the prefix) starting with `under`."""
-        async with self._s3() as s3:
-            answer = await s3.list_objects_v2(Bucket=bucket, Prefix=self._key(under), MaxKeys=2)
-        return any(item["Key"] != self._key(besides) for item in answer.get("Contents", []))
-
-    async def listed(self, bucket: str, under: str) -> list[tuple[str, int, datetime]]:
-        """Every object whose key (after the prefix) starts with `under`: that key, size, last write."""
-        found = []
-        async with self._s3() as s3:
-            pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=self._key(under))
-            async for page in pages:
-                for item in page.get("Contents", []):
-                    key = item["Key"][len(self._key("")) :]
-                    found.append((key, item["Size"], item["LastModified"]))
-        return found
-
-    async def delete(self, bucket: str, keys: Sequence[str]) -> None:
-        async with self._s3() as s3:
-            for start in range(0, len(keys), 1000):  # S3's most per request
-                batch = [{"Key": self._key(key)} for key in keys[start : start + 1000]]
-                answer = await s3.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
-                if errors := answer.get("Errors"):
-                    first = errors[0]
-                    raise OSError(f"S3 kept {len(errors)} object(s), e.g. {first['Key']}: {first['Message']}")
-
-
 class TaskS3StorageDriver(S3StorageDriver, MarkedStore):
     """temporalio's S3 driver, with every payload keyed under the workflow id of its task.
 
@@ -443,7 +313,7 @@ class TaskS3StorageDriver(S3StorageDriver, MarkedStore):
     """
 
     def __init__(self, bucket: str, prefix: str, max_payload_size: int) -> None:
-        self._objects = _PrefixedS3Client(prefix)
+        self._objects = PrefixedS3Client(prefix)
         self._bucket_name = bucket
         S3StorageDriver.__init__(self, client=self._objects, bucket=bucket, max_payload_size=max_payload_size)
         MarkedStore.__init__(self)
@@ -579,81 +449,3 @@ def _storage(driver: StorageDriver) -> ExternalStorage:
     return TasksExternalStorage(
         drivers=[LegInputsByReference(LostPayloadsAsUnreadable(driver))], payload_size_threshold=STORE_THRESHOLD
     )
-
-
-def limits_of(converter: DataConverter, payload_limit: int, stored_payload_limit: int) -> PayloadLimits:
-    """What one payload may weigh with this converter's store (or lack of one)."""
-    if converter.external_storage is not None:
-        return PayloadLimits(stored_payload_limit, stored=True)
-    return PayloadLimits(payload_limit - _INLINE_MARGIN, stored=False)
-
-
-async def encoded_size(converter: DataConverter, value: Any) -> int:
-    """The bytes `value` takes once converted and encoded, before any store."""
-    return (await converted(converter, value))[1]
-
-
-async def converted(converter: DataConverter, value: Any) -> tuple[RawValue, int]:
-    """`value` converted once, for Temporal to send as it is, and the bytes it takes encoded."""
-    (payload,) = converter.payload_converter.to_payloads([value])
-    return RawValue(payload), await encoded_payload_size(converter, payload)
-
-
-async def encoded_payload_size(converter: DataConverter, payload: Payload) -> int:
-    """The bytes a converted payload takes once encoded, before any store.
-
-    The codec's growth is measured once per codec, so a size check never pays for
-    encrypting a large value twice.
-    """
-    return await encoded_size_of(converter, payload.ByteSize())
-
-
-async def encoded_size_of(converter: DataConverter, converted_size: int) -> int:
-    """The bytes a payload that converted to `converted_size` bytes takes once encoded."""
-    if converter.payload_codec is None:
-        return converted_size
-    fixed, per_byte = await _growth(converter.payload_codec)
-    return math.ceil(fixed + per_byte * converted_size) + _CODEC_SLACK
-
-
-async def converter_budget(converter: DataConverter, encoded_limit: int) -> int:
-    """The most bytes a value may convert to and still encode within `encoded_limit`."""
-    if converter.payload_codec is None:
-        return encoded_limit
-    fixed, per_byte = await _growth(converter.payload_codec)
-    return int((encoded_limit - fixed) / per_byte)
-
-
-_codec_growth: weakref.WeakKeyDictionary[PayloadCodec, tuple[int, float]] = weakref.WeakKeyDictionary()
-
-
-async def _growth(codec: PayloadCodec) -> tuple[int, float]:
-    """A codec's fixed overhead and growth per byte, measured once on two probes."""
-    if codec not in _codec_growth:
-        probe = 64 * 1024
-        empty, full = await codec.encode(
-            [Payload(metadata={"encoding": b"binary/plain"}, data=b"\0" * n) for n in (0, probe)]
-        )
-        _codec_growth[codec] = (empty.ByteSize(), (full.ByteSize() - empty.ByteSize()) / probe)
-    return _codec_growth[codec]
-
-
-async def keepable(outcome: LegOutcome, call: ToolCall, converter: DataConverter) -> LegOutcome | RawValue:
-    """The leg's outcome as it will be kept, or an error result naming its size.
-
-    Checked while the leg still heartbeats: Temporal would refuse an oversize
-    completion and run the tool body again, once per attempt. A large outcome is
-    stored here too, and only its reference returned, because the SDK's own store
-    runs after the activity stops heartbeating and a slow upload would time it out.
-    """
-    if call.outcome_limit is None:
-        return outcome
-    limits = PayloadLimits(call.outcome_limit, stored=call.outcome_stored)
-    what = "The tool's result" if outcome.input_requests is None else "The tool's input requests"
-    if refusal := limits.refusal(what, await encoded_size(converter, outcome)):
-        return LegOutcome(result=error_result_json(refusal))
-    codec = converter.payload_codec
-    if converter.external_storage is None or not (codec is None or isinstance(codec, EncryptionCodec)):
-        return outcome
-    (payload,) = await converter.encode([outcome])
-    return RawValue(payload) if payload.external_payloads else outcome
