@@ -1,8 +1,9 @@
 """Plain data exchanged between the MCP server, the task workflow and the tool activity.
 
-Pure dataclasses and constants with no FastMCP import, so the workflow imports
+Pure dataclasses, constants and functions with no FastMCP import, so the workflow imports
 them deterministically and every field travels through Temporal's default JSON
-payload converter unchanged.
+payload converter unchanged. The task's memo is one of them: every field's name, what
+writes it and how every release's memo reads back (`TaskMemo`) live here alone.
 """
 
 from __future__ import annotations
