@@ -1,12 +1,14 @@
 """Plain data exchanged between the MCP server, the task workflow and the tool activity.
 
-Pure dataclasses and constants with no FastMCP import, so the workflow imports
+Pure dataclasses, constants and functions with no FastMCP import, so the workflow imports
 them deterministically and every field travels through Temporal's default JSON
-payload converter unchanged.
+payload converter unchanged. The task's memo is one of them: every field's name, what
+writes it and how every release's memo reads back (`TaskMemo`) live here alone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -23,22 +25,145 @@ SEARCH_ATTRIBUTE_NAMES = (TOOL_SEARCH_ATTRIBUTE, STATUS_SEARCH_ATTRIBUTE, SCOPE_
 
 TaskState = Literal["working", "input_required", "completed", "failed", "cancelled"]
 
-# The memo a parked task keeps for `tasks/get`: the round's asks under `inputRequests`,
-# written once per round, and one small field per answered key (`answered:<surfaced key>`),
-# so a partial answer writes what it answers, not every question still open.
+# The memo of a task's workflow, the one contract between the server that creates and reads
+# the task, the workflow that keeps it, and the operators' CLI and worker metrics that read it.
+# The server writes the first seven at creation (`created_memo`); the workflow adds a round's
+# asks under `inputRequests`, written once per round, and one small field per answered key
+# (`answered:<surfaced key>`), so a partial answer writes what it answers, not every question
+# still open, and the converted bytes of the round's answers so far (`answeredBytes`).
+KIND_MEMO = "kind"
+CREATED_AT_MEMO = "createdAt"
+TTL_MEMO = "ttlMs"
+POLL_INTERVAL_MEMO = "pollIntervalMs"
+SCOPE_MEMO = "scope"
+TOOL_MEMO = "tool"
+INPUT_BYTES_MEMO = "inputBytes"
 INPUT_REQUESTS_MEMO = "inputRequests"
 ANSWERED_MEMO_PREFIX = "answered:"
+ANSWERED_BYTES_MEMO = "answeredBytes"
+
+DEFAULT_POLL_INTERVAL_MS = 5000
+"""The poll interval a task answers with when its memo (or its tool) names none."""
 
 
-def answered_memo_key(surfaced_key: str) -> str:
-    """The memo field saying the round's request `surfaced_key` has its answer."""
-    return ANSWERED_MEMO_PREFIX + surfaced_key
+def surfaced_key(task_id: str, leg: int, nonce: int) -> str:
+    """The key a caller answers leg `leg`'s request by: unique to the task, the leg and the ask."""
+    return f"{task_id}:{leg}.{nonce:012x}"
 
 
-def open_requests(memo: dict[str, Any]) -> dict[str, Any]:
-    """The input requests a task's memo shows still unanswered, by surfaced key."""
-    requests = memo.get(INPUT_REQUESTS_MEMO) or {}
-    return {key: request for key, request in requests.items() if answered_memo_key(key) not in memo}
+def leg_of(key: str) -> str:
+    """The leg a surfaced key was asked by, as the key spells it (`str(leg)`)."""
+    return key.rpartition(":")[2].partition(".")[0]
+
+
+def answered_memo_key(key: str) -> str:
+    """The memo field saying the round's request `key` (a surfaced key) has its answer."""
+    return ANSWERED_MEMO_PREFIX + key
+
+
+def is_round_field(name: str) -> bool:
+    """Whether a memo field belongs to the open round's asks (the asks, or an answer's mark)."""
+    return name == INPUT_REQUESTS_MEMO or _is_mark(name)
+
+
+def _is_mark(name: str) -> bool:
+    return name.startswith(ANSWERED_MEMO_PREFIX)
+
+
+def created_memo(
+    *, kind: str, created_at: str, ttl_ms: int, poll_interval_ms: int, scope: str, tool: str, input_bytes: int
+) -> dict[str, Any]:
+    """The memo a task's workflow starts with: what reads answer with no worker online."""
+    return {
+        KIND_MEMO: kind,
+        CREATED_AT_MEMO: created_at,
+        TTL_MEMO: ttl_ms,
+        POLL_INTERVAL_MEMO: poll_interval_ms,
+        SCOPE_MEMO: scope,
+        TOOL_MEMO: tool,
+        INPUT_BYTES_MEMO: input_bytes,
+    }
+
+
+def asks_memo(requests: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The memo update that publishes a round's open asks, by surfaced key."""
+    return {INPUT_REQUESTS_MEMO: requests}
+
+
+def answered_marks_memo(keys: Iterable[str]) -> dict[str, Any]:
+    """The memo update that marks the round's requests `keys` answered (asks written once)."""
+    return {answered_memo_key(key): True for key in keys}
+
+
+def answered_bytes_memo(leg: int, size: int) -> dict[str, Any]:
+    """The memo update recording that leg `leg`'s round has `size` converted bytes of answers
+    applied, for `tasks/update`'s size check of the next leg."""
+    return {ANSWERED_BYTES_MEMO: [leg, size]}
+
+
+def closed_round_memo(answered_keys: Iterable[str]) -> dict[str, Any]:
+    """The memo update that ends a round: no open asks, nor the marks of its answers."""
+    memo: dict[str, Any] = {INPUT_REQUESTS_MEMO: None}
+    memo.update((answered_memo_key(key), None) for key in answered_keys)
+    return memo
+
+
+@dataclass(frozen=True)
+class TaskMemo:
+    """A task's memo as read back, whichever release wrote it.
+
+    Every release so far writes the creation fields; 0.2.0 rewrote a round's open asks at each
+    answer (no marks, and no `answeredBytes` before its patch), later ones mark each answer.
+    A field no release wrote reads as None (or 0), and the reader supplies its own fallback.
+    """
+
+    kind: str | None = None
+    created_at: str | None = None
+    ttl_ms: int | None = None
+    """None when the memo holds none (or 0)."""
+    poll_interval_ms: int = DEFAULT_POLL_INTERVAL_MS
+    scope: str | None = None
+    tool: str | None = None
+    input_bytes: int = 0
+    """The encoded bytes of the task's input (the call's arguments) when it was created."""
+    input_requests: dict[str, Any] = field(default_factory=dict)
+    """The round's asks as last written, by surfaced key, answered or not."""
+    answered: frozenset[str] = frozenset()
+    """The surfaced keys marked answered."""
+    answered_bytes: tuple[int | None, int] = (None, 0)
+    """The leg whose round has answers applied, and their converted bytes."""
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> TaskMemo:
+        """The memo decoded from a workflow's (`description.memo()`)."""
+        leg, size = raw.get(ANSWERED_BYTES_MEMO) or (None, 0)
+        return cls(
+            kind=raw.get(KIND_MEMO),
+            created_at=raw.get(CREATED_AT_MEMO) or None,
+            ttl_ms=int(raw[TTL_MEMO]) if raw.get(TTL_MEMO) else None,
+            poll_interval_ms=int(raw.get(POLL_INTERVAL_MEMO) or DEFAULT_POLL_INTERVAL_MS),
+            scope=raw.get(SCOPE_MEMO),
+            tool=raw.get(TOOL_MEMO),
+            input_bytes=int(raw.get(INPUT_BYTES_MEMO) or 0),
+            input_requests=dict(raw.get(INPUT_REQUESTS_MEMO) or {}),
+            answered=frozenset(name.removeprefix(ANSWERED_MEMO_PREFIX) for name in raw if _is_mark(name)),
+            answered_bytes=(leg, int(size)),
+        )
+
+    def open_requests(self) -> dict[str, Any]:
+        """The input requests still unanswered, by surfaced key."""
+        return {key: request for key, request in self.input_requests.items() if key not in self.answered}
+
+    def answered_bytes_in_round(self, parked_keys: Iterable[str]) -> int:
+        """The converted bytes of the answers already applied in the round whose open keys are
+        `parked_keys`; 0 when the memo counts another round's, or none."""
+        leg, size = self.answered_bytes
+        return size if {leg_of(key) for key in parked_keys} == {str(leg)} else 0
+
+
+def open_requests(memo: Mapping[str, Any]) -> dict[str, Any]:
+    """The input requests a decoded memo shows still unanswered (`TaskMemo.open_requests`)."""
+    return TaskMemo.parse(memo).open_requests()
 
 
 @dataclass

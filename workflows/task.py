@@ -34,13 +34,13 @@ from temporalio.exceptions import (
 )
 
 from fastmcp_temporal.workflows.models import (
-    ANSWERED_MEMO_PREFIX,
     INPUT_REQUESTS_MEMO,
     LEG_OUTCOME_SIGNAL,
     RUN_TOOL_LEG,
     SCOPE_SEARCH_ATTRIBUTE,
     STATUS_SEARCH_ATTRIBUTE,
     SUBMIT_INPUT_SIGNAL,
+    TOOL_MEMO,
     TOOL_SEARCH_ATTRIBUTE,
     WORKFLOW_NAME,
     InputAnswers,
@@ -55,7 +55,12 @@ from fastmcp_temporal.workflows.models import (
     TaskOutcome,
     TaskState,
     UnreadablePayload,
-    answered_memo_key,
+    answered_bytes_memo,
+    answered_marks_memo,
+    asks_memo,
+    closed_round_memo,
+    is_round_field,
+    surfaced_key,
 )
 from fastmcp_temporal.workflows.ui import leg_summary, live_details
 
@@ -155,7 +160,7 @@ class McpTaskWorkflow:
                 return self._finish("failed", TaskOutcome(expired=True))
             leg = NextLeg(open_round.leg + 1, self._answers, open_round.request_state)
             open_round = None
-            self._publish("working", self._closed_round_memo(task))
+            self._publish("working", closed_round_memo(self._answered_keys))
             if _history_full(task):
                 workflow.continue_as_new(
                     dataclasses.replace(task, resume=leg, open_round=None),
@@ -205,10 +210,10 @@ class McpTaskWorkflow:
         self._outstanding, self._requests, self._answers = {}, {}, {}
         self._answered_keys, self._answered_bytes, self._stay_in_run = [], 0, False
         for tool_key, request in outcome.input_requests.items():
-            surfaced = f"{task.call.task_id}:{leg}.{workflow.random().getrandbits(48):012x}"
+            surfaced = surfaced_key(task.call.task_id, leg, workflow.random().getrandbits(48))
             self._outstanding[surfaced] = tool_key
             self._requests[surfaced] = request
-        self._publish("input_required", {INPUT_REQUESTS_MEMO: dict(self._requests)})
+        self._publish("input_required", asks_memo(dict(self._requests)))
 
     def _reopen(self, open_round: OpenRound) -> None:
         """Take up the round the previous run continued as new in; its open asks are in the memo.
@@ -254,22 +259,11 @@ class McpTaskWorkflow:
         if task.leg_input_budget is not None and _converted_size(continued) > task.leg_input_budget:
             self._stay_in_run = True
             return
-        memo = {
-            key: workflow.memo_value(key)
-            for key in workflow.info().raw_memo
-            if key != INPUT_REQUESTS_MEMO and not key.startswith(ANSWERED_MEMO_PREFIX)
-        }
-        memo[INPUT_REQUESTS_MEMO] = dict(self._requests)
+        memo = {key: workflow.memo_value(key) for key in workflow.info().raw_memo if not is_round_field(key)}
+        memo.update(asks_memo(dict(self._requests)))
         workflow.continue_as_new(
             continued, memo=memo, search_attributes=workflow.info().typed_search_attributes
         )
-
-    def _closed_round_memo(self, task: TaskInput) -> dict[str, Any]:
-        """The memo update that ends a round: no open asks (nor their answers' marks)."""
-        memo: dict[str, Any] = {INPUT_REQUESTS_MEMO: None}
-        if task.asks_written_once:
-            memo.update((answered_memo_key(key), None) for key in self._answered_keys)
-        return memo
 
     @workflow.signal(name=SUBMIT_INPUT_SIGNAL)
     def submit_input(self, update: InputAnswers) -> None:
@@ -299,12 +293,11 @@ class McpTaskWorkflow:
             return
         if written_once:
             self._answered_keys += answered  # their marks: removed when the round ends
-            memo: dict[str, Any] = {answered_memo_key(key): True for key in answered}
-            memo["answeredBytes"] = [self._leg, self._answered_bytes]  # for tasks/update's size check
+            memo = {**answered_marks_memo(answered), **answered_bytes_memo(self._leg, self._answered_bytes)}
         else:
-            memo = {INPUT_REQUESTS_MEMO: self._requests}
-            if workflow.patched(_ANSWER_BYTES_IN_MEMO):  # for tasks/update's size check of the next leg
-                memo["answeredBytes"] = [self._leg, _converted_size(self._answers)]
+            memo = asks_memo(self._requests)
+            if workflow.patched(_ANSWER_BYTES_IN_MEMO):
+                memo.update(answered_bytes_memo(self._leg, _converted_size(self._answers)))
         workflow.upsert_memo(memo)
         self._show("input_required")
 
@@ -432,7 +425,7 @@ def _converted_size(value: Any) -> int:
 
 def _tool_name() -> str:
     """The tool as the caller named it, from the memo the task was created with."""
-    return str(workflow.memo_value("tool", "tool"))
+    return str(workflow.memo_value(TOOL_MEMO, "tool"))
 
 
 def _is_cancellation(err: BaseException) -> bool:

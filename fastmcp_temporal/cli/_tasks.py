@@ -62,6 +62,7 @@ from fastmcp_temporal.server._stalled import (
     stalled,
     waiting_for_worker,
 )
+from fastmcp_temporal.server._status import Ending, mcp_status
 from fastmcp_temporal.workflows.models import INPUT_REQUESTS_MEMO, SUBMIT_INPUT_SIGNAL, WORKFLOW_NAME
 from fastmcp_temporal.workflows.task import SCOPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOOL_ATTRIBUTE
 
@@ -83,7 +84,6 @@ STATUS_QUERIES = {
 """The visibility query of each MCP status (the UI views in docs/operations.md). A task that succeeds keeps
 its last published `McpTaskStatus`, 'working' (0.2.0 published 'completed'): its execution's
 COMPLETED status says it, and a task that completes with an error outcome is published 'failed'."""
-_FAILED = (Status.FAILED, Status.TERMINATED, Status.TIMED_OUT)
 _STUCK_FROM_ATTEMPT = 2
 """A workflow task on this attempt or later has failed or timed out before, and is retried."""
 _DESCRIBED_AT_ONCE = 20
@@ -300,20 +300,22 @@ async def _describe(
 
 
 def _mcp_status(execution: WorkflowExecution, *, cancel_requested: bool = False) -> str:
-    """The MCP status of a task's workflow, without reading its result."""
+    """The MCP status of a task's workflow, without reading its result: a closed task's as it ended."""
     published = execution.typed_search_attributes.get(STATUS_ATTRIBUTE)
-    if execution.status == Status.RUNNING:
-        return "cancelled" if cancel_requested else (published or "working")
-    if execution.status == Status.CANCELED:
-        return "cancelled"
-    if execution.status in _FAILED:
-        return "failed"
-    if execution.status == Status.COMPLETED:
-        if published == "input_required":
-            return "expired"  # its TTL ran out while it waited for input
-        # 'working': success is not published; 'completed': 0.2.0 published it; None: not searchable
-        return "failed" if published == "failed" else "completed"
-    return (execution.status.name if execution.status else "unknown").lower()
+    return mcp_status(
+        execution.status,
+        cancel_requested=cancel_requested and execution.status == Status.RUNNING,
+        awaiting_input=published == "input_required",
+        ending=_completed_as(published) if execution.status == Status.COMPLETED else None,
+    )
+
+
+def _completed_as(published: str | None) -> Ending:
+    """How a completed workflow ended, by the status it published last."""
+    if published == "input_required":
+        return "expired"  # its TTL ran out while it waited for input
+    # 'working': success is not published; 'completed': 0.2.0 published it; None: not searchable
+    return "failed" if published == "failed" else "completed"
 
 
 def _list_query(args: argparse.Namespace) -> str:

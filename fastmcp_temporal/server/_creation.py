@@ -53,6 +53,7 @@ from fastmcp_temporal.workflows.models import (
     TaskInput,
     TaskOutcome,
     ToolCall,
+    created_memo,
 )
 from fastmcp_temporal.workflows.task import SCOPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOOL_ATTRIBUTE
 
@@ -143,15 +144,15 @@ async def start_tool_workflow(
         result_type=TaskOutcome,
         id=workflow_id(scope_tag, task_id, kind),
         task_queue=backend.settings.task_queue,
-        memo={
-            "kind": kind,
-            "createdAt": created_at,
-            "ttlMs": backend.ttl_ms,
-            "pollIntervalMs": poll_interval_ms,
-            "scope": scope_tag,
-            "tool": tool.name,
-            "inputBytes": input_bytes,
-        },
+        memo=created_memo(
+            kind=kind,
+            created_at=created_at,
+            ttl_ms=backend.ttl_ms,
+            poll_interval_ms=poll_interval_ms,
+            scope=scope_tag,
+            tool=tool.name,
+            input_bytes=input_bytes,
+        ),
         search_attributes=_search_attributes(backend, tool.name, scope_tag),
         id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
         id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,

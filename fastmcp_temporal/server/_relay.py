@@ -41,7 +41,7 @@ from temporalio.client import WorkflowHandle
 from fastmcp_temporal._fastmcp_private import result_type_for_method
 from fastmcp_temporal.server._backend import Backend
 from fastmcp_temporal.server._handlers import invalid_answer, submit_answers, validated_answer
-from fastmcp_temporal.workflows.models import LegOutcome, TaskOutcome
+from fastmcp_temporal.workflows.models import INPUT_REQUESTS_MEMO, LegOutcome, TaskOutcome
 
 if TYPE_CHECKING:
     from fastmcp.server.context import Context
@@ -198,9 +198,9 @@ class Relay:
     async def _relay_ask(self, run: WorkflowHandle[Any, Any], event: HistoryEvent) -> None:
         """A park (the memo's `inputRequests` set): ask the caller, signal the answers."""
         fields = event.workflow_properties_modified_event_attributes.upserted_memo.fields
-        if "inputRequests" not in fields:
+        if INPUT_REQUESTS_MEMO not in fields:
             return
-        (requests,) = await self.backend.client.data_converter.decode([fields["inputRequests"]])
+        (requests,) = await self.backend.client.data_converter.decode([fields[INPUT_REQUESTS_MEMO]])
         if not requests:
             return  # the round was answered: the next leg runs
         answers = {key: await self._ask(key, request, requests) for key, request in requests.items()}

@@ -39,7 +39,7 @@ from temporalio.worker import (
     WorkflowOutboundInterceptor,
 )
 
-from fastmcp_temporal.workflows.models import RUN_TOOL_LEG, WORKFLOW_NAME
+from fastmcp_temporal.workflows.models import RUN_TOOL_LEG, TOOL_MEMO, WORKFLOW_NAME
 from fastmcp_temporal.workflows.task import WORKFLOW_BUGS
 
 
@@ -139,7 +139,7 @@ def _count_input_round(input: StartActivityInput | StartLocalActivityInput) -> N
 
 
 def _task_counter(name: str, description: str) -> Any:
-    tool = str(workflow.memo_value("tool", "unknown"))
+    tool = str(workflow.memo_value(TOOL_MEMO, "unknown"))
     return (
         workflow.metric_meter().with_additional_attributes({"tool": tool}).create_counter(name, description)
     )
