@@ -29,6 +29,8 @@ from fastmcp_temporal._settings import TemporalTasksSettings
 READ_PATH = "fastmcp_temporal.server._handlers"
 """The module holding the read path's timing: watches, held reads, the closed-task cache."""
 HANDLERS = "fastmcp_temporal.server._handlers"
+HEARTBEAT = "fastmcp_temporal.worker._heartbeat"
+NOTICES = "fastmcp_temporal.worker._notices"
 
 CONSTANTS: dict[str, str] = {
     "close_only_for": f"{READ_PATH}:_CLOSE_ONLY_FOR",
@@ -45,6 +47,22 @@ CONSTANTS: dict[str, str] = {
     "apply_wait": f"{HANDLERS}:_APPLY_WAIT",
     "apply_first_poll": f"{HANDLERS}:_APPLY_FIRST_POLL seconds",
     "apply_max_poll": f"{HANDLERS}:_APPLY_MAX_POLL seconds",
+    "stall_grace": "fastmcp_temporal.server._stalled:STALL_GRACE",
+    "relay_describe_every": "fastmcp_temporal.server._relay:DESCRIBE_EVERY",
+    "tool_timeout_margin": "fastmcp_temporal.server._creation:_TOOL_TIMEOUT_MARGIN",
+    "initial_retry": "fastmcp_temporal.server._creation:_INITIAL_RETRY",
+    "heartbeat_fast_interval": f"{HEARTBEAT}:FAST_INTERVAL",
+    "heartbeat_timeout_margin": f"{HEARTBEAT}:_TIMEOUT_MARGIN",
+    "notice_delay": f"{HEARTBEAT}:NOTICE_DELAY",
+    "heartbeat_throttle": "fastmcp_temporal.worker._plugin:HEARTBEAT_THROTTLE",
+    "notice_window_age": f"{NOTICES}:WINDOW_AGE seconds",
+    "notice_window_messages": f"{NOTICES}:WINDOW_NOTICES",
+    "notice_window_bytes": f"{NOTICES}:WINDOW_BYTES",
+    "notice_message_chars": f"{NOTICES}:MESSAGE_CHARS",
+    "store_retry_longest": "fastmcp_temporal.worker._store_outage:_LONGEST_RETRY seconds",
+    "store_threshold": "fastmcp_temporal.connection._payloads:STORE_THRESHOLD",
+    "history_bytes_limit": "fastmcp_temporal.workflows.task:_HISTORY_BYTES_LIMIT",
+    "codec_max_body": "fastmcp_temporal.cli._codec_server:MAX_BODY",
 }
 """Comment name: `module:attribute`, then the unit (a `timedelta` keyword) of a plain number of time."""
 
