@@ -4,6 +4,9 @@ The site (mkdocs.yml, docs/) is built with `mkdocs build --strict`, which fails 
 a missing anchor, a page left out of the nav or an API name mkdocstrings cannot resolve. The
 configuration reference must list every setting of `TemporalTasksSettings` (it is generated from
 the class at build time), and the API reference every name `fastmcp_temporal` exports. Every
+number the README or a page restates from the code (after a setting's name, or followed by a
+comment naming its source: docs/hooks/prose_numbers.py) is the code's value, every constant the
+hook knows is quoted somewhere, and no such comment reaches a built page. Every
 Python block of the README and the docs compiles, and the README's smallest server runs as
 written: it registers a task tool on a `TemporalTasksExtension`. The site reads offline: no
 built page loads a script or a stylesheet from another host, and the pages that draw a mermaid
@@ -16,11 +19,14 @@ from __future__ import annotations
 import ast
 import asyncio
 import html
+import importlib
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -32,6 +38,7 @@ from fastmcp_temporal.worker._plugin import tasks_extension
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 PAGES = sorted((REPO / "docs").glob("*.md"))
+HOOKS = REPO / "docs" / "hooks"
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 SNIPPET_INCLUDE = "--8<--"
 
@@ -59,6 +66,36 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert build.returncode == 0, f"mkdocs build --strict failed:\n{build.stdout}\n{build.stderr}"
     return out
+
+
+@pytest.fixture(scope="module")
+def prose_numbers() -> Iterator[ModuleType]:
+    """docs/hooks/prose_numbers.py, imported as MkDocs imports a hook: with its folder on `sys.path`."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(HOOKS))
+        yield importlib.import_module("prose_numbers")
+
+
+@pytest.mark.parametrize("page", [README, *PAGES], ids=lambda page: page.name)
+def test_restated_numbers_are_the_codes(prose_numbers: ModuleType, page: Path) -> None:
+    wrong = prose_numbers.mismatches(page.read_text())
+    assert not wrong, f"{page.name}: " + "; ".join(wrong)
+
+
+def test_every_known_constant_is_quoted(prose_numbers: ModuleType) -> None:
+    quoted = {
+        name for page in [README, *PAGES] for _, name, _ in prose_numbers.restated_numbers(page.read_text())
+    }
+    unquoted = set(prose_numbers.CONSTANTS) - quoted
+    assert not unquoted, f"CONSTANTS holds names no page quotes: {sorted(unquoted)}"
+    assert not set(prose_numbers.CONSTANTS) & set(TemporalTasksSettings.model_fields), "named like a setting"
+
+
+def test_no_page_shows_a_comment_naming_a_source(prose_numbers: ModuleType, site: Path) -> None:
+    names = {*prose_numbers.CONSTANTS, *TemporalTasksSettings.model_fields}
+    for page in site.rglob("*.html"):
+        shown = set(prose_numbers.COMMENT.findall(page.read_text())) & names
+        assert not shown, f"{page.relative_to(site)}: {shown}"
 
 
 def test_configuration_reference_lists_every_setting(site: Path) -> None:

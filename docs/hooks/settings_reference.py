@@ -11,12 +11,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from pydantic.fields import FieldInfo
-
 from fastmcp_temporal._settings import ENV_PREFIX, TemporalTasksSettings
 
 MARKER = "<!-- settings-reference -->"
-MIB = 1024 * 1024
+KIB = 1024
+MIB = 1024 * KIB
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
@@ -31,15 +30,13 @@ def settings_table() -> str:
         "| --- | --- | --- |",
     ]
     for name, field in TemporalTasksSettings.model_fields.items():
-        rows.append(
-            f"| `{name}`<br>`{ENV_PREFIX}{name.upper()}` | {shown_default(field)} | {field.description or ''} |"
-        )
+        default = shown_value(field.default)
+        rows.append(f"| `{name}`<br>`{ENV_PREFIX}{name.upper()}` | {default} | {field.description or ''} |")
     return "\n".join(rows)
 
 
-def shown_default(field: FieldInfo) -> str:
-    """The default as a reader says it: `unset`, `7 days`, `250 ms`, `2 MiB`, `fastmcp-tasks`."""
-    value = field.default
+def shown_value(value: object) -> str:
+    """A value of the code as a reader says it: `unset`, `7 days`, `250 ms`, `2 MiB`, `fastmcp-tasks`."""
     if value is None:
         return "unset"
     if isinstance(value, bool):
@@ -48,6 +45,8 @@ def shown_default(field: FieldInfo) -> str:
         return _duration(value)
     if isinstance(value, int) and value >= MIB and value % MIB == 0:
         return f"{value // MIB} MiB"
+    if isinstance(value, int) and value >= KIB and value % KIB == 0:
+        return f"{value // KIB} KiB"
     if isinstance(value, int):
         return f"{value:,}"
     return f"`{value}`"

@@ -1,0 +1,118 @@
+"""MkDocs hook: every number the prose restates from the code is checked against the code.
+
+A sentence that needs a setting's default or a constant's value writes the number as a reader
+says it, followed by a comment naming its source: `first 2 s<!-- close_only_for -->`. GitHub
+and the site both hide the comment, so the page reads the same either way. A number right
+after a setting's name, `` `read_hold` (250 ms) ``, needs no comment: it is that setting's
+default. The build fails (and tests/test_docs.py, on the README and every page) when such a
+number is not what the code says now, in the configuration reference's own format
+(`settings_reference.shown_value`), so prose cannot drift from the code unnoticed.
+
+A comment names a setting of `TemporalTasksSettings` or a key of `CONSTANTS`, the one place that
+says where each constant the docs quote lives.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import timedelta
+from importlib import import_module
+from typing import Any
+
+from mkdocs.exceptions import PluginError
+from mkdocs.structure.pages import Page
+from settings_reference import shown_value
+
+from fastmcp_temporal._settings import TemporalTasksSettings
+
+READ_PATH = "fastmcp_temporal.server._handlers"
+"""The module holding the read path's timing: watches, held reads, the closed-task cache."""
+HANDLERS = "fastmcp_temporal.server._handlers"
+HEARTBEAT = "fastmcp_temporal.worker._heartbeat"
+NOTICES = "fastmcp_temporal.worker._notices"
+
+CONSTANTS: dict[str, str] = {
+    "close_only_for": f"{READ_PATH}:_CLOSE_ONLY_FOR",
+    "close_only_first_recheck": f"{READ_PATH}:_CLOSE_ONLY_FIRST_RECHECK",
+    "close_only_recheck": f"{READ_PATH}:_CLOSE_ONLY_RECHECK",
+    "quick_reread": f"{READ_PATH}:_QUICK_REREAD",
+    "progress_recheck_min": f"{READ_PATH}:_PROGRESS_RECHECK_MIN",
+    "closed_recheck_max": f"{READ_PATH}:_CLOSED_RECHECK_MAX",
+    "closed_cache_entries": f"{READ_PATH}:_CLOSED_CACHE_ENTRIES",
+    "closed_cache_max_result_chars": f"{READ_PATH}:_CLOSED_CACHE_MAX_RESULT_CHARS",
+    "watch_idle": f"{READ_PATH}:_WATCH_IDLE",
+    "refused_pause": f"{READ_PATH}:_REFUSED_PAUSE",
+    "default_poll_interval_ms": f"{HANDLERS}:DEFAULT_POLL_INTERVAL_MS milliseconds",
+    "apply_wait": f"{HANDLERS}:_APPLY_WAIT",
+    "apply_first_poll": f"{HANDLERS}:_APPLY_FIRST_POLL seconds",
+    "apply_max_poll": f"{HANDLERS}:_APPLY_MAX_POLL seconds",
+    "stall_grace": "fastmcp_temporal.server._stalled:STALL_GRACE",
+    "relay_describe_every": "fastmcp_temporal.server._relay:DESCRIBE_EVERY",
+    "tool_timeout_margin": "fastmcp_temporal.server._creation:_TOOL_TIMEOUT_MARGIN",
+    "initial_retry": "fastmcp_temporal.server._creation:_INITIAL_RETRY",
+    "heartbeat_fast_interval": f"{HEARTBEAT}:FAST_INTERVAL",
+    "heartbeat_timeout_margin": f"{HEARTBEAT}:_TIMEOUT_MARGIN",
+    "notice_delay": f"{HEARTBEAT}:NOTICE_DELAY",
+    "heartbeat_throttle": "fastmcp_temporal.worker._plugin:HEARTBEAT_THROTTLE",
+    "notice_window_age": f"{NOTICES}:WINDOW_AGE seconds",
+    "notice_window_messages": f"{NOTICES}:WINDOW_NOTICES",
+    "notice_window_bytes": f"{NOTICES}:WINDOW_BYTES",
+    "notice_message_chars": f"{NOTICES}:MESSAGE_CHARS",
+    "store_retry_longest": "fastmcp_temporal.worker._store_outage:_LONGEST_RETRY seconds",
+    "store_threshold": "fastmcp_temporal.connection._payloads:STORE_THRESHOLD",
+    "history_bytes_limit": "fastmcp_temporal.workflows.task:_HISTORY_BYTES_LIMIT",
+    "codec_max_body": "fastmcp_temporal.cli._codec_server:MAX_BODY",
+}
+"""Comment name: `module:attribute`, then the unit (a `timedelta` keyword) of a plain number of time."""
+
+SETTINGS = TemporalTasksSettings.model_fields
+NUMBER = r"(?<![\w.])\d[\d,]*(?:\.\d+)?"
+UNIT = r"(?:ms|s|min|h|days|KiB|MiB)\b"
+COMMENT = re.compile(r"<!-- (?P<name>[a-z_]+) -->")
+SOURCED = re.compile(rf"(?P<number>{NUMBER}(?: {UNIT})?)?{COMMENT.pattern}")
+AFTER_A_SETTING = re.compile(rf"`(?P<name>[a-z_]+)`\s+\(?(?P<number>{NUMBER} {UNIT})")
+
+
+def on_page_markdown(markdown: str, page: Page, **_: Any) -> str:
+    """Fail the build on a restated number the code contradicts; drop the comments naming sources."""
+    wrong = mismatches(markdown)
+    if wrong:
+        raise PluginError(f"{page.file.src_uri}: numbers that are not the code's:\n" + "\n".join(wrong))
+    return COMMENT.sub("", markdown)
+
+
+def mismatches(markdown: str) -> list[str]:
+    """Each restated number of `markdown` that is not its source's value, as `line N: what is wrong`."""
+    wrong = []
+    for line, name, number in sorted(restated_numbers(markdown), key=lambda restated: restated[0]):
+        if name not in SETTINGS and name not in CONSTANTS:
+            wrong.append(f"line {line}: <!-- {name} --> names no setting and no key of CONSTANTS")
+        elif number is None:
+            wrong.append(f"line {line}: <!-- {name} --> follows no number")
+        elif number != (value := code_value(name)):
+            wrong.append(f"line {line}: {number} for {name}, which is {value}")
+    return wrong
+
+
+def restated_numbers(markdown: str) -> Iterator[tuple[int, str, str | None]]:
+    """The line, the source's name and the number of each number `markdown` ties to the code."""
+    for sourced in SOURCED.finditer(markdown):
+        yield _line(markdown, sourced), sourced["name"], sourced["number"]
+    for named in AFTER_A_SETTING.finditer(markdown):
+        if named["name"] in SETTINGS:
+            yield _line(markdown, named), named["name"], named["number"]
+
+
+def code_value(name: str) -> str:
+    """The value of the setting's default or of the constant `name`, as the docs write it."""
+    if name in SETTINGS:
+        return shown_value(SETTINGS[name].default)
+    where, _, unit = CONSTANTS[name].partition(" ")
+    module, attribute = where.split(":")
+    value = getattr(import_module(module), attribute)
+    return shown_value(timedelta(**{unit: value}) if unit else value)
+
+
+def _line(markdown: str, found: re.Match[str]) -> int:
+    return markdown.count("\n", 0, found.start()) + 1
