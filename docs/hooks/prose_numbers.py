@@ -60,7 +60,7 @@ CONSTANTS: dict[str, str] = {
     "notice_window_bytes": f"{NOTICES}:WINDOW_BYTES",
     "notice_message_chars": f"{NOTICES}:MESSAGE_CHARS",
     "store_retry_longest": "fastmcp_temporal.worker._store_outage:_LONGEST_RETRY seconds",
-    "store_threshold": "fastmcp_temporal.connection._payloads:STORE_THRESHOLD",
+    "store_threshold": "fastmcp_temporal.connection._stores:STORE_THRESHOLD",
     "history_bytes_limit": "fastmcp_temporal.workflows.task:_HISTORY_BYTES_LIMIT",
     "codec_max_body": "fastmcp_temporal.cli._codec_server:MAX_BODY",
 }
