@@ -39,7 +39,7 @@ from fastmcp_tasks.client import call_tool_task
 from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.connection._search_attributes import SEARCH_ATTRIBUTES
+from fastmcp_temporal.workflows.models import SEARCH_ATTRIBUTES
 from fastmcp_temporal.devserver._server import find_temporal_binary, free_port
 
 # The history service counts each heartbeat again; the frontend's count is what a client sent.

@@ -29,7 +29,8 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from fastmcp_temporal.connection._search_attributes import SEARCH_ATTRIBUTES
+from fastmcp_temporal.connection._search_attributes import ensure_search_attributes
+from fastmcp_temporal.workflows.models import SEARCH_ATTRIBUTES
 from fastmcp_temporal.devserver._server import (
     DevServer,
     DevServerError,
@@ -113,9 +114,10 @@ def test_start_is_ready_and_keeps_search_attributes_across_restarts(
     assert (db_path.parent / "temporal.log").is_file()
 
 
-def test_start_adds_search_attributes_missing_from_an_existing_db(
+def test_search_attributes_missing_from_an_existing_db_are_registered_on_connecting(
     tmp_path: Path, servers: list[DevServer]
 ) -> None:
+    """The server ignores `--search-attribute` on an existing database: connecting for tasks adds them."""
     db_path = tmp_path / "temporal.db"
     port = free_port()
     address = f"127.0.0.1:{port}"
@@ -136,6 +138,13 @@ def test_start_adds_search_attributes_missing_from_an_existing_db(
     server = start_dev_server(db_path=db_path, ui=False)
     servers.append(server)
     assert server.ui_url is None
+    assert not has_search_attributes(server.address)
+
+    async def connect_for_tasks() -> None:
+        client = await Client.connect(server.address)
+        await ensure_search_attributes(client, server.address, "default")
+
+    asyncio.run(connect_for_tasks())
     assert has_search_attributes(server.address)
 
 

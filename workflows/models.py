@@ -17,11 +17,14 @@ RUN_TOOL_LEG = "run_tool_leg"
 SUBMIT_INPUT_SIGNAL = "submit_input"
 LEG_OUTCOME_SIGNAL = "leg_outcome"
 
-# Keyword search attributes tasks are indexed by (the dev server launcher registers them).
+# Keyword search attributes tasks are indexed by, by name and type (a dev server we start is
+# launched with them; `connection._search_attributes` registers those a server lacks).
 TOOL_SEARCH_ATTRIBUTE = "McpTool"
 STATUS_SEARCH_ATTRIBUTE = "McpTaskStatus"
 SCOPE_SEARCH_ATTRIBUTE = "McpScope"
-SEARCH_ATTRIBUTE_NAMES = (TOOL_SEARCH_ATTRIBUTE, STATUS_SEARCH_ATTRIBUTE, SCOPE_SEARCH_ATTRIBUTE)
+SEARCH_ATTRIBUTES: dict[str, str] = {
+    name: "Keyword" for name in (TOOL_SEARCH_ATTRIBUTE, STATUS_SEARCH_ATTRIBUTE, SCOPE_SEARCH_ATTRIBUTE)
+}
 
 TaskState = Literal["working", "input_required", "completed", "failed", "cancelled"]
 

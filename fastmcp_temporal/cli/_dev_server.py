@@ -11,14 +11,22 @@ process dies otherwise, the dev server's watchdog stops it.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import signal
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
-from fastmcp_temporal.connection._search_attributes import SearchAttributeSetupError
-from fastmcp_temporal.devserver._server import DevServerError, default_state_dir, reuse_or_start_dev_server
+from temporalio.client import Client
+
+from fastmcp_temporal.connection._search_attributes import SearchAttributeSetupError, ensure_search_attributes
+from fastmcp_temporal.devserver._server import (
+    DevServer,
+    DevServerError,
+    default_state_dir,
+    reuse_or_start_dev_server,
+)
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -54,7 +62,12 @@ def run_dev_server(args: argparse.Namespace) -> None:
         server = reuse_or_start_dev_server(
             state_dir, ui=args.ui, namespace=args.namespace, port=args.port, ui_port=args.ui_port, reuse=False
         )
-    except (DevServerError, SearchAttributeSetupError) as exc:
+    except DevServerError as exc:
+        sys.exit(f"fastmcp-temporal dev-server: {exc}")
+    try:
+        asyncio.run(_register_search_attributes(server, args.namespace))
+    except SearchAttributeSetupError as exc:
+        server.stop()
         sys.exit(f"fastmcp-temporal dev-server: {exc}")
     received: list[int] = []
     stop = threading.Event()
@@ -86,3 +99,9 @@ def _announce(pid: int, address: str, namespace: str, ui_url: str | None, state_
         f"Use it with: FASTMCP_TEMPORAL_ADDRESS={address}   Stop with Ctrl-C.",
         flush=True,
     )
+
+
+async def _register_search_attributes(server: DevServer, namespace: str) -> None:
+    """An existing database keeps the search attributes it had: add those it lacks."""
+    client = await Client.connect(server.address, namespace=namespace)
+    await ensure_search_attributes(client, server.address, namespace)

@@ -20,9 +20,7 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from fastmcp_temporal.workflows.models import SEARCH_ATTRIBUTE_NAMES
-
-SEARCH_ATTRIBUTES: dict[str, str] = {name: "Keyword" for name in SEARCH_ATTRIBUTE_NAMES}
+from fastmcp_temporal.workflows.models import SEARCH_ATTRIBUTES
 
 
 class SearchAttributeSetupError(RuntimeError):

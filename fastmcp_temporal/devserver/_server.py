@@ -8,10 +8,10 @@ What it guarantees:
 
 - Nothing is ever downloaded: only an already installed ``temporal`` binary runs.
 - Every port listens on 127.0.0.1 only.
-- A returned server is ready: the namespace answers DescribeNamespace and every
-  entry of ``SEARCH_ATTRIBUTES`` exists, also on an existing database file (for
-  which the server ignores ``--search-attribute``); a server that refuses them
-  raises ``SearchAttributeSetupError`` (``connection._search_attributes``).
+- A returned server is ready: the namespace answers DescribeNamespace. A new
+  database gets every entry of ``SEARCH_ATTRIBUTES`` at launch; the server ignores
+  ``--search-attribute`` on an existing one, so whoever connects for tasks registers
+  what it lacks (``connection._search_attributes``), as on any other server.
 - A server we start runs in its own session under a watchdog
   (``_watchdog``) that ends it when the owning process dies, however it
   dies (SIGTERM, SIGKILL, a crash); ``DevServer.stop()`` ends it and anything it
@@ -51,7 +51,7 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from fastmcp_temporal.connection._search_attributes import SEARCH_ATTRIBUTES, ensure_search_attributes
+from fastmcp_temporal.workflows.models import SEARCH_ATTRIBUTES
 
 _HOST = "127.0.0.1"
 _STATE_FILE = "dev-server.json"
@@ -171,7 +171,7 @@ def start_dev_server(
         _process=process,
     )
     try:
-        asyncio.run(_prepare(server.address, namespace, process, log_path, startup_timeout))
+        asyncio.run(_wait_ready(server.address, namespace, process, log_path, startup_timeout))
     except BaseException:
         server.stop()
         raise
@@ -288,24 +288,13 @@ def _signal_group(pgid: int, signum: signal.Signals) -> None:
         os.killpg(pgid, signum)
 
 
-async def _prepare(
-    address: str,
-    namespace: str,
-    process: subprocess.Popen[bytes],
-    log_path: Path | None,
-    timeout: float,
-) -> None:
-    client = await _wait_ready(address, namespace, process, log_path, timeout)
-    await ensure_search_attributes(client, address, namespace)
-
-
 async def _wait_ready(
     address: str,
     namespace: str,
     process: subprocess.Popen[bytes],
     log_path: Path | None,
     timeout: float,
-) -> Client:
+) -> None:
     deadline = time.monotonic() + timeout
     while True:
         code = process.poll()
@@ -314,9 +303,8 @@ async def _wait_ready(
                 f"`temporal server start-dev` exited with code {code} before it was ready "
                 f"(is {address} already in use?).{_log_tail(log_path)}"
             )
-        client = await _describe(address, namespace)
-        if client is not None:
-            return client
+        if await _describe(address, namespace) is not None:
+            return
         if time.monotonic() >= deadline:
             raise DevServerError(
                 f"Temporal dev server at {address} did not answer for namespace {namespace!r} "
