@@ -2,7 +2,8 @@
 
 Each subpackage is a runtime role (`server`, `worker`, `connection`, `devserver`,
 `cli`) beside the shared modules at the top and the `workflows` and `activities`
-folders. No module imports, even lazily, a module that imports it back.
+folders. No module imports, even lazily, a module that imports it back. What a server knows of
+the tasks it reads (`server/_known.py`, `server/_watch.py`) is the server's alone.
 """
 
 from __future__ import annotations
@@ -70,4 +71,13 @@ def test_the_worker_side_never_imports_the_mcp_facing_side() -> None:
         if name.startswith(("fastmcp_temporal.worker", "fastmcp_temporal.connection", "fastmcp_temporal.activities",
                             "fastmcp_temporal.workflows", "fastmcp_temporal.devserver")):
             leaks = {target for target in _imports(path, modules) if target.startswith("fastmcp_temporal.server")}
+            assert not leaks, f"{name} imports {leaks}"
+
+
+def test_nothing_outside_the_server_imports_what_it_knows_of_tasks() -> None:
+    modules = _modules()
+    known_tasks = {"fastmcp_temporal.server._known", "fastmcp_temporal.server._watch"}
+    for name, path in modules.items():
+        if name != "fastmcp_temporal.server" and not name.startswith("fastmcp_temporal.server."):
+            leaks = _imports(path, modules) & known_tasks
             assert not leaks, f"{name} imports {leaks}"
