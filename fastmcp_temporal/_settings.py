@@ -225,42 +225,42 @@ class TemporalTasksSettings(BaseSettings):
     )
     read_hold: timedelta = Field(
         default=timedelta(milliseconds=250),
-        description="For this long after this server started a task (at most 30 s), a tasks/get of it "
-        "waits for the task to change: its close answers at once, so a short task's result reaches the "
-        "caller as soon as it exists; an ask or progress shows at the next read_recheck or when the hold "
-        "ends. Keep it below your clients' request timeouts (a held read outlasting one fails with "
-        "'Request tasks/get timed out'). 0 answers at once, a read right after the creation too.",
+        description="How long after this server starts a task a tasks/get of it waits for the task to "
+        "change, so a short task's result reaches the caller as soon as it exists instead of at its next "
+        "poll. Keep it below your clients' request timeouts: a held read that outlasts one fails. 0 answers "
+        "at once, and the creation then no longer counts toward reread_hold. See "
+        "[how a waiting client's polls are spared](performance.md#the-latest-full-run-both-shapes).",
     )
     reread_hold: timedelta = Field(
         default=timedelta(seconds=1),
-        description="A tasks/get that comes within 100 ms of this server answering the task 'working' "
-        "(a client waiting on it, polling fast; the task's creation counts, unless read_hold is 0) waits up "
-        "to this long for the task to change: its close "
-        "answers at once, an ask, progress or a cancel through another server at the next re-read (in a "
-        "task's first 2 s on the server that created it, first after 500 ms, then every 250 ms while it runs "
-        "and 1 s apart while it waits for a worker, at most read_recheck; else every read_recheck) or at once "
-        "when the server follows the task's every event. It spares such a client's polls (the FastMCP "
-        "client polls after 20, 40, 80 ms ...). Keep it below your clients' request timeouts. 0 answers "
-        "at once.",
+        description="How long a tasks/get that comes right after this server answered the task 'working' "
+        "(a client polling fast, waiting on it; the creation counts unless read_hold is 0) waits for the "
+        "task to change, sparing that client most of its polls. Keep it below your clients' request "
+        "timeouts; 0 answers at once. See "
+        "[how a waiting client's polls are spared](performance.md#the-latest-full-run-both-shapes).",
     )
     read_recheck: timedelta = Field(
         default=timedelta(seconds=1),
-        description="While a tasks/get waits (read_hold, reread_hold), how often it re-reads the task (one describe()) "
-        "for an ask, progress or a cancel through another server; the task's close ends the wait at once.",
+        description="While a tasks/get waits (read_hold, reread_hold), how often it re-reads the task (one "
+        "describe() each) for an ask, progress or a cancel through another server; the close ends the wait "
+        "at once. Lower shows those sooner, at more describe() calls. See "
+        "[how a waiting client's polls are spared](performance.md#the-latest-full-run-both-shapes).",
     )
     progress_refresh: timedelta = Field(
         default=timedelta(seconds=30),
-        description="Longest a tasks/get of a task running a leg answers the progress this server last read "
-        "(one describe() re-reads it): progress that changed recently is re-read sooner, once the copy is as "
-        "old as the progress had stood still (at least 1 s). An ask, a cancel or the close show at once.",
+        description="Longest a tasks/get answers the progress of a running leg as this server last read it; "
+        "progress that changes is re-read sooner. Lower shows fresher progress, at up to one describe() per "
+        "read of a task in a leg; an ask, a cancel or the close show at once either way. See "
+        "[Reads at scale](performance.md#reads-at-scale).",
     )
     watched_tasks: int = Field(
         default=500,
         ge=0,
-        description="Running tasks one server follows by a long poll of their history, answering reads "
-        "from what it knows; past this many, reads of other tasks describe() them every time (0: always). "
-        "Each is one of the namespace's concurrent long polls, which Temporal caps (frontend.namespaceCount, "
-        "1,200 per frontend host by default): keep the sum over all servers below that cap.",
+        description="How many running tasks one server follows with a long poll of their history, answering "
+        "reads from what it knows; reads of tasks past this many describe() them every time (0: always). "
+        "Each is one of the namespace's concurrent long polls, which Temporal caps "
+        "(frontend.namespaceCount): keep the sum over all servers below that cap. See "
+        "[Reads at scale](performance.md#reads-at-scale).",
     )
 
     # How to reach a secured Temporal (Temporal Cloud or your own). Each one left unset

@@ -3,8 +3,9 @@
 Each subpackage is a runtime role (`server`, `worker`, `connection`, `devserver`,
 `cli`) beside the shared modules at the top and the `workflows` and `activities`
 folders. No module imports, even lazily, a module that imports it back. The
-connection layer knows neither MCP nor the legs, the dev-server launcher needs only
-the search-attribute contract, and the shared top-level modules import no role.
+connection layer knows neither MCP nor the legs, the dev-server launcher is the bottom
+role, the shared top-level modules import no role, and what a server knows of the tasks
+it reads (`server/_known.py`, `server/_watch.py`) is the server's alone.
 """
 
 from __future__ import annotations
@@ -107,3 +108,12 @@ def test_the_shared_modules_import_no_role() -> None:
     for name, targets in _imports_of(*shared).items():
         roles = {target for target in targets if not _within(target, *shared)}
         assert not roles, f"{name} imports {roles}"
+
+
+def test_nothing_outside_the_server_imports_what_it_knows_of_tasks() -> None:
+    modules = _modules()
+    known_tasks = {"fastmcp_temporal.server._known", "fastmcp_temporal.server._watch"}
+    for name, path in modules.items():
+        if not _within(name, "server"):
+            leaks = _imports(path, modules) & known_tasks
+            assert not leaks, f"{name} imports {leaks}"

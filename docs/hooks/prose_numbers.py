@@ -26,22 +26,24 @@ from settings_reference import shown_value
 
 from fastmcp_temporal._settings import TemporalTasksSettings
 
-READ_PATH = "fastmcp_temporal.server._handlers"
-"""The module holding the read path's timing: watches, held reads, the closed-task cache."""
+READ_PATH = "fastmcp_temporal.server._known"
+"""The module holding the read path's I/O timing: long polls, the closed-task cache."""
+WATCH = "fastmcp_temporal.server._watch"
+"""The module holding one watch's decisions: when what is known answers, held reads' re-reads."""
 HANDLERS = "fastmcp_temporal.server._handlers"
 HEARTBEAT = "fastmcp_temporal.worker._heartbeat"
 NOTICES = "fastmcp_temporal.worker._notices"
 
 CONSTANTS: dict[str, str] = {
     "close_only_for": f"{READ_PATH}:_CLOSE_ONLY_FOR",
-    "close_only_first_recheck": f"{READ_PATH}:_CLOSE_ONLY_FIRST_RECHECK",
-    "close_only_recheck": f"{READ_PATH}:_CLOSE_ONLY_RECHECK",
-    "quick_reread": f"{READ_PATH}:_QUICK_REREAD",
-    "progress_recheck_min": f"{READ_PATH}:_PROGRESS_RECHECK_MIN",
+    "close_only_first_recheck": f"{WATCH}:_CLOSE_ONLY_FIRST_RECHECK",
+    "close_only_recheck": f"{WATCH}:_CLOSE_ONLY_RECHECK",
+    "quick_reread": f"{WATCH}:_QUICK_REREAD",
+    "progress_recheck_min": f"{WATCH}:_PROGRESS_RECHECK_MIN",
     "closed_recheck_max": f"{READ_PATH}:_CLOSED_RECHECK_MAX",
     "closed_cache_entries": f"{READ_PATH}:_CLOSED_CACHE_ENTRIES",
     "closed_cache_max_result_chars": f"{READ_PATH}:_CLOSED_CACHE_MAX_RESULT_CHARS",
-    "watch_idle": f"{READ_PATH}:_WATCH_IDLE",
+    "watch_idle": f"{WATCH}:_WATCH_IDLE",
     "refused_pause": f"{READ_PATH}:_REFUSED_PAUSE",
     "default_poll_interval_ms": f"{HANDLERS}:DEFAULT_POLL_INTERVAL_MS milliseconds",
     "apply_wait": f"{HANDLERS}:_APPLY_WAIT",

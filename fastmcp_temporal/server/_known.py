@@ -1,0 +1,376 @@
+"""What a server knows of the tasks it reads, so reads scale with tasks, not with polls.
+
+A server follows each running task it is asked about (or created) with one long poll of
+its history (a `Watch`), and answers reads from its last `describe()` of the task (`Known`)
+for as long as that poll has seen no event past it that changes an answer. An ask, an
+answer, a cancel through any server and the close each add such an event, so they show
+at the next read; a workflow's own bookkeeping (`_UNSEEN_BY_READS`) changes none. Progress
+(a running leg's heartbeat details) adds no event: it is re-read once the known copy is as
+old as the progress had stood still, within `_PROGRESS_RECHECK_MIN` and `progress_refresh`.
+A quiet task so costs one request per long poll instead of one `describe()` per read.
+
+A task this server just created is followed for its close alone for `_CLOSE_ONLY_FOR`, so a
+short task costs one long poll instead of one per event. Meanwhile what a `describe()` found
+answers only briefly (`_CLOSE_ONLY_FIRST_RECHECK`, then `_CLOSE_ONLY_RECHECK` while the task
+runs, backing off up to `read_recheck` while it waits for a worker), so an ask still shows.
+
+A read is held, waiting for the task to change from what reads last answered, for
+`read_hold` after this server created the task, and for up to `reread_hold` when it comes
+within `_QUICK_REREAD` of a `working` answer (a client waiting on the task): the close ends
+the wait at once with the result, any other change shows at the next re-read
+(`Watch.recheck`). Both holds stay short because a client's request timeout cuts a held
+read short with an error.
+
+Concurrent reads of one task share one `describe()`. A closed task is answered from a
+bounded cache (`Closed`) until its TTL ends; an operator can start a closed workflow again
+(a reset), so a remembered close is re-checked one poll interval after it was last found
+current, then at doubling intervals up to `_CLOSED_RECHECK_MAX`. At most `watched_tasks`
+tasks are followed (each is one of the namespace's long polls, which Temporal caps; a
+refusal pauses following new tasks for `_REFUSED_PAUSE`); past that, and when a long poll
+fails, reads describe the task every time. A task no read asked about for `_WATCH_IDLE` is
+let go.
+
+One watch's state and the decisions made from it (`Watch`, and the constants named above
+but `_CLOSE_ONLY_FOR`, `_CLOSED_RECHECK_MAX` and `_REFUSED_PAUSE`) are in `_watch`; this
+module does the I/O. Everything here is keyed by workflow id, never by task id: the task
+methods derive the key from the caller's scope and pass in what re-reads or answers a task,
+so this module needs no scope and imports nothing of theirs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import HistoryEventFilterType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.workflowservice.v1 import (
+    GetWorkflowExecutionHistoryRequest,
+    GetWorkflowExecutionHistoryResponse,
+)
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
+
+from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
+from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal.server._watch import Known, Timing, Watch
+from fastmcp_temporal.workflows.models import TaskOutcome
+
+# Closed tasks answered from memory: at most this many, each result at most this big.
+_CLOSED_CACHE_ENTRIES = 1_000
+_CLOSED_CACHE_MAX_RESULT_CHARS = 64 * 1024
+# A remembered close is re-checked for a new run (a reset) one poll interval after it was
+# known current, then after twice as long each time the run is the same, up to this.
+_CLOSED_RECHECK_MAX = timedelta(minutes=1)
+# Temporal refused a long poll (its cap on concurrent long polls per namespace): follow
+# no new task for this long.
+_REFUSED_PAUSE = timedelta(minutes=1)
+# A task this server just created is followed for its close alone this long: a short
+# task's dozen events would each end a long poll, and none of them changes an answer.
+_CLOSE_ONLY_FOR = timedelta(seconds=2)
+# Temporal answers a long poll empty this long before the caller's deadline.
+_LONG_POLL_TAIL = timedelta(seconds=1)
+
+Described = tuple[WorkflowExecutionDescription, dict[str, Any]]  # one `describe()`, and the memo it read
+
+
+@dataclass(frozen=True)
+class Closed:
+    """What a closed run of a task answers until its TTL ends, while it is the workflow's latest.
+
+    A run never changes once closed, but an operator can start the workflow again (a reset):
+    a read `recheck` seconds after `checked_at` describes the workflow to compare its run.
+    """
+
+    status: TaskStatus
+    fields: dict[str, Any]
+    timing: Timing
+    expires_at: datetime
+    run_id: str
+    checked_at: float  # event-loop time `run_id` was last known to be the latest run
+    recheck: float
+
+    def due(self, now: float) -> bool:
+        return now - self.checked_at >= self.recheck
+
+    def confirmed(self, now: float) -> Closed:
+        """Still the latest run at `now`: re-checked after twice as long next time."""
+        recheck = min(2 * self.recheck, _CLOSED_RECHECK_MAX.total_seconds())
+        return replace(self, checked_at=now, recheck=recheck)
+
+
+# What the task methods pass in: a completed outcome's answer (None: expired unanswered), a
+# remembered close's answer, and a fresh answer of the task given how old its progress may be.
+OutcomeState = Callable[[TaskOutcome], tuple[TaskStatus, dict[str, Any]] | None]
+ClosedAnswer = Callable[[Closed], GetTaskResult]
+Reread = Callable[[float], Awaitable[GetTaskResult]]
+
+
+class KnownTasks:
+    """The watches, held reads, shared reads and remembered closes of one running extension."""
+
+    def __init__(self, client: Client, settings: TemporalTasksSettings, outcome_state: OutcomeState) -> None:
+        self._client = client
+        self._settings = settings
+        self._outcome_state = outcome_state
+        self._closed: OrderedDict[str, Closed] = OrderedDict()
+        self._reads: dict[str, asyncio.Future[Described]] = {}
+        self._watches: dict[str, Watch] = {}
+        self._storeless = replace(client.data_converter, external_storage=None)
+        self._follow_after = 0.0  # loop time before which no new task is followed (see _REFUSED_PAUSE)
+
+    def watch_created(
+        self, key: str, handle: WorkflowHandle[Any, TaskOutcome], timing: Timing, run_id: str
+    ) -> None:
+        """Follow a task just created here, for its close alone at first, holding its first
+        reads for `read_hold`."""
+        watch = self.follow(key, handle, timing, run_id, close_only=True)
+        if watch is not None and (read_hold := self._settings.read_hold):
+            watch.hold_until = watch.last_read + read_hold.total_seconds()
+            watch.answered_at = watch.last_read  # its creation answered `working`: see `hold_quick_reread`
+
+    def close(self) -> None:
+        """Stop every watch (the server is stopping)."""
+        for watch in list(self._watches.values()):
+            if watch.follow is not None:
+                watch.follow.cancel()
+
+    def watch_of(self, key: str) -> Watch | None:
+        return self._watches.get(key)
+
+    async def current(self, watch: Watch, progress_refresh: float) -> Known | None:
+        """What the watch knows of its task, while current (see `Watch.current`); the read keeps
+        the watch from going idle."""
+        loop = asyncio.get_running_loop()
+        watch.last_read = loop.time()
+        await watch.first_page()
+        return watch.current(loop.time(), progress_refresh, watch.recheck(self._read_recheck))
+
+    @property
+    def _read_recheck(self) -> float:
+        return self._settings.read_recheck.total_seconds()
+
+    async def held_answer(
+        self, key: str, closed_answer: ClosedAnswer, reread: Reread
+    ) -> GetTaskResult | None:
+        """The task's answer once it differs from what reads last got, within a hold; None when
+        no hold applies, or it ends unchanged.
+
+        The close comes from the watch at once, and so does any change while the watch
+        follows every event; progress, and while it follows the close alone an ask or a
+        cancel through another server, from re-reading the task every `Watch.recheck`.
+        """
+        if (watch := self._watches.get(key)) is None:
+            return None
+        loop = asyncio.get_running_loop()
+        watch.hold_quick_reread(loop.time(), self._settings.reread_hold.total_seconds())
+        while (hold := watch.hold_until - loop.time()) > 0 and watch.follow is not None:
+            recheck = watch.recheck(self._read_recheck)
+            changed = watch.next_change()
+            await asyncio.wait(
+                [watch.follow, changed], timeout=min(hold, recheck), return_when=asyncio.FIRST_COMPLETED
+            )
+            if (closed := self.cached_closed(key)) is not None:
+                return closed_answer(closed)
+            if watch.follow.done() or (hold <= recheck and not changed.done()):
+                return None
+            answer = await reread(min(recheck, self._settings.progress_refresh.total_seconds()))
+            if watch.differs(answer):
+                return answer
+        return None
+
+    def answered(self, key: str, answer: GetTaskResult) -> None:
+        if (watch := self._watches.get(key)) is not None:
+            watch.answered(answer, asyncio.get_running_loop().time())
+
+    def end_hold(self, key: str) -> None:
+        if (watch := self._watches.get(key)) is not None:
+            watch.hold_until = 0.0
+
+    def forget(self, key: str) -> None:
+        """After a write through this server, later reads read afresh and are not held.
+
+        A task written to is interactive: one followed for its close alone is let go, so
+        the next read follows every event and its holds end at the next ask.
+        """
+        if (watch := self._watches.get(key)) is not None:
+            watch.hold_until, watch.known = 0.0, None
+            if watch.close_only and watch.follow is not None:
+                watch.follow.cancel()
+
+    def follow(
+        self,
+        key: str,
+        handle: WorkflowHandle[Any, TaskOutcome],
+        timing: Timing,
+        run_id: str = "",
+        *,
+        close_only: bool = False,
+    ) -> Watch | None:
+        """Start following a task's history, unless `watched_tasks` are followed already.
+
+        Nor for a while after Temporal refused a long poll: each is one of the namespace's
+        concurrent long polls, which Temporal caps (`frontend.namespaceCount`).
+        """
+        now = asyncio.get_running_loop().time()
+        if len(self._watches) >= self._settings.watched_tasks or now < self._follow_after:
+            return None
+        watch = Watch(handle, timing, now, run_id, close_only=close_only)
+        if close_only:
+            watch.read_history.set()  # nothing before the close is looked for
+        follow = asyncio.create_task(self._follow_history(key, watch))
+        watch.follow = follow
+        self._watches[key] = watch
+        follow.add_done_callback(lambda done: self._unwatch(key, done))
+        return watch
+
+    async def _follow_history(self, key: str, watch: Watch) -> None:
+        """Long-poll the run's history for its next events until it closes or nobody reads it.
+
+        A watch that starts `close_only` waits for the close alone for `_CLOSE_ONLY_FOR`,
+        then reads the whole history and follows every event. An error ends the watch:
+        reads then describe the task, and follow it anew; a refusal (too many long polls)
+        also pauses following new tasks.
+        """
+        client = self._client
+        long_poll = client.workflow_service.get_workflow_execution_history
+        loop = asyncio.get_running_loop()
+        request = _history_request(client.namespace, watch)
+        while True:
+            timeout = _CLOSE_ONLY_FOR + _LONG_POLL_TAIL if watch.close_only else None
+            try:
+                response = await long_poll(request, timeout=timeout)
+            except RPCError as exc:
+                if exc.status == RPCStatusCode.RESOURCE_EXHAUSTED:
+                    self._follow_after = loop.time() + _REFUSED_PAUSE.total_seconds()
+                if not (watch.close_only and exc.status == RPCStatusCode.DEADLINE_EXCEEDED):
+                    raise
+                response = GetWorkflowExecutionHistoryResponse()  # no close yet
+            if watch.close_only and not response.history.events:
+                watch.close_only = False  # still running after _CLOSE_ONLY_FOR: follow every event
+                watch.read_history.clear()  # reads wait for the events so far
+                request = _history_request(client.namespace, watch)
+                continue
+            for event in response.history.events:
+                if not watch.run_id and event.HasField("workflow_execution_started_event_attributes"):
+                    started = event.workflow_execution_started_event_attributes
+                    watch.run_id = started.original_execution_run_id
+                if event.HasField("workflow_execution_completed_event_attributes"):
+                    await self._remember_outcome(key, watch, event)
+                watch.saw(event, loop.time())  # after: a held read it wakes finds the outcome
+            watch.read_history.set()
+            if not response.next_page_token:  # the run has closed
+                return
+            if not response.history.events and watch.idle(loop.time()):
+                return
+            request.next_page_token = response.next_page_token
+
+    async def _remember_outcome(self, key: str, watch: Watch, event: HistoryEvent) -> None:
+        """Cache a completed task's answer from its close event, when small enough.
+
+        Decoded without the payload store: a stored result is never fetched just to be
+        cached (its reference fails to decode, and it is too big for the cache anyway).
+        Anything else (failed, cancelled, expired, a stored result) reads describe.
+        """
+        payloads = event.workflow_execution_completed_event_attributes.result.payloads
+        if sum(payload.ByteSize() for payload in payloads) > _CLOSED_CACHE_MAX_RESULT_CHARS:
+            return
+        try:
+            (outcome,) = await self._storeless.decode(payloads, [TaskOutcome])
+        except Exception:  # a stored result's reference, or one this server cannot decrypt
+            return
+        if (state := self._outcome_state(outcome)) is not None:
+            closed_at = event.event_time.ToDatetime(tzinfo=timezone.utc)
+            expires_at = closed_at + timedelta(milliseconds=watch.timing.ttl_ms)
+            self.remember_closed(key, *state, watch.timing, expires_at, watch.run_id)
+
+    def _unwatch(self, key: str, follow: asyncio.Task[None]) -> None:
+        watch = self._watches.get(key)
+        if watch is not None and watch.follow is follow:
+            del self._watches[key]
+        if not follow.cancelled():
+            follow.exception()  # a failed long poll only ends the watch; reads describe
+
+    async def shared_read(self, handle: WorkflowHandle[Any, Any]) -> Described:
+        """Describe the task's workflow, joining a `describe()` of it already under way."""
+        read = self._reads.get(handle.id)
+        if read is None:
+            read = asyncio.ensure_future(described(handle))
+            self._reads[handle.id] = read
+            read.add_done_callback(lambda done: self._drop_read(handle.id, done))
+        return await asyncio.shield(read)
+
+    def drop_shared_read(self, key: str) -> None:
+        """Later reads start their own `describe()` (a write has just been acknowledged)."""
+        self._reads.pop(key, None)
+
+    def _drop_read(self, key: str, done: asyncio.Future[Any]) -> None:
+        if self._reads.get(key) is done:
+            del self._reads[key]
+        if not done.cancelled():
+            done.exception()  # every reader may have gone; the error is theirs, not the loop's
+
+    def cached_closed(self, key: str) -> Closed | None:
+        """The task's remembered close, unless its TTL has ended or its run is due a re-check."""
+        closed = self._closed.get(key)
+        if closed is not None and closed.expires_at < datetime.now(timezone.utc):
+            del self._closed[key]
+            return None
+        if closed is not None and closed.due(asyncio.get_running_loop().time()):
+            return None
+        return closed
+
+    def confirmed_close(self, key: str, run_id: str) -> Closed | None:
+        """The remembered close of `run_id`, which a `describe()` has just found the latest run."""
+        known = self._closed.get(key)
+        if known is None or known.run_id != run_id:
+            return None
+        self._closed[key] = known.confirmed(asyncio.get_running_loop().time())
+        return self._closed[key]
+
+    def remember_closed(
+        self,
+        key: str,
+        status: TaskStatus,
+        fields: dict[str, Any],
+        timing: Timing,
+        expires_at: datetime,
+        run_id: str,
+    ) -> Closed:
+        """A closed run's answer, remembered (in place of an earlier run's) when its result is small
+        enough; first re-checked one poll interval on."""
+        now = asyncio.get_running_loop().time()
+        closed = Closed(status, fields, timing, expires_at, run_id, now, timing.poll_interval_ms / 1000)
+        self._closed.pop(key, None)
+        if len(json.dumps(fields.get("result"), default=str)) <= _CLOSED_CACHE_MAX_RESULT_CHARS:
+            self._closed[key] = closed
+            while len(self._closed) > _CLOSED_CACHE_ENTRIES:
+                self._closed.popitem(last=False)
+        return closed
+
+
+async def described(handle: WorkflowHandle[Any, Any]) -> Described:
+    """One `describe()` of the task's workflow, and its memo."""
+    description = await handle.describe()
+    return description, await description.memo()
+
+
+def _history_request(namespace: str, watch: Watch) -> GetWorkflowExecutionHistoryRequest:
+    """A long poll of the watched run's history: every event, or its close alone."""
+    return GetWorkflowExecutionHistoryRequest(
+        namespace=namespace,
+        execution=WorkflowExecution(workflow_id=watch.handle.id, run_id=watch.run_id),
+        wait_new_event=True,
+        skip_archival=True,
+        history_event_filter_type=(
+            HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT
+            if watch.close_only
+            else HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT
+        ),
+    )
