@@ -52,7 +52,7 @@ from fastmcp_temporal.server._watch import (
     _close_only_recheck,
     _progress_age,
 )
-from fastmcp_temporal.workflows.models import TaskOutcome
+from fastmcp_temporal.workflows.models import TaskMemo, TaskOutcome
 
 pytestmark = pytest.mark.anyio
 
@@ -104,7 +104,7 @@ def watch(**fields: Any) -> Watch:
 def known(
     found: WorkflowExecutionDescription, read_at: float = 100.0, progress_since: float | None = None
 ) -> Known:
-    return Known(found, {}, read_at, progress_since=read_at if progress_since is None else progress_since)
+    return Known(found, TaskMemo(), read_at, progress_since=read_at if progress_since is None else progress_since)
 
 
 def answer(status: TaskStatus, status_message: str | None = None, **fields: Any) -> GetTaskResult:
@@ -200,11 +200,11 @@ async def test_a_describe_carries_over_since_when_progress_stood_still_until_it_
     followed = watch()
     step_one = await description(legs=((STARTED, b"step 1"),))
 
-    followed.learned(step_one, {}, read_at=10.0)
-    followed.learned(step_one, {}, read_at=20.0)
+    followed.learned(step_one, TaskMemo(), read_at=10.0)
+    followed.learned(step_one, TaskMemo(), read_at=20.0)
     assert followed.known is not None and followed.known.progress_since == 10.0
 
-    followed.learned(await description(legs=((STARTED, b"step 2"),)), {}, read_at=30.0)
+    followed.learned(await description(legs=((STARTED, b"step 2"),)), TaskMemo(), read_at=30.0)
     assert followed.known.progress_since == 30.0
 
 
@@ -220,8 +220,8 @@ async def test_a_describe_sets_the_recheck_only_while_the_close_alone_is_followe
     queued = await description()
     close_only, every_event = watch(close_only=True), watch()
 
-    close_only.learned(queued, {}, read_at=1.0)
-    every_event.learned(queued, {}, read_at=1.0)
+    close_only.learned(queued, TaskMemo(), read_at=1.0)
+    every_event.learned(queued, TaskMemo(), read_at=1.0)
 
     first = _CLOSE_ONLY_FIRST_RECHECK.total_seconds()
     assert close_only.close_only_recheck == 2 * first

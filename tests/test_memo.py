@@ -23,7 +23,6 @@ from fastmcp_temporal.workflows.models import (
     created_memo,
     is_round_field,
     leg_of,
-    open_requests,
     surfaced_key,
 )
 
@@ -83,7 +82,7 @@ def test_a_partially_answered_round() -> None:
     assert len(memo.answered) == 2
     still_open = memo.open_requests()
     assert len(still_open) == 3 and not memo.answered & set(still_open)
-    assert open_requests(raw) == still_open
+    assert TaskMemo.parse(raw).open_requests() == still_open
     assert memo.answered_bytes == (1, 218)
     assert memo.answered_bytes_in_round(still_open) == 218
     assert memo.answered_bytes_in_round([surfaced_key("t", 2, 1)]) == 0  # another round's count

@@ -164,11 +164,6 @@ class TaskMemo:
         return size if {leg_of(key) for key in parked_keys} == {str(leg)} else 0
 
 
-def open_requests(memo: Mapping[str, Any]) -> dict[str, Any]:
-    """The input requests a decoded memo shows still unanswered (`TaskMemo.open_requests`)."""
-    return TaskMemo.parse(memo).open_requests()
-
-
 @dataclass
 class LegPolicy:
     """How each leg's activity is scheduled, fixed when the task is created."""

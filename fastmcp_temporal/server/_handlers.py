@@ -45,16 +45,16 @@ from fastmcp_temporal.server._creation import StartedWorkflow
 from fastmcp_temporal.server._known import Closed, KnownTasks, described
 from fastmcp_temporal.server._scope import workflow_id
 from fastmcp_temporal.server._stalled import EXPIRED_REASON, StalledTasks
+from fastmcp_temporal.server._status import mcp_status
 from fastmcp_temporal.server._watch import Timing
 from fastmcp_temporal.workflows.models import (
+    DEFAULT_POLL_INTERVAL_MS,
     SUBMIT_INPUT_SIGNAL,
     InputAnswers,
+    TaskMemo,
     TaskOutcome,
     UnreadablePayload,
-    open_requests,
 )
-
-DEFAULT_POLL_INTERVAL_MS = 5000
 
 # How long an update waits for the workflow to show its answers applied, so the client's
 # immediate re-poll never sees an answered request again. The re-reads back off from the
@@ -71,7 +71,7 @@ class _Task:
     task_id: str
     handle: WorkflowHandle[Any, Any]
     description: WorkflowExecutionDescription
-    memo: dict[str, Any]
+    memo: TaskMemo
 
     @property
     def running(self) -> bool:
@@ -84,7 +84,7 @@ class _Task:
     def outstanding(self) -> dict[str, Any]:
         if not self.running or self.cancel_requested:
             return {}
-        return open_requests(self.memo)
+        return self.memo.open_requests()
 
 
 class TaskMethods:
@@ -126,17 +126,18 @@ class TaskMethods:
         return await self._answer(await self._current(task_id, progress_refresh))
 
     async def _answer(self, task: _Task) -> GetTaskResult:
-        fields: dict[str, Any] = {}
         if not task.running:
             return self._closed_result(task.task_id, await self._close(task))
         if await self._stalled.expire_if_due(task.handle, task.description):
             raise task_not_found(task.task_id)
-        if task.cancel_requested:
-            status = "cancelled"
-        elif outstanding := self._unanswered(task):
-            status, fields = "input_required", {"input_requests": outstanding}
-        else:
-            status, fields = "working", {"status_message": await self._status_message(task)}
+        outstanding = self._unanswered(task)
+        status = mcp_status(task.description.status, cancel_requested=task.cancel_requested,
+                            awaiting_input=bool(outstanding))
+        fields: dict[str, Any] = {}
+        if status == "input_required":
+            fields = {"input_requests": outstanding}
+        elif status == "working":
+            fields = {"status_message": await self._status_message(task)}
         if status != "working":  # parked or cancelling: its close is no longer imminent
             self._known.end_hold(self._key(task.task_id))
         return self._result(task, status, **fields)
@@ -165,9 +166,9 @@ class TaskMethods:
     def _timing(self, task: _Task) -> Timing:
         memo = task.memo
         return Timing(
-            created_at=memo.get("createdAt") or task.description.start_time.isoformat(),
-            ttl_ms=int(memo.get("ttlMs") or self._backend.ttl_ms),
-            poll_interval_ms=int(memo.get("pollIntervalMs") or DEFAULT_POLL_INTERVAL_MS),
+            created_at=memo.created_at or task.description.start_time.isoformat(),
+            ttl_ms=memo.ttl_ms or self._backend.ttl_ms,
+            poll_interval_ms=memo.poll_interval_ms,
         )
 
     async def update(self, task_id: str, responses: dict[str, Any]) -> UpdateTaskResult:
@@ -179,8 +180,8 @@ class TaskMethods:
             if key in outstanding
         }
         if answers:
-            applied_bytes = await encoded_size_of(self._backend.client.data_converter, _answered_bytes(task))
-            carried = int(task.memo.get("inputBytes") or 0) + applied_bytes
+            applied = task.memo.answered_bytes_in_round(task.outstanding())
+            carried = task.memo.input_bytes + await encoded_size_of(self._backend.client.data_converter, applied)
             if not await submit_answers(self._backend, task.handle, answers, carried):
                 return UpdateTaskResult()  # closed meanwhile: nothing is waiting for answers
             self._remember_answered(task_id, answers)
@@ -217,7 +218,7 @@ class TaskMethods:
                 if exc.status == RPCStatusCode.NOT_FOUND and not _namespace_missing(exc):
                     continue
                 raise
-            if memo.get("scope") != scope_tag or _expired(description, memo):
+            if memo.scope != scope_tag or _expired(description, memo):
                 raise task_not_found(task_id)
             return _Task(task_id, handle, description, memo)
         raise task_not_found(task_id)
@@ -237,7 +238,7 @@ class TaskMethods:
 
     async def _closed_state(self, task: _Task) -> tuple[TaskStatus, dict[str, Any]]:
         status = task.description.status
-        if status == Status.CANCELED or task.cancel_requested:  # once the wire said cancelled, it stays so
+        if mcp_status(status, cancel_requested=task.cancel_requested) == "cancelled":  # once said, it stays so
             return "cancelled", {}
         if status == Status.COMPLETED:
             outcome = await task.handle.result()
@@ -307,13 +308,6 @@ def _answer_of(task_id: str, status: TaskStatus, timing: Timing, **fields: Any) 
     )
 
 
-def _answered_bytes(task: _Task) -> int:
-    """The converted size of answers already applied in the round the task is parked on."""
-    leg, size = task.memo.get("answeredBytes") or (None, 0)
-    parked_legs = {key.rpartition(":")[2].partition(".")[0] for key in task.outstanding()}
-    return int(size) if parked_legs == {str(leg)} else 0
-
-
 def task_not_found(task_id: str) -> MCPError:
     return MCPError(code=mcp_types.INVALID_PARAMS, message=f"Task {task_id} not found")
 
@@ -323,12 +317,12 @@ def _namespace_missing(exc: RPCError) -> bool:
     return any(detail.Is(NamespaceNotFoundFailure.DESCRIPTOR) for detail in exc.grpc_status.details)
 
 
-def _expires_at(description: WorkflowExecutionDescription, memo: dict[str, Any]) -> datetime:
+def _expires_at(description: WorkflowExecutionDescription, memo: TaskMemo) -> datetime:
     assert description.close_time is not None
-    return description.close_time + timedelta(milliseconds=int(memo.get("ttlMs") or 0))
+    return description.close_time + timedelta(milliseconds=memo.ttl_ms or 0)
 
 
-def _expired(description: WorkflowExecutionDescription, memo: dict[str, Any]) -> bool:
+def _expired(description: WorkflowExecutionDescription, memo: TaskMemo) -> bool:
     if description.close_time is None:
         return False
     return _expires_at(description, memo) < datetime.now(timezone.utc)

@@ -60,7 +60,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.server._watch import Known, Timing, Watch
-from fastmcp_temporal.workflows.models import TaskOutcome
+from fastmcp_temporal.workflows.models import TaskMemo, TaskOutcome
 
 # Closed tasks answered from memory: at most this many, each result at most this big.
 _CLOSED_CACHE_ENTRIES = 1_000
@@ -77,7 +77,7 @@ _CLOSE_ONLY_FOR = timedelta(seconds=2)
 # Temporal answers a long poll empty this long before the caller's deadline.
 _LONG_POLL_TAIL = timedelta(seconds=1)
 
-Described = tuple[WorkflowExecutionDescription, dict[str, Any]]  # one `describe()`, and the memo it read
+Described = tuple[WorkflowExecutionDescription, TaskMemo]  # one `describe()`, and the memo it read
 
 
 @dataclass(frozen=True)
@@ -358,7 +358,7 @@ class KnownTasks:
 async def described(handle: WorkflowHandle[Any, Any]) -> Described:
     """One `describe()` of the task's workflow, and its memo."""
     description = await handle.describe()
-    return description, await description.memo()
+    return description, TaskMemo.parse(await description.memo())
 
 
 def _history_request(namespace: str, watch: Watch) -> GetWorkflowExecutionHistoryRequest:

@@ -21,7 +21,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowExecutionDescription, WorkflowHandle
 
 from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
-from fastmcp_temporal.workflows.models import TaskOutcome
+from fastmcp_temporal.workflows.models import TaskMemo, TaskOutcome
 
 # A followed task no read asked about for this long (and three of its poll intervals)
 # is let go when its long poll next returns.
@@ -80,7 +80,7 @@ class Known:
     """A task as one `describe()` found it, and when (event-loop time)."""
 
     description: WorkflowExecutionDescription
-    memo: dict[str, Any]
+    memo: TaskMemo
     read_at: float
     progress_since: float  # since when its legs' heartbeat details have read the same
 
@@ -145,7 +145,7 @@ class Watch:
         return known
 
     def learned(
-        self, description: WorkflowExecutionDescription, memo: dict[str, Any], read_at: float
+        self, description: WorkflowExecutionDescription, memo: TaskMemo, read_at: float
     ) -> None:
         """What a `describe()` started at `read_at` found; while the close alone is followed, it
         answers for `close_only_recheck`, which it sets anew."""
@@ -211,7 +211,7 @@ def _progress_age(known: Known, progress_refresh: float) -> float:
 
 
 def _known(
-    description: WorkflowExecutionDescription, memo: dict[str, Any], read_at: float, before: Known | None
+    description: WorkflowExecutionDescription, memo: TaskMemo, read_at: float, before: Known | None
 ) -> Known:
     """What a `describe()` started at `read_at` found, carrying over since when progress stood still."""
     known = Known(description, memo, read_at, progress_since=read_at)
