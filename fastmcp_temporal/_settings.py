@@ -215,13 +215,15 @@ class TemporalTasksSettings(BaseSettings):
     # and a cancel reaches a running tool only on its next heartbeat.
     heartbeat_interval: timedelta = Field(
         default=DEFAULT_HEARTBEAT_INTERVAL,
-        description="How often a leg heartbeats once past heartbeat_fast_period (kept 10% and at least "
-        "0.5 s below heartbeat_timeout): a cancel takes up to this long to reach a long-running tool.",
+        description="How often a leg heartbeats once past heartbeat_fast_period (kept safely below "
+        "heartbeat_timeout): a cancel takes up to this long to reach a long-running tool. See "
+        "[Timeouts, retries and resumable tools](timeouts.md#timeouts-retries-and-resumable-tools).",
     )
     heartbeat_fast_period: timedelta = Field(
         default=DEFAULT_HEARTBEAT_FAST_PERIOD,
-        description="For this long after it starts, a leg heartbeats every 200 ms, so a cancel reaches it at "
-        "once (0: never).",
+        description="For this long after it starts, a leg heartbeats fast, so a cancel reaches it at "
+        "once (0: never). See "
+        "[Timeouts, retries and resumable tools](timeouts.md#timeouts-retries-and-resumable-tools).",
     )
     read_hold: timedelta = Field(
         default=timedelta(milliseconds=250),

@@ -180,8 +180,9 @@ class TaskMethods:
             if key in outstanding
         }
         if answers:
-            applied = task.memo.answered_bytes_in_round(task.outstanding())
-            carried = task.memo.input_bytes + await encoded_size_of(self._backend.client.data_converter, applied)
+            converter = self._backend.client.data_converter
+            applied = await encoded_size_of(converter, task.memo.answered_bytes_in_round(task.outstanding()))
+            carried = task.memo.input_bytes + applied
             if not await submit_answers(self._backend, task.handle, answers, carried):
                 return UpdateTaskResult()  # closed meanwhile: nothing is waiting for answers
             self._remember_answered(task_id, answers)
@@ -238,7 +239,8 @@ class TaskMethods:
 
     async def _closed_state(self, task: _Task) -> tuple[TaskStatus, dict[str, Any]]:
         status = task.description.status
-        if mcp_status(status, cancel_requested=task.cancel_requested) == "cancelled":  # once said, it stays so
+        # once the wire said cancelled, it stays so
+        if mcp_status(status, cancel_requested=task.cancel_requested) == "cancelled":
             return "cancelled", {}
         if status == Status.COMPLETED:
             outcome = await task.handle.result()

@@ -7,7 +7,7 @@ and gives the caller what the same tool gives inline:
 - **Log messages and progress.** The leg puts the body's `ctx.log` messages and, when the
   caller sent a `progressToken`, its `ctx.report_progress` reports in its heartbeat details
   (`worker/_notices.py`). While a leg runs, the server describes the workflow every
-  `DESCRIBE_EVERY` (1 s) and sends what is new through the request's own `Context`, so a
+  `DESCRIBE_EVERY` and sends what is new through the request's own `Context`, so a
   message honours the session's `logging/setLevel` as an inline one does; the leg's
   outcome (its `ActivityTaskCompleted` event) carries what its last heartbeat may have
   missed, relayed before the call answers. Notices come in order, each once; what a

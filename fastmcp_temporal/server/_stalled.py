@@ -7,7 +7,7 @@ runs, and its TTL timer fires with no worker to end it. Temporal keeps no record
 which builds still have workers (it remembers pollers for minutes after they stop), so
 a task counts as stalled when its pending workflow task has waited `STALL_GRACE` for a
 worker, or has failed before and waits for a retry: a live worker takes one within
-milliseconds, and a stopped worker's sticky queue hands it on after 5 s.
+milliseconds, and a stopped worker's sticky queue hands it on after the plugin's `STICKY_TIMEOUT`.
 
 For a stalled task the servers do what no worker can: a `tasks/cancel` terminates the
 workflow (`CANCELLED_REASON`), and a read past its TTL timer terminates it

@@ -2,7 +2,7 @@
 
 A Temporal activity learns of cancellation only from the answer to a heartbeat, and
 every heartbeat is a billed Action on Temporal Cloud. A leg therefore heartbeats fast
-(every 200 ms) for its first `fast_period`, when an impatient client most often
+(every `FAST_INTERVAL`) for its first `fast_period`, when an impatient client most often
 cancels, then every `interval`, kept safely below the heartbeat timeout. The first
 beat comes one interval in, so a leg that ends sooner costs no heartbeat at all. The ticker
 is the leg's only heartbeat source, so this cadence is what Temporal records.
