@@ -21,7 +21,7 @@ import pytest
 
 from fastmcp_temporal.cli._main import _parser
 from fastmcp_temporal.devserver._server import free_port
-from servers import assert_startup_paragraph, silent_tcp_server
+from helpers.servers import assert_startup_paragraph, silent_tcp_server
 
 SERVER = """
 from fastmcp import FastMCP

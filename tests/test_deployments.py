@@ -56,20 +56,11 @@ from temporalio.worker import Worker, WorkerDeploymentConfig
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension, execution_policy
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from task_wire import (
-    DEADLINE,
-    accept,
-    ask,
-    eventually,
-    status_becomes,
-    tasks_cancel,
-    tasks_get,
-    tasks_update,
-    text_of,
-)
-from test_operator_cli import cli, listed
-from test_payloads import _none_running
-from test_temporal_config import WORKER_SERVER
+from helpers.cli import cli, listed
+from helpers.servers import WORKER_SERVER
+from helpers.temporal import no_workflow_running
+from helpers.waits import DEADLINE, eventually, status_becomes
+from helpers.wire import accept, ask, tasks_cancel, tasks_get, tasks_update, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -233,7 +224,7 @@ async def test_tasks_finish_on_the_build_that_started_them_and_the_old_build_dra
                 assert set(await builds_of_workflow_tasks(temporal, task.task_id)) == {"b"}
             upgraded = await builds_of_workflow_tasks(temporal, upgrading.task_id)
             assert upgraded[0] == "a" and upgraded[-1] == "b"
-            await _none_running(b.extension)
+            await no_workflow_running(b.extension)
 
 
 async def test_an_auto_upgrade_extension_moves_tasks_to_the_new_build_but_not_a_pinned_tool(
@@ -256,7 +247,7 @@ async def test_an_auto_upgrade_extension_moves_tasks_to_the_new_build_but_not_a_
             assert await answer_twice(a_client, moving, "x", "y") == "A B:x B:y"
             assert await answer_twice(a_client, staying, "x", "y") == "A A:x A:y"
             assert set(await builds_of_workflow_tasks(temporal, staying.task_id)) == {"a"}
-            await _none_running(b.extension)
+            await no_workflow_running(b.extension)
 
 
 async def workflow_status(temporal: TemporalClient, task_id: str) -> WorkflowExecutionStatus | None:
@@ -325,7 +316,7 @@ async def test_a_task_pinned_to_a_build_without_workers_is_listed_and_its_cancel
             await tasks_get(b_client, to_expire.task_id)
         code, out, err = await cli(temporal_server, "show", "--json", "--", to_expire.task_id)
         assert code == 0 and json.loads(out)["status"] == "expired", err
-        await _none_running(b.extension)
+        await no_workflow_running(b.extension)
 
 
 async def ramp(temporal: TemporalClient, version: WorkerDeploymentVersion, percentage: float) -> None:

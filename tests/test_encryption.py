@@ -52,20 +52,10 @@ from fastmcp_temporal.connection._codec import (
 )
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from servers import http_client, server_with, serving_http, verifier
-from task_wire import (
-    DEADLINE,
-    accept,
-    ask,
-    finished,
-    polled_until,
-    question,
-    start_broken_task,
-    status_becomes,
-    tasks_get,
-    tasks_update,
-    text_of,
-)
+from helpers.servers import http_client, server_with, serving_http, verifier
+from helpers.temporal import start_broken_task
+from helpers.waits import DEADLINE, finished, polled_until, status_becomes
+from helpers.wire import accept, ask, question, tasks_get, tasks_update, text_of
 
 pytestmark = pytest.mark.anyio
 

@@ -30,19 +30,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from servers import server_with
-from task_wire import (
-    DEADLINE,
-    accept,
-    ask,
-    eventually,
-    finished,
-    question,
-    status_becomes,
-    tasks_update,
-    text_of,
-    workflow_closed,
-)
+from helpers.servers import server_with
+from helpers.temporal import workflow_closed
+from helpers.waits import DEADLINE, eventually, finished, status_becomes
+from helpers.wire import accept, ask, question, tasks_update, text_of
 
 pytestmark = pytest.mark.anyio
 

@@ -32,7 +32,7 @@ from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal.worker._heartbeat import HeartbeatCadence
 from fastmcp_temporal.worker._plugin import heartbeat_cadence
 from fastmcp_temporal.workflows.models import LEG_OUTCOME_SIGNAL
-from servers import server_with
+from helpers.servers import server_with
 
 pytestmark = pytest.mark.anyio
 

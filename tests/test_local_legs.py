@@ -43,22 +43,13 @@ import fault_app
 from fastmcp_temporal import TemporalTasksExtension, checkpoint, execution_policy
 from fastmcp_temporal.devserver._server import DevServer, free_port
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from fault_processes import AttemptLog, Processes
-from result_cases import RETURN_CASES, wire
-from servers import NoTasksClient, server_with, square
-from task_wire import (
-    DEADLINE,
-    accept,
-    ask,
-    eventually,
-    finished,
-    status_becomes,
-    tasks_cancel,
-    tasks_get,
-    tasks_update,
-    workflow_closed,
-)
-from test_metrics import sample
+from helpers.metrics import sample
+from helpers.processes import AttemptLog, Processes
+from helpers.results import RETURN_CASES, wire
+from helpers.servers import NoTasksClient, server_with, square
+from helpers.temporal import workflow_closed
+from helpers.waits import DEADLINE, eventually, finished, status_becomes
+from helpers.wire import accept, ask, tasks_cancel, tasks_get, tasks_update
 
 pytestmark = pytest.mark.anyio
 

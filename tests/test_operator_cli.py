@@ -13,8 +13,6 @@ markup, no terminal escapes).
 from __future__ import annotations
 
 import json
-import os
-import sys
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -28,42 +26,16 @@ from mcp_types import ElicitRequest, InputRequiredResult
 
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from servers import NoTasksClient, http_client, server_with, serving_http, square, verifier
-from task_wire import DEADLINE, accept, question, status_becomes, tasks_update
+from helpers.cli import cli, listed
+from helpers.servers import NoTasksClient, http_client, server_with, serving_http, square, verifier
+from helpers.waits import DEADLINE, status_becomes
+from helpers.wire import accept, question, tasks_update
 
 pytestmark = pytest.mark.anyio
 
 KEY = "a-test-key-that-is-long-enough-for-fernet"
 OTHER_KEY = "another-test-key-that-is-long-enough-for-fernet"
 QUESTION = "Which region, operator?"
-
-
-async def cli(server: DevServer, *args: str) -> tuple[int, str, str]:
-    """Run `fastmcp-temporal tasks ARGS` in a fresh process (without blocking the worker's loop)."""
-    return await fastmcp_temporal_cli(server, "tasks", *args)
-
-
-async def fastmcp_temporal_cli(server: DevServer, *args: str) -> tuple[int, str, str]:
-    """Run `fastmcp-temporal ARGS` against `server` in a fresh process; exit code, stdout, stderr."""
-    environment = {k: v for k, v in os.environ.items() if k != "FASTMCP_TEMPORAL_ENCRYPTION_KEY"}
-    environment["FASTMCP_TEMPORAL_ADDRESS"] = server.address
-    command = [sys.executable, "-m", "fastmcp_temporal.cli", *args]
-    done = await anyio.run_process(command, env=environment, check=False)
-    return done.returncode, done.stdout.decode(), done.stderr.decode()
-
-
-async def listed(
-    server: DevServer, *args: str, until: Callable[[list[dict[str, Any]]], bool]
-) -> list[dict[str, Any]]:
-    """`tasks list --json ARGS` once visibility shows what `until` expects."""
-    with anyio.fail_after(DEADLINE * 2):
-        while True:
-            code, out, err = await cli(server, "list", "--json", *args)
-            assert code == 0, err
-            rows = json.loads(out)
-            if until(rows):
-                return rows
-            await anyio.sleep(0.2)
 
 
 def two_servers(extension_for: Callable[..., Any], suffix: str) -> tuple[FastMCP, FastMCP]:

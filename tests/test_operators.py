@@ -16,9 +16,11 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.cli._tasks import STATUS_QUERIES
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from servers import server_with, square
-from task_wire import DEADLINE, start_broken_task, status_becomes, tasks_cancel, tasks_get, workflow_closed
-from task_wire import ask as asking_for
+from helpers.servers import server_with, square
+from helpers.temporal import start_broken_task, workflow_closed
+from helpers.waits import DEADLINE, status_becomes
+from helpers.wire import ask as asking_for
+from helpers.wire import tasks_cancel, tasks_get
 
 pytestmark = pytest.mark.anyio
 

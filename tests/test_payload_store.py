@@ -43,10 +43,11 @@ from fastmcp_temporal.connection._stores import FolderStorageDriver
 from fastmcp_temporal.connection._unreadable import LostPayloadsAsUnreadable, UnreadablePayloadConverter
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from servers import server_with
-from task_wire import DEADLINE, accept, question, status_becomes, tasks_get, tasks_update, text_of
-from test_operator_cli import fastmcp_temporal_cli
-from test_read_watch import reset_workflow
+from helpers.cli import fastmcp_temporal_cli
+from helpers.servers import server_with
+from helpers.temporal import reset_workflow
+from helpers.waits import DEADLINE, status_becomes
+from helpers.wire import accept, question, tasks_get, tasks_update, text_of
 
 pytestmark = pytest.mark.anyio
 

@@ -43,8 +43,10 @@ from fastmcp_temporal.connection._stores import STORE_THRESHOLD, FolderStorageDr
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, InputAnswers
-from servers import serving_http
-from task_wire import DEADLINE, question, status_becomes, tasks_get, tasks_update
+from helpers.servers import serving_http
+from helpers.temporal import no_workflow_running
+from helpers.waits import DEADLINE, status_becomes
+from helpers.wire import question, tasks_get, tasks_update
 
 pytestmark = pytest.mark.anyio
 
@@ -102,12 +104,6 @@ async def _history_bytes(address: str, task_id: str) -> bytes:
     return b"".join(event.SerializeToString() for event in history.events)
 
 
-async def _running_on(extension: TemporalTasksExtension) -> list[str]:
-    assert extension.client is not None
-    query = f"TaskQueue = '{extension.temporal_settings.task_queue}' AND ExecutionStatus = 'Running'"
-    return [execution.id async for execution in extension.client.list_workflows(query)]
-
-
 async def _listed_on(extension: TemporalTasksExtension, at_least: int) -> list[str]:
     """The workflows of this test's queue, once visibility lists `at_least` of them."""
     assert extension.client is not None
@@ -116,14 +112,6 @@ async def _listed_on(extension: TemporalTasksExtension, at_least: int) -> list[s
         while len(ids := [execution.id async for execution in extension.client.list_workflows(query)]) < at_least:
             await anyio.sleep(0.1)
     return ids
-
-
-async def _none_running(extension: TemporalTasksExtension) -> None:
-    """Visibility lags; wait until no workflow of this test's queue is listed as running."""
-    with anyio.fail_after(DEADLINE):
-        while running := await _running_on(extension):
-            await anyio.sleep(0.2)
-    assert running == []
 
 
 async def _round_trip(
@@ -138,7 +126,7 @@ async def _round_trip(
         client = await stack.enter_async_context(Client(target, elicitation_handler=_answering(answer)))
         task = await call_tool_task(client, "echo", {"blob": blob})
         result = await task.result()
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert result.data == blob + answer
     assert runs == ["echo", "echo"]
     return blob, answer, task.task_id
@@ -202,7 +190,7 @@ async def test_a_request_over_http_request_limit_is_refused_with_its_size_and_th
         streamed = await _post_without_length(url)
         assert streamed.status_code == 413
         assert "more than 1,048,577 bytes" in streamed.json()["error"]["message"]
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == []
 
 
@@ -268,7 +256,7 @@ async def test_requests_past_the_request_memory_budget_are_refused_retryably_and
         retried = await call_tool_task(client, "echo", {"blob": big})
         assert (await retried.result()).data == big + "!"
         listed = await _listed_on(extension, at_least=2)
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert sorted(listed) == sorted(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id) for task in (within, retried))
     assert sorted(runs) == ["echo", "echo", "produce"]
 
@@ -312,7 +300,7 @@ async def test_an_oversize_answer_is_refused_and_nothing_is_signalled(
         assert (await tasks_get(client, task.task_id)).status == "input_required"
         history = await _history_bytes(temporal_server.address, task.task_id)
         await task.cancel()
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert b"submit_input" not in history
     assert runs == ["echo"]
 
@@ -326,7 +314,7 @@ async def test_a_result_that_cannot_be_kept_ends_the_task_once_with_its_size(mak
         assert done.result is not None and done.result["isError"] is True
         (block,) = done.result["content"]
         assert "The tool's result: 2,5" in block["text"] and "2,080,768 bytes" in block["text"]
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == ["produce"]
 
 
@@ -358,7 +346,7 @@ async def test_answers_that_add_up_past_the_limit_are_refused_and_a_signal_past_
         await handle.signal(SUBMIT_INPUT_SIGNAL, InputAnswers({second: encode_answer({"method": "elicitation/create"}, big)}))
         failed = await status_becomes(task, "failed")
         assert "FASTMCP_TEMPORAL_PAYLOAD_STORE" in (failed.status_message or "")
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == ["ask_twice"]
 
 
@@ -402,7 +390,7 @@ async def test_a_result_the_store_failed_to_take_is_stored_once_it_answers_witho
     async with Client(_server(extension, runs)) as client:
         task = await call_tool_task(client, "produce", {"size": size}, raise_on_error=False)
         done = await task.wait(timeout=DEADLINE)
-        await _none_running(extension)
+        await no_workflow_running(extension)
 
     assert done.status == "completed", done.status_message
     assert done.result is not None and done.result["structuredContent"] == {"result": "r" * size}
@@ -494,4 +482,4 @@ async def test_big_input_requests_are_stored_too(make_extension, tmp_path: Path)
         (request,) = (parked.input_requests or {}).values()
         assert request["params"]["message"] == message
         assert (await task.result()).data == "answered"
-        await _none_running(extension)
+        await no_workflow_running(extension)

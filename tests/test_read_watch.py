@@ -30,11 +30,11 @@ from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import DevServer, find_temporal_binary
-from servers import server_with
-from task_wire import DEADLINE, accept, ask, tasks_cancel, tasks_get, tasks_update
-from temporal_requests import TemporalRequests
-from test_tool_changes import no_workflow_running
+from fastmcp_temporal.devserver._server import DevServer
+from helpers.servers import gated_tool, server_with
+from helpers.temporal import TemporalRequests, no_workflow_running, reset_workflow
+from helpers.waits import DEADLINE
+from helpers.wire import accept, ask, tasks_cancel, tasks_get, tasks_update
 
 pytestmark = pytest.mark.anyio
 
@@ -199,17 +199,6 @@ async def _a_task_no_worker_runs(
                 await handle.terminate()
 
 
-def _gated(started: anyio.Event, release: anyio.Event) -> Callable[..., Any]:
-    """A tool, `gated`, that says it started and returns "done" once released; it reports no progress."""
-
-    async def gated() -> str:
-        started.set()
-        await release.wait()
-        return "done"
-
-    return gated
-
-
 async def _requests_for_reads(requests: TemporalRequests, client: Client, task_id: str, status: str) -> int:
     """Read the task `READS` times (each shows `status`); the Temporal requests that cost."""
     before = requests.count()
@@ -228,7 +217,7 @@ async def test_a_quiet_task_read_many_times_costs_a_few_temporal_requests(
     progress is re-read as its copy ages (after 1 s, 2 s, 4 s ... of standing still).
     """
     started, release = anyio.Event(), anyio.Event()
-    gated = _gated(started, release)
+    gated = gated_tool(started, release)
     requests = TemporalRequests()
     worker = server_with(make_extension(), parks, gated, name="worker")
     # reads 50 ms apart would each wait up to reread_hold: this counts what reads cost, not how long they wait
@@ -285,16 +274,6 @@ async def test_progress_shows_within_progress_refresh(
         finish.set()
         assert (await task.result()).structured_content == {"result": "done"}
         await no_workflow_running(temporal, task_queue)  # while the worker still runs: it closes them
-
-
-async def reset_workflow(temporal_server: DevServer, workflow: str) -> None:
-    """What an operator does to re-run a task: `temporal workflow reset --type FirstWorkflowTask`."""
-    await anyio.run_process(
-        [
-            str(find_temporal_binary()), "workflow", "reset", "--address", temporal_server.address,
-            "--workflow-id", workflow, "--type", "FirstWorkflowTask", "--reason", "re-run the task",
-        ]
-    )
 
 
 async def test_every_server_follows_a_reset_task_to_its_new_run(

@@ -21,8 +21,10 @@ from temporalio.worker import Replayer
 from fastmcp_temporal import encrypted_data_converter
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal.workflows.task import McpTaskWorkflow
-from servers import server_with, square
-from task_wire import accept, ask, eventually, finished, tasks_update, workflow_closed
+from helpers.servers import server_with, square
+from helpers.temporal import workflow_closed
+from helpers.waits import eventually, finished
+from helpers.wire import accept, ask, tasks_update
 
 pytestmark = pytest.mark.anyio
 

@@ -11,12 +11,11 @@ finding no RUNNING workflow on its queue, and counts the tool's real runs.
 from __future__ import annotations
 
 import logging
-import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import mcp_types
@@ -39,109 +38,16 @@ from fastmcp_temporal.workflows.models import (
     LateLegOutcome,
     LegOutcome,
 )
-from task_wire import (
-    DEADLINE,
-    accept,
-    ask,
-    eventually,
-    status_becomes,
-    tasks_cancel,
-    tasks_get,
-    tasks_update,
-    workflow_closed,
-)
-from test_operator_cli import fastmcp_temporal_cli
-from test_payloads import _none_running
+from helpers.cli import fastmcp_temporal_cli
+from helpers.stores import FolderStore, S3Store, Store
+from helpers.temporal import no_workflow_running, workflow_closed
+from helpers.waits import DEADLINE, eventually, status_becomes
+from helpers.wire import accept, ask, tasks_cancel, tasks_get, tasks_update
 
 pytestmark = pytest.mark.anyio
 
 BIG = 300 * 1024  # over the 256 KiB at which payloads go to the store
 LOST = "no longer in the payload store"
-
-
-class Store(Protocol):
-    setting: str
-
-    def keys(self) -> set[str]: ...
-    def damage(self, key: str, how: str) -> None: ...
-    def take_away(self) -> Callable[[], None]: ...
-    def put(self, name: str, data: bytes) -> None: ...
-
-
-class FolderStore:
-    def __init__(self, folder: Path) -> None:
-        self.folder, self.setting = folder, str(folder)
-
-    def keys(self) -> set[str]:
-        return {str(path) for path in self.folder.rglob("*") if path.is_file() and not path.name.startswith(".")}
-
-    def take_away(self) -> Callable[[], None]:
-        """Unmount it: the mount point stays, an empty folder (0700); returns what mounts it back."""
-        away = self.folder.rename(self.folder.with_name("unmounted"))
-        self.folder.mkdir(mode=0o700)
-
-        def mount() -> None:
-            shutil.rmtree(self.folder)
-            away.rename(self.folder)
-
-        return mount
-
-    def put(self, name: str, data: bytes) -> None:
-        """Write `data` as the store's `name` (relative to the store, as an S3 key is to the prefix)."""
-        (self.folder / name).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        (self.folder / name).write_bytes(data)
-
-    def damage(self, key: str, how: str) -> None:
-        path = Path(key)
-        data = path.read_bytes()
-        if how == "delete":
-            path.unlink()
-        else:
-            path.write_bytes(data[: len(data) // 2] if how == "truncate" else data[:-1] + bytes([data[-1] ^ 1]))
-
-
-class S3Store:
-    def __init__(self, endpoint: str) -> None:
-        import boto3
-
-        self.s3 = boto3.client("s3", endpoint_url=endpoint)
-        self.s3.create_bucket(Bucket="faults")
-        self.setting = "s3://faults/tasks"
-
-    def keys(self) -> set[str]:
-        """Every payload's key: not the store's marker."""
-        return {key for key in self._all_keys() if not key.endswith(MARKER_NAME)}
-
-    def _all_keys(self) -> set[str]:
-        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket="faults")
-        return {item["Key"] for page in pages for item in page.get("Contents", [])}
-
-    def take_away(self) -> Callable[[], None]:
-        """Empty the bucket (a store replaced, an endpoint pointed elsewhere); returns what puts it back."""
-        kept = {key: self.s3.get_object(Bucket="faults", Key=key)["Body"].read() for key in self._all_keys()}
-        self._empty()
-
-        def put_back() -> None:
-            self._empty()
-            for key, data in kept.items():
-                self.s3.put_object(Bucket="faults", Key=key, Body=data)
-
-        return put_back
-
-    def _empty(self) -> None:
-        for key in self._all_keys():
-            self.s3.delete_object(Bucket="faults", Key=key)
-
-    def put(self, name: str, data: bytes) -> None:
-        self.s3.put_object(Bucket="faults", Key=f"tasks/{name}", Body=data)
-
-    def damage(self, key: str, how: str) -> None:
-        data = self.s3.get_object(Bucket="faults", Key=key)["Body"].read()
-        if how == "delete":
-            self.s3.delete_object(Bucket="faults", Key=key)
-            return
-        damaged = data[: len(data) // 2] if how == "truncate" else data[:-1] + bytes([data[-1] ^ 1])
-        self.s3.put_object(Bucket="faults", Key=key, Body=damaged)
 
 
 @pytest.fixture(params=["folder", "s3"])
@@ -206,7 +112,7 @@ async def test_lost_arguments_end_the_task_on_its_next_step(make_extension, stor
         await _answer(client, task, "small")
         failed = await status_becomes(task, "failed")
         assert LOST in (failed.status_message or "")
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == ["two_rounds"]
 
 
@@ -223,7 +129,7 @@ async def test_a_lost_answer_ends_the_task_on_its_next_step(make_extension, stor
         await _answer(client, task, "small")
         failed = await status_becomes(task, "failed")
         assert LOST in (failed.status_message or "")
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == ["two_rounds", "two_rounds"]
 
 
@@ -237,7 +143,7 @@ async def test_a_lost_result_is_named_by_tasks_get(make_extension, store: Store,
         _damage_new(store, before, how)
         with pytest.raises(MCPError) as lost:
             await tasks_get(client, task.task_id)
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert lost.value.error.code == mcp_types.INTERNAL_ERROR
     assert LOST in lost.value.error.message and "FASTMCP_TEMPORAL_PAYLOAD_STORE" in lost.value.error.message
     assert runs == ["produce"]
@@ -260,7 +166,7 @@ async def test_a_task_whose_arguments_are_lost_still_closes_on_cancel_and_ttl(
         assert status != WorkflowExecutionStatus.RUNNING
         expected = "cancelled" if end == "cancel" else "failed"
         assert (await tasks_get(client, task.task_id)).status == expected
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == ["two_rounds"]
 
 
@@ -326,7 +232,7 @@ async def test_a_malformed_answer_signal_is_ignored_and_the_task_goes_on(make_ex
         await _answer(client, task, "first")
         await _answer(client, task, "second")
         assert (await task.result()).data == "both answered"
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == ["two_rounds"] * 3
 
 
@@ -338,7 +244,7 @@ async def test_many_rounds_with_big_arguments_continue_as_new_before_history_fil
         for _ in range(7):
             await _answer(client, task, "next")
         assert (await task.result()).data == f"{1400 * 1024} after 7 rounds"
-        await _none_running(extension)
+        await no_workflow_running(extension)
         assert extension.client is not None
         wf_id = workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id)
         runs_in_temporal = [w async for w in extension.client.list_workflows(f"WorkflowId = '{wf_id}'")]
@@ -363,7 +269,7 @@ async def test_an_answer_that_makes_the_next_leg_too_big_for_the_store_is_refuse
         await _answer(client, task, "small")
         await _answer(client, task, "small")
         assert (await task.result()).data == "both answered"
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == ["two_rounds"] * 3
 
 
@@ -373,7 +279,7 @@ async def test_an_unreachable_store_at_tools_call_says_so(make_extension, s3_end
     async with Client(_server(extension, runs)) as client:
         with pytest.raises(MCPError) as refused:
             await call_tool_task(client, "two_rounds", {"blob": "a" * BIG})
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert refused.value.error.code == mcp_types.INTERNAL_ERROR
     assert "payload store (FASTMCP_TEMPORAL_PAYLOAD_STORE) failed" in refused.value.error.message
     assert runs == []
@@ -412,7 +318,7 @@ async def test_a_store_that_is_away_delays_the_task_and_loses_nothing(make_exten
         away.rename(folder)
         await _answer(client, task, "second")
         assert (await task.result()).data == "both answered"
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == ["two_rounds"] * 3
 
 
@@ -479,7 +385,7 @@ async def test_a_store_that_is_not_the_one_the_task_wrote_to_delays_it_and_loses
         back()
         assert store.keys() == before
         assert (await task.result()).data == f"{BIG} after 1 rounds"
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == ["two_rounds"] * 2
 
 

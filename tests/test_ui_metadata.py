@@ -28,7 +28,8 @@ from fastmcp_temporal import execution_policy
 from fastmcp_temporal.connection._codec import ENCODING
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from task_wire import DEADLINE, question, status_becomes, tasks_update
+from helpers.waits import DEADLINE, status_becomes
+from helpers.wire import question, tasks_update
 
 pytestmark = pytest.mark.anyio
 
