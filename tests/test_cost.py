@@ -24,9 +24,9 @@ from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionSta
 
 from fastmcp_temporal import TemporalTasksExtension, execution_policy
 from fastmcp_temporal.devserver._server import DevServer
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from helpers.cli import cli, listed
 from helpers.servers import server_with
+from helpers.temporal import task_handle
 from helpers.waits import finished
 
 pytestmark = pytest.mark.anyio
@@ -39,8 +39,7 @@ billable_actions = runpy.run_path(str(Path(__file__).parents[1] / "bench" / "bil
 async def _closed_task(
     extension: TemporalTasksExtension, task_id: str
 ) -> tuple[WorkflowExecutionDescription, WorkflowHistory]:
-    assert extension.client is not None
-    handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
+    handle = task_handle(extension, task_id)
     return await handle.describe(), await handle.fetch_history()
 
 

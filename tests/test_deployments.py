@@ -55,10 +55,9 @@ from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension, execution_policy
 from fastmcp_temporal.devserver._server import DevServer
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from helpers.cli import cli, listed
 from helpers.servers import WORKER_SERVER
-from helpers.temporal import no_workflow_running
+from helpers.temporal import no_workflow_running, task_handle
 from helpers.waits import DEADLINE, eventually, status_becomes
 from helpers.wire import accept, ask, tasks_cancel, tasks_get, tasks_update, text_of
 
@@ -161,7 +160,7 @@ async def answer_twice(client: Client, task: ToolTask, first: str, second: str) 
 
 async def builds_of_workflow_tasks(temporal: TemporalClient, task_id: str) -> list[str]:
     """The build id Temporal recorded for every workflow task of the task's workflow."""
-    history = await temporal.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id)).fetch_history()
+    history = await task_handle(temporal, task_id).fetch_history()
     return [
         event.workflow_task_completed_event_attributes.deployment_version.build_id
         for event in history.events
@@ -171,7 +170,7 @@ async def builds_of_workflow_tasks(temporal: TemporalClient, task_id: str) -> li
 
 async def pinned_to(temporal: TemporalClient, task_id: str) -> tuple[int, str]:
     """The task workflow's versioning behaviour and the build it runs on, as Temporal reports them."""
-    described = await temporal.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id)).describe()
+    described = await task_handle(temporal, task_id).describe()
     versioning = described.raw_description.workflow_execution_info.versioning_info
     return versioning.behavior, versioning.deployment_version.build_id
 
@@ -251,7 +250,7 @@ async def test_an_auto_upgrade_extension_moves_tasks_to_the_new_build_but_not_a_
 
 
 async def workflow_status(temporal: TemporalClient, task_id: str) -> WorkflowExecutionStatus | None:
-    return (await temporal.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id)).describe()).status
+    return (await task_handle(temporal, task_id).describe()).status
 
 
 async def read_until_closed(client: Client, temporal: TemporalClient, task_id: str) -> list[str]:

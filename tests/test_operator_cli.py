@@ -25,9 +25,10 @@ from fastmcp_tasks.client import call_tool_task
 from mcp_types import ElicitRequest, InputRequiredResult
 
 from fastmcp_temporal.devserver._server import DevServer
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG
 from helpers.cli import cli, listed
 from helpers.servers import NoTasksClient, http_client, server_with, serving_http, square, verifier
+from helpers.temporal import task_handle
 from helpers.waits import DEADLINE, status_becomes
 from helpers.wire import accept, question, tasks_update
 
@@ -207,7 +208,7 @@ async def test_show_counts_the_legs_of_every_run_of_a_continued_task(
                 while key in ((await task.status()).input_requests or {}):
                     await anyio.sleep(0.05)
         await status_becomes(task, "completed")
-        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        handle = task_handle(extension, task.task_id)
         description = await handle.describe()
         execution = description.raw_description.workflow_execution_info
     assert execution.first_run_id != execution.execution.run_id  # it did continue as new
@@ -241,7 +242,7 @@ async def test_show_lists_the_open_asks_a_run_took_over_inside_a_round(
         for asked in ("a", "b", "c"):  # its history passes 20 events: it continues as new inside the round
             answer = {by_question[asked]: {"action": "accept", "content": {}}}
             await tasks_update(client, task.task_id, answer)
-        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        handle = task_handle(extension, task.task_id)
         execution = (await handle.describe()).raw_description.workflow_execution_info
         code, out, err = await cli(temporal_server, "show", "--json", "--", task.task_id)
         await task.cancel()

@@ -15,9 +15,9 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.cli._tasks import STATUS_QUERIES
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG
 from helpers.servers import server_with, square
-from helpers.temporal import start_broken_task, workflow_closed
+from helpers.temporal import start_broken_task, task_handle, workflow_closed
 from helpers.waits import DEADLINE, status_becomes
 from helpers.wire import ask as asking_for
 from helpers.wire import tasks_cancel, tasks_get
@@ -51,8 +51,7 @@ async def _only_listed(extension: TemporalTasksExtension, query: str, task_id: s
 
 async def _published(extension: TemporalTasksExtension, task_id: str) -> str:
     """The task's McpTaskStatus search attribute; the memo never restates it (a billed event)."""
-    assert extension.client is not None
-    handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
+    handle = task_handle(extension, task_id)
     description = await handle.describe()
     assert "status" not in await description.memo()
     (indexed,) = description.search_attributes["McpTaskStatus"]
@@ -176,8 +175,7 @@ async def test_a_cancelled_task_closes_even_when_its_tool_ignores_the_cancel(mak
         await status_becomes(task, "working")
         await tasks_cancel(client, task.task_id)
         await workflow_closed(extension, task.task_id)
-        assert extension.client is not None
-        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        handle = task_handle(extension, task.task_id)
         assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
         await _only_listed(extension, "McpTaskStatus = 'cancelled'", task.task_id)
         running = f"TaskQueue = '{extension.temporal_settings.task_queue}' AND ExecutionStatus = 'Running'"

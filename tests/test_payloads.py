@@ -41,10 +41,9 @@ from fastmcp_temporal._wire import encode_answer
 from fastmcp_temporal.activities import tool_leg
 from fastmcp_temporal.connection._stores import STORE_THRESHOLD, FolderStorageDriver
 from fastmcp_temporal.devserver._server import DevServer
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, InputAnswers
 from helpers.servers import serving_http
-from helpers.temporal import no_workflow_running
+from helpers.temporal import anonymous_workflow_id, no_workflow_running, task_handle
 from helpers.waits import DEADLINE, status_becomes
 from helpers.wire import question, tasks_get, tasks_update
 
@@ -100,7 +99,7 @@ def _answering(value: str) -> Any:
 async def _history_bytes(address: str, task_id: str) -> bytes:
     """Every event of the task's workflow as Temporal stores it, read without codec or store."""
     bare = await TemporalClient.connect(address)
-    history = await bare.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id)).fetch_history()
+    history = await task_handle(bare, task_id).fetch_history()
     return b"".join(event.SerializeToString() for event in history.events)
 
 
@@ -257,7 +256,7 @@ async def test_requests_past_the_request_memory_budget_are_refused_retryably_and
         assert (await retried.result()).data == big + "!"
         listed = await _listed_on(extension, at_least=2)
         await no_workflow_running(extension)
-    assert sorted(listed) == sorted(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id) for task in (within, retried))
+    assert sorted(listed) == sorted(anonymous_workflow_id(task.task_id) for task in (within, retried))
     assert sorted(runs) == ["echo", "echo", "produce"]
 
 
@@ -278,7 +277,7 @@ async def test_oversize_arguments_are_refused_like_a_bad_call_and_start_nothing(
         sentinel = await call_tool_task(client, "produce", {"size": 1})
         await status_becomes(sentinel, "completed")
         listed = await _listed_on(extension, at_least=1)
-    assert listed == [workflow_id(ANONYMOUS_SCOPE_TAG, sentinel.task_id)]
+    assert listed == [anonymous_workflow_id(sentinel.task_id)]
     assert runs == ["produce"]
 
 
@@ -341,8 +340,7 @@ async def test_answers_that_add_up_past_the_limit_are_refused_and_a_signal_past_
         assert "2,080,768 bytes" in refused.value.error.message
         assert set((await tasks_get(client, task.task_id)).input_requests or {}) == {second}
 
-        assert extension.client is not None
-        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        handle = task_handle(extension, task.task_id)
         await handle.signal(SUBMIT_INPUT_SIGNAL, InputAnswers({second: encode_answer({"method": "elicitation/create"}, big)}))
         failed = await status_becomes(task, "failed")
         assert "FASTMCP_TEMPORAL_PAYLOAD_STORE" in (failed.status_message or "")
@@ -396,7 +394,7 @@ async def test_a_result_the_store_failed_to_take_is_stored_once_it_answers_witho
     assert done.result is not None and done.result["structuredContent"] == {"result": "r" * size}
     assert runs == ["produce"]
     assert store.failures == 0
-    assert [leg for leg in tool_leg._runs if leg[0] == workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id)] == []
+    assert [leg for leg in tool_leg._runs if leg[0] == anonymous_workflow_id(task.task_id)] == []
 
 
 # --- S3, through the SDK's driver, against a local moto server ---------------------------
@@ -452,7 +450,7 @@ async def test_continue_as_new_carries_the_arguments_once(make_extension, tempor
         task = await call_tool_task(client, "rounds", {"blob": marker})
         assert (await task.result()).data == "done"
     bare = await TemporalClient.connect(temporal_server.address)
-    handle = bare.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+    handle = task_handle(bare, task.task_id)
     description = await handle.describe()
     assert description.run_id != description.raw_description.workflow_execution_info.first_run_id
     started = [

@@ -31,7 +31,6 @@ from temporalio.worker import Worker
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension
 from fastmcp_temporal.connection._store_marker import MARKER_NAME, StoreMarker
 from fastmcp_temporal.devserver._server import DevServer
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal.workflows.models import (
     LEG_OUTCOME_SIGNAL,
     SUBMIT_INPUT_SIGNAL,
@@ -40,7 +39,7 @@ from fastmcp_temporal.workflows.models import (
 )
 from helpers.cli import fastmcp_temporal_cli
 from helpers.stores import FolderStore, S3Store, Store
-from helpers.temporal import no_workflow_running, workflow_closed
+from helpers.temporal import anonymous_workflow_id, no_workflow_running, task_handle, workflow_closed
 from helpers.waits import DEADLINE, eventually, status_becomes
 from helpers.wire import accept, ask, tasks_cancel, tasks_get, tasks_update
 
@@ -172,8 +171,7 @@ async def test_a_task_whose_arguments_are_lost_still_closes_on_cancel_and_ttl(
 
 async def _closed(extension: TemporalTasksExtension, task_id: str) -> WorkflowExecutionStatus | None:
     await workflow_closed(extension, task_id)
-    assert extension.client is not None
-    handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
+    handle = task_handle(extension, task_id)
     return (await handle.describe()).status
 
 
@@ -205,8 +203,7 @@ async def test_a_cancel_arriving_with_a_late_leg_outcome_wins(make_extension, te
             task = await call_tool_task(client, "slow")
             await eventually(lambda: started == ["slow"])
         # No worker now: the signal and the cancel reach the workflow in one workflow task.
-        assert api_extension.client is not None
-        handle = api_extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        handle = task_handle(api_extension, task.task_id)
         late = LegOutcome(result={"content": [{"type": "text", "text": "late"}], "isError": False})
         await handle.signal(LEG_OUTCOME_SIGNAL, LateLegOutcome(1, late))
         # Temporal's own cancel: `tasks/cancel` would end a task no worker runs from the server side.
@@ -225,8 +222,7 @@ async def test_a_malformed_answer_signal_is_ignored_and_the_task_goes_on(make_ex
     async with Client(_server(extension, runs)) as client:
         task = await call_tool_task(client, "two_rounds", {"blob": "small"})
         parked = await task.wait(state="input_required", timeout=30)
-        assert extension.client is not None
-        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        handle = task_handle(extension, task.task_id)
         for malformed in ({"answers": "nonsense"}, {"answers": {next(iter(parked.input_requests)): "no"}}):
             await handle.signal(SUBMIT_INPUT_SIGNAL, malformed)
         await _answer(client, task, "first")
@@ -246,7 +242,7 @@ async def test_many_rounds_with_big_arguments_continue_as_new_before_history_fil
         assert (await task.result()).data == f"{1400 * 1024} after 7 rounds"
         await no_workflow_running(extension)
         assert extension.client is not None
-        wf_id = workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id)
+        wf_id = anonymous_workflow_id(task.task_id)
         runs_in_temporal = [w async for w in extension.client.list_workflows(f"WorkflowId = '{wf_id}'")]
     assert len(runs_in_temporal) >= 2
     assert runs == ["two_rounds"] * 8
@@ -310,8 +306,7 @@ async def test_a_store_that_is_away_delays_the_task_and_loses_nothing(make_exten
         await task.wait(state="input_required", timeout=30)
         away = folder.rename(tmp_path / "unmounted")
         await _answer(client, task, "first")  # the worker must replay, and cannot read the arguments
-        assert extension.client is not None
-        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        handle = task_handle(extension, task.task_id)
         with anyio.fail_after(30):
             while (await handle.describe()).raw_description.pending_workflow_task.attempt < 2:
                 await anyio.sleep(0.1)
@@ -369,8 +364,7 @@ async def test_a_store_that_is_not_the_one_the_task_wrote_to_delays_it_and_loses
             assert "nothing was removed" in refused
             assert store.keys() == {_key_of(store, _another_clusters_task(store))}
         await _answer(client, task, "first")  # the worker must replay, and cannot read the arguments
-        assert extension.client is not None
-        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        handle = task_handle(extension, task.task_id)
         with anyio.fail_after(DEADLINE):
             while (described := await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
                 if described.raw_description.pending_workflow_task.attempt >= 3:

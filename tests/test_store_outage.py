@@ -26,9 +26,8 @@ from fastmcp_tasks.client import call_tool_task
 from temporalio.api.enums.v1 import PendingActivityState
 
 from fastmcp_temporal import TemporalTasksExtension, execution_policy
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from helpers.stores import S3Store
-from helpers.temporal import no_workflow_running
+from helpers.temporal import no_workflow_running, task_handle
 from helpers.waits import eventually
 from helpers.wire import tasks_get
 
@@ -171,8 +170,7 @@ def _server(
 
 
 async def _pending_leg(extension: TemporalTasksExtension, task_id: str) -> Any:
-    assert extension.client is not None
-    handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
+    handle = task_handle(extension, task_id)
     pending = (await handle.describe()).raw_description.pending_activities
     return pending[0] if pending else None
 

@@ -25,8 +25,8 @@ from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver._server import DevServer, free_port
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from helpers.servers import WORKER_SERVER, server_with, square
+from helpers.temporal import task_handle
 from helpers.tls import CLIENT_NAME, SERVER_NAME, TlsFiles, TlsProxy, make_tls_files
 
 pytestmark = pytest.mark.anyio
@@ -49,7 +49,7 @@ async def _run_task(extension: TemporalTasksExtension) -> str:
 async def _completed_in_temporal(address: str, namespace: str, task_id: str) -> None:
     """Read the task's workflow straight from the dev server (no TLS, no extension)."""
     plain = await TemporalClient.connect(address, namespace=namespace)
-    handle = plain.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
+    handle = task_handle(plain, task_id)
     assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
 
 

@@ -28,9 +28,8 @@ from temporalio.client import Client as TemporalClient
 
 import redeploy_app
 from fastmcp_temporal.devserver._server import DevServer
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from helpers.processes import AttemptLog, Processes
-from helpers.temporal import no_workflow_running
+from helpers.temporal import no_workflow_running, task_handle
 from helpers.waits import eventually, finished, status_becomes
 from helpers.wire import accept, tasks_update, text_of
 
@@ -127,9 +126,7 @@ async def leg_attempts(temporal: TemporalClient, task_id: str) -> list[int]:
     """The attempt each of the task's legs completed on; fails if a leg failed or timed out for good."""
     attempts: list[int] = []
     closed = 0
-    async for event in temporal.get_workflow_handle(
-        workflow_id(ANONYMOUS_SCOPE_TAG, task_id)
-    ).fetch_history_events():
+    async for event in task_handle(temporal, task_id).fetch_history_events():
         if event.HasField("activity_task_started_event_attributes"):
             attempts.append(event.activity_task_started_event_attributes.attempt)
         assert not event.HasField("activity_task_failed_event_attributes"), event
