@@ -155,4 +155,5 @@ def test_tests_and_bench_keep_off_each_others_path(pytestconfig: pytest.Config) 
         for path in folder.rglob("*.py"):
             where = path.relative_to(REPO)
             assert not _touches_sys_path(path), f"{where} changes sys.path"
-            assert not _top_level_imports(path) & others, f"{where} imports {_top_level_imports(path) & others}"
+            crossing = _top_level_imports(path) & others
+            assert not crossing, f"{where} imports {sorted(crossing)}"
