@@ -17,24 +17,12 @@ from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.cli._tasks import STATUS_QUERIES
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG
 from helpers.servers import server_with, square
-from helpers.temporal import start_broken_task, task_handle, workflow_closed
+from helpers.temporal import start_broken_task, task_handle, workflow_closed, workflows_listed
 from helpers.waits import DEADLINE, status_becomes
 from helpers.wire import ask as asking_for
 from helpers.wire import tasks_cancel, tasks_get
 
 pytestmark = pytest.mark.anyio
-
-
-async def _listed(extension: TemporalTasksExtension, query: str, count: int) -> list[str]:
-    """The workflow ids matching a visibility query on this test's queue, once `count` show."""
-    assert extension.client is not None
-    scoped = f"TaskQueue = '{extension.temporal_settings.task_queue}' AND {query}"
-    with anyio.fail_after(DEADLINE):
-        while True:
-            ids = [execution.id async for execution in extension.client.list_workflows(scoped)]
-            if len(ids) >= count:
-                return ids
-            await anyio.sleep(0.1)
 
 
 async def _only_listed(extension: TemporalTasksExtension, query: str, task_id: str) -> None:
@@ -74,9 +62,10 @@ async def test_tasks_are_searchable_by_tool_status_and_scope(make_extension) -> 
         parked = await call_tool_task(client, "ask")
         await status_becomes(parked, "input_required")
 
-        completed = await _listed(extension, f"McpTool = 'square' AND {STATUS_QUERIES['completed']}", 1)
-        waiting = await _listed(extension, "McpTool = 'ask' AND McpTaskStatus = 'input_required'", 1)
-        anonymous = await _listed(extension, f"McpScope = '{ANONYMOUS_SCOPE_TAG}'", 2)
+        completed_square = f"McpTool = 'square' AND {STATUS_QUERIES['completed']}"
+        completed = await workflows_listed(extension, 1, completed_square)
+        waiting = await workflows_listed(extension, 1, "McpTool = 'ask' AND McpTaskStatus = 'input_required'")
+        anonymous = await workflows_listed(extension, 2, f"McpScope = '{ANONYMOUS_SCOPE_TAG}'")
 
     assert [workflow.endswith(done.task_id) for workflow in completed] == [True]
     assert [workflow.endswith(parked.task_id) for workflow in waiting] == [True]

@@ -43,7 +43,7 @@ from fastmcp_temporal.connection._stores import STORE_THRESHOLD, FolderStorageDr
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, InputAnswers
 from helpers.servers import serving_http
-from helpers.temporal import anonymous_workflow_id, no_workflow_running, task_handle
+from helpers.temporal import anonymous_workflow_id, no_workflow_running, task_handle, workflows_listed
 from helpers.waits import DEADLINE, status_becomes
 from helpers.wire import question, tasks_get, tasks_update
 
@@ -101,16 +101,6 @@ async def _history_bytes(address: str, task_id: str) -> bytes:
     bare = await TemporalClient.connect(address)
     history = await task_handle(bare, task_id).fetch_history()
     return b"".join(event.SerializeToString() for event in history.events)
-
-
-async def _listed_on(extension: TemporalTasksExtension, at_least: int) -> list[str]:
-    """The workflows of this test's queue, once visibility lists `at_least` of them."""
-    assert extension.client is not None
-    query = f"TaskQueue = '{extension.temporal_settings.task_queue}'"
-    with anyio.fail_after(DEADLINE):
-        while len(ids := [execution.id async for execution in extension.client.list_workflows(query)]) < at_least:
-            await anyio.sleep(0.1)
-    return ids
 
 
 async def _round_trip(
@@ -254,7 +244,7 @@ async def test_requests_past_the_request_memory_budget_are_refused_retryably_and
 
         retried = await call_tool_task(client, "echo", {"blob": big})
         assert (await retried.result()).data == big + "!"
-        listed = await _listed_on(extension, at_least=2)
+        listed = await workflows_listed(extension, at_least=2)
         await no_workflow_running(extension)
     assert sorted(listed) == sorted(anonymous_workflow_id(task.task_id) for task in (within, retried))
     assert sorted(runs) == ["echo", "echo", "produce"]
@@ -276,7 +266,7 @@ async def test_oversize_arguments_are_refused_like_a_bad_call_and_start_nothing(
         # A workflow started by the refused call would be listed no later than this task's.
         sentinel = await call_tool_task(client, "produce", {"size": 1})
         await status_becomes(sentinel, "completed")
-        listed = await _listed_on(extension, at_least=1)
+        listed = await workflows_listed(extension, at_least=1)
     assert listed == [anonymous_workflow_id(sentinel.task_id)]
     assert runs == ["produce"]
 

@@ -72,6 +72,20 @@ async def no_workflow_running(reach: TemporalTasksExtension | Client, task_queue
             await anyio.sleep(0.2)
 
 
+async def workflows_listed(
+    extension: TemporalTasksExtension, at_least: int, query: str | None = None
+) -> list[str]:
+    """The ids of the workflows on the extension's task queue (that match the visibility `query`),
+    once visibility lists `at_least` of them."""
+    on_queue = f"TaskQueue = '{extension.temporal_settings.task_queue}'"
+    scoped = f"{on_queue} AND {query}" if query else on_queue
+    temporal = temporal_client(extension)
+    with anyio.fail_after(DEADLINE):
+        while len(ids := [execution.id async for execution in temporal.list_workflows(scoped)]) < at_least:
+            await anyio.sleep(0.1)
+    return ids
+
+
 async def call_workflows(extension: TemporalTasksExtension, expected: int = 1) -> list[WorkflowExecution]:
     """The synchronous-call workflows on this test's task queue, once `expected` are listed."""
     client = temporal_client(extension)
