@@ -19,7 +19,7 @@ from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver._server import DevServer, find_temporal_binary
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, WorkflowKind, workflow_id
-from fastmcp_temporal.workflows.models import LegPolicy, TaskInput, ToolCall
+from fastmcp_temporal.workflows.models import SCOPE_MEMO, TOOL_MEMO, TTL_MEMO, LegPolicy, TaskInput, ToolCall
 from fastmcp_temporal.workflows.task import STATUS_ATTRIBUTE, McpTaskWorkflow
 from helpers.waits import DEADLINE
 
@@ -131,7 +131,7 @@ async def start_broken_task(extension: TemporalTasksExtension, task_id: str) -> 
         broken,
         id=anonymous_workflow_id(task_id),
         task_queue=extension.temporal_settings.task_queue,
-        memo={"scope": ANONYMOUS_SCOPE_TAG, "tool": "square", "ttlMs": 60_000},
+        memo={SCOPE_MEMO: ANONYMOUS_SCOPE_TAG, TOOL_MEMO: "square", TTL_MEMO: 60_000},
         search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS_ATTRIBUTE, "working")]),
     )
 
