@@ -34,27 +34,24 @@ import argparse
 import asyncio
 import json
 import statistics
-import sys
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from bench_server import ask_ok  # bench/ is the script's own folder on sys.path
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
+from fastmcp_tasks.client_models import ClientGetTaskResult, GetTaskRequest, GetTaskRequestParams
 from mcp_types import InputRequiredResult
+from procs import CallCounter
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
 from temporalio.client import Client as TemporalClient
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-
-from fastmcp_temporal import TemporalTasksExtension  # noqa: E402
-from fastmcp_temporal.devserver._server import start_dev_server  # noqa: E402
-from task_wire import ask, tasks_get  # noqa: E402
-from temporal_requests import TemporalRequests  # noqa: E402
+from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal.devserver._server import start_dev_server
 
 RESULTS = Path(__file__).parent / "results"
 TASK_QUEUE = "reads-at-scale"
@@ -68,7 +65,7 @@ _started = Counter[str]()
 async def park(ctx: Context) -> str | InputRequiredResult:
     """Parks on one question until answered."""
     _started["park"] += 1
-    return ask("name")
+    return ask_ok()
 
 
 async def finish() -> str:
@@ -91,6 +88,17 @@ def _server(name: str, extension: TemporalTasksExtension) -> FastMCP:
     server.tool(leg, task=True)
     server.tool(finish, task=True)
     return server
+
+
+async def tasks_get(client: Client, task_id: str) -> ClientGetTaskResult:
+    """A raw `tasks/get` of `task_id`, on whichever server `client` reaches."""
+    request = GetTaskRequest(params=GetTaskRequestParams(task_id=task_id))
+    return await client.session.send_request(request, ClientGetTaskResult)
+
+
+def _requests_so_far(requests: CallCounter) -> Counter[str]:
+    """The Temporal requests of the clients on `requests.runtime` so far, by operation."""
+    return Counter(requests.snapshot())
 
 
 async def _bounded(limit: asyncio.Semaphore, work: Callable[[], Awaitable[Any]]) -> Any:
@@ -141,13 +149,14 @@ async def poll_reads(clients: list[list[Client]], ids: list[str], until: float, 
 
 async def measure(address: str, mode: str, ids: list[str], args: argparse.Namespace) -> dict[str, Any]:
     """Fresh API servers in `mode` read every task for a warm-up round, then for `args.window` seconds."""
-    requests = TemporalRequests()
+    requests = CallCounter()
     if mode == "long-poll":
-        return await _measure_long_polls(await requests.connect(address), requests, ids, args.window)
+        plain = await TemporalClient.connect(address, runtime=requests.runtime)
+        return await _measure_long_polls(plain, requests, ids, args.window)
     watched = 0 if mode == "describe" else (args.watched_tasks or len(ids))
     apis = []
     for i in range(args.servers):
-        client = await requests.connect(address)
+        client = await TemporalClient.connect(address, runtime=requests.runtime)
         extension = TemporalTasksExtension(
             client=client, task_queue=TASK_QUEUE, worker=False, watched_tasks=watched
         )
@@ -159,12 +168,12 @@ async def measure(address: str, mode: str, ids: list[str], args: argparse.Namesp
     try:
         warm: list[float] = []  # every server reads every task once
         await poll_reads(clients, ids, time.monotonic() + POLL_INTERVAL * args.servers, warm)
-        before = requests.count()
+        before = _requests_so_far(requests)
         latencies: list[float] = []
         began = time.monotonic()
         errors = await poll_reads(clients, ids, began + args.window, latencies)
         elapsed = time.monotonic() - began
-        used = requests.count() - before
+        used = _requests_so_far(requests) - before
     finally:
         for row in clients:
             for client in row:
@@ -180,14 +189,14 @@ async def measure(address: str, mode: str, ids: list[str], args: argparse.Namesp
 
 
 async def _measure_long_polls(
-    temporal: TemporalClient, requests: TemporalRequests, ids: list[str], window: float
+    temporal: TemporalClient, requests: CallCounter, ids: list[str], window: float
 ) -> dict[str, Any]:
     """Back-to-back long polls of every task's history for `window` seconds, from one plain client."""
     polls = [_history_request(temporal.namespace, f"mcp-task/anon/{task_id}") for task_id in ids]
     for request in polls:  # the events so far come at once; the next request waits for a new one
         response = await temporal.workflow_service.get_workflow_execution_history(request)
         request.next_page_token = response.next_page_token
-    before = requests.count()
+    before = _requests_so_far(requests)
     began = time.monotonic()
 
     async def follow(request: GetWorkflowExecutionHistoryRequest) -> None:
@@ -197,7 +206,7 @@ async def _measure_long_polls(
 
     following = [asyncio.create_task(follow(request)) for request in polls]
     await asyncio.sleep(window)
-    used, elapsed = requests.count() - before, time.monotonic() - began
+    used, elapsed = _requests_so_far(requests) - before, time.monotonic() - began
     for follower in following:
         follower.cancel()
     await asyncio.gather(*following, return_exceptions=True)

@@ -16,6 +16,7 @@ Also the harness `bench/cancel_latency.py` uses. Everything started is stopped i
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import signal
@@ -27,6 +28,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import anyio
@@ -34,15 +36,27 @@ from fastmcp import Client
 from fastmcp_tasks.client import call_tool_task
 from temporalio.client import Client as TemporalClient
 
+from fastmcp_temporal.devserver._server import start_dev_server
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-
-import fault_app  # noqa: E402
-from fastmcp_temporal.devserver._server import start_dev_server  # noqa: E402
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id  # noqa: E402
-
+FAULT_APP = REPO / "tests" / "fault_app.py"
 CLI = Path(sys.executable).parent / "fastmcp-temporal"
 TASK_QUEUE = "bench"
+
+
+def _load_fault_app() -> ModuleType:
+    """tests/fault_app.py, the app the workers run, loaded from its file: no folder of the tests goes
+    on sys.path, so none of their modules can shadow one of the benchmark's."""
+    spec = importlib.util.spec_from_file_location("fault_app", FAULT_APP)
+    assert spec is not None and spec.loader is not None, FAULT_APP
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+fault_app = _load_fault_app()
 
 
 class Harness:
@@ -60,7 +74,7 @@ class Harness:
 
     def start_worker(self) -> subprocess.Popen[bytes]:
         output = self.workdir / f"worker-{len(self.workers)}.log"
-        command = [str(CLI), "worker", str(REPO / "tests" / "fault_app.py")]
+        command = [str(CLI), "worker", str(FAULT_APP)]
         command += ["--address", self.server.address, "--task-queue", TASK_QUEUE, "--concurrency", "20"]
         with output.open("wb") as sink:
             worker = subprocess.Popen(

@@ -23,8 +23,8 @@ from fastmcp import FastMCP
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver._server import DevServer, start_dev_server
-from fault_processes import AttemptLog, Processes
-from task_wire import DEADLINE
+from helpers.processes import AttemptLog, Processes
+from helpers.waits import DEADLINE
 
 # A retired Worker Deployment Version reports drained this long after its last pinned task
 # closes (Temporal's defaults: 3 minutes each).

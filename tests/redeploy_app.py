@@ -29,7 +29,7 @@ from mcp_types import InputRequiredResult
 
 from fault_app import build_server as build_fault_server
 from fault_app import record
-from task_wire import ask
+from helpers.wire import ask
 
 RELEASES = ("before", "after")
 

@@ -21,20 +21,7 @@ import pytest
 
 from fastmcp_temporal.cli._main import _parser
 from fastmcp_temporal.devserver._server import free_port
-from servers import assert_startup_paragraph, silent_tcp_server
-
-SERVER = """
-from fastmcp import FastMCP
-from fastmcp_temporal import TemporalTasksExtension
-
-mcp = FastMCP("cli-test")
-mcp.add_extension(TemporalTasksExtension())
-
-
-@mcp.tool(task=True)
-async def square(n: int) -> int:
-    return n * n
-"""
+from helpers.servers import WORKER_SERVER, assert_startup_paragraph, silent_tcp_server
 
 
 def fastmcp_temporal(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -57,7 +44,7 @@ def test_a_worker_that_cannot_reach_temporal_exits_with_one_paragraph(
     tmp_path: Path, unreachable: type[nullcontext[str]], reason: str
 ) -> None:
     spec = tmp_path / "server.py"
-    spec.write_text(SERVER)
+    spec.write_text(WORKER_SERVER)
     with unreachable() as address:
         connection = {"FASTMCP_TEMPORAL_ADDRESS": address, "FASTMCP_TEMPORAL_CONNECT_TIMEOUT": "2"}
         done = fastmcp_temporal("worker", str(spec), env=connection)

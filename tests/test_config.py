@@ -22,7 +22,7 @@ from fastmcp_temporal._settings import CLI_VARIABLES, DURATIONS_OFF_AT_ZERO, POS
 from fastmcp_temporal.connection._client import TemporalConnectionError
 from fastmcp_temporal.workflows.models import SEARCH_ATTRIBUTES
 from fastmcp_temporal.devserver._server import DevServer, free_port
-from servers import assert_startup_paragraph, server_with, silent_tcp_server, square
+from helpers.servers import assert_startup_paragraph, server_with, silent_tcp_server, square
 
 pytestmark = pytest.mark.anyio
 

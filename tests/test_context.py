@@ -75,22 +75,18 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.server._backend import Backend
 from fastmcp_temporal.server._scope import CallerScope, workflow_id
-from servers import TOKENS, http_client, identity, server_with, serving_http, verifier, whoami
-from task_wire import (
-    DEADLINE,
+from helpers.servers import TOKENS, http_client, identity, server_with, serving_http, verifier, whoami
+from helpers.temporal import workflow_closed
+from helpers.waits import DEADLINE, eventually, finished, polled_until, status_becomes
+from helpers.wire import (
     TASK_METHODS,
     accept,
     ask,
-    eventually,
-    finished,
-    polled_until,
     send_task_method,
-    status_becomes,
     tasks_cancel,
     tasks_get,
     tasks_update,
     text_of,
-    workflow_closed,
 )
 
 pytestmark = pytest.mark.anyio

@@ -10,10 +10,11 @@ outcome closes COMPLETED too, so its `failed` is still published, and it lists a
 from __future__ import annotations
 
 import json
+import runpy
 import uuid
+from pathlib import Path
 
 import pytest
-from billing import billable_actions
 from fastmcp import Client
 from fastmcp_tasks.client import call_tool_task
 from mcp.shared.exceptions import MCPError
@@ -23,21 +24,22 @@ from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionSta
 
 from fastmcp_temporal import TemporalTasksExtension, execution_policy
 from fastmcp_temporal.devserver._server import DevServer
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from servers import server_with
-from task_wire import finished
-from test_operator_cli import cli, listed
+from helpers.cli import cli, listed
+from helpers.servers import server_with
+from helpers.temporal import task_handle
+from helpers.waits import finished
 
 pytestmark = pytest.mark.anyio
 
 UPSERT = EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES
+# The benchmark's own rules, read from their file: bench/ is never on the tests' sys.path.
+billable_actions = runpy.run_path(str(Path(__file__).parents[1] / "bench" / "billing.py"))["billable_actions"]
 
 
 async def _closed_task(
     extension: TemporalTasksExtension, task_id: str
 ) -> tuple[WorkflowExecutionDescription, WorkflowHistory]:
-    assert extension.client is not None
-    handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
+    handle = task_handle(extension, task_id)
     return await handle.describe(), await handle.fetch_history()
 
 

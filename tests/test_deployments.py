@@ -55,21 +55,11 @@ from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension, execution_policy
 from fastmcp_temporal.devserver._server import DevServer
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from task_wire import (
-    DEADLINE,
-    accept,
-    ask,
-    eventually,
-    status_becomes,
-    tasks_cancel,
-    tasks_get,
-    tasks_update,
-    text_of,
-)
-from test_operator_cli import cli, listed
-from test_payloads import _none_running
-from test_temporal_config import WORKER_SERVER
+from helpers.cli import cli, listed
+from helpers.servers import WORKER_SERVER
+from helpers.temporal import no_workflow_running, task_handle
+from helpers.waits import DEADLINE, eventually, status_becomes
+from helpers.wire import accept, ask, tasks_cancel, tasks_get, tasks_update, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -170,7 +160,7 @@ async def answer_twice(client: Client, task: ToolTask, first: str, second: str) 
 
 async def builds_of_workflow_tasks(temporal: TemporalClient, task_id: str) -> list[str]:
     """The build id Temporal recorded for every workflow task of the task's workflow."""
-    history = await temporal.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id)).fetch_history()
+    history = await task_handle(temporal, task_id).fetch_history()
     return [
         event.workflow_task_completed_event_attributes.deployment_version.build_id
         for event in history.events
@@ -180,7 +170,7 @@ async def builds_of_workflow_tasks(temporal: TemporalClient, task_id: str) -> li
 
 async def pinned_to(temporal: TemporalClient, task_id: str) -> tuple[int, str]:
     """The task workflow's versioning behaviour and the build it runs on, as Temporal reports them."""
-    described = await temporal.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id)).describe()
+    described = await task_handle(temporal, task_id).describe()
     versioning = described.raw_description.workflow_execution_info.versioning_info
     return versioning.behavior, versioning.deployment_version.build_id
 
@@ -233,7 +223,7 @@ async def test_tasks_finish_on_the_build_that_started_them_and_the_old_build_dra
                 assert set(await builds_of_workflow_tasks(temporal, task.task_id)) == {"b"}
             upgraded = await builds_of_workflow_tasks(temporal, upgrading.task_id)
             assert upgraded[0] == "a" and upgraded[-1] == "b"
-            await _none_running(b.extension)
+            await no_workflow_running(b.extension)
 
 
 async def test_an_auto_upgrade_extension_moves_tasks_to_the_new_build_but_not_a_pinned_tool(
@@ -256,11 +246,11 @@ async def test_an_auto_upgrade_extension_moves_tasks_to_the_new_build_but_not_a_
             assert await answer_twice(a_client, moving, "x", "y") == "A B:x B:y"
             assert await answer_twice(a_client, staying, "x", "y") == "A A:x A:y"
             assert set(await builds_of_workflow_tasks(temporal, staying.task_id)) == {"a"}
-            await _none_running(b.extension)
+            await no_workflow_running(b.extension)
 
 
 async def workflow_status(temporal: TemporalClient, task_id: str) -> WorkflowExecutionStatus | None:
-    return (await temporal.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id)).describe()).status
+    return (await task_handle(temporal, task_id).describe()).status
 
 
 async def read_until_closed(client: Client, temporal: TemporalClient, task_id: str) -> list[str]:
@@ -325,7 +315,7 @@ async def test_a_task_pinned_to_a_build_without_workers_is_listed_and_its_cancel
             await tasks_get(b_client, to_expire.task_id)
         code, out, err = await cli(temporal_server, "show", "--json", "--", to_expire.task_id)
         assert code == 0 and json.loads(out)["status"] == "expired", err
-        await _none_running(b.extension)
+        await no_workflow_running(b.extension)
 
 
 async def ramp(temporal: TemporalClient, version: WorkerDeploymentVersion, percentage: float) -> None:

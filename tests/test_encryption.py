@@ -51,21 +51,10 @@ from fastmcp_temporal.connection._codec import (
     key_id,
 )
 from fastmcp_temporal.devserver._server import DevServer
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from servers import http_client, server_with, serving_http, verifier
-from task_wire import (
-    DEADLINE,
-    accept,
-    ask,
-    finished,
-    polled_until,
-    question,
-    start_broken_task,
-    status_becomes,
-    tasks_get,
-    tasks_update,
-    text_of,
-)
+from helpers.servers import http_client, server_with, serving_http, verifier
+from helpers.temporal import start_broken_task, task_handle
+from helpers.waits import DEADLINE, finished, polled_until, status_becomes
+from helpers.wire import accept, ask, question, tasks_get, tasks_update, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -131,7 +120,7 @@ def _walk(message: Message, kind: type[M]) -> Iterator[M]:
 
 async def _stored_task(address: str, task_id: str) -> StoredTask:
     keyless = await TemporalClient.connect(address)
-    handle = keyless.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
+    handle = task_handle(keyless, task_id)
     history = await handle.fetch_history()
     description = await handle.describe()
     return StoredTask(History(events=history.events), description.raw_description)

@@ -22,7 +22,7 @@ from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal.devserver._server import DevServer, free_port
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from helpers.temporal import anonymous_workflow_id, task_handle
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -82,8 +82,8 @@ def test_the_demo_client_runs_the_demo_tools_as_temporal_tasks(
     assert histories[crunch] == ["leg"]
     assert histories[greet] == ["leg", "signal submit_input", "leg"]
     assert anyio.run(_workflows_on_queue, temporal_server.address, task_queue) == {
-        workflow_id(ANONYMOUS_SCOPE_TAG, crunch),
-        workflow_id(ANONYMOUS_SCOPE_TAG, greet),
+        anonymous_workflow_id(crunch),
+        anonymous_workflow_id(greet),
     }
 
 
@@ -95,7 +95,7 @@ async def _histories(address: str, task_ids: list[str]) -> dict[str, list[str]]:
     temporal = await TemporalClient.connect(address)
     found = {}
     for task_id in task_ids:
-        handle = temporal.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
+        handle = task_handle(temporal, task_id)
         assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
         found[task_id] = [
             "leg"

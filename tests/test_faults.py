@@ -39,8 +39,8 @@ from fastmcp_tasks.client import ToolTask, call_tool_task
 
 import fault_app
 from fastmcp_temporal.devserver._server import DevServer, free_port, start_dev_server
-from fault_processes import DEADLINE, AttemptLog, Processes, answering_client
-from task_wire import eventually
+from helpers.processes import PROCESS_DEADLINE, AttemptLog, Processes, answering_client
+from helpers.waits import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
@@ -98,7 +98,7 @@ async def test_killed_worker_leg_resumes_on_another_worker_from_its_checkpoint(
         task = await call_tool_task(client, "count", {"key": "job", "to": 16})
         await eventually(
             lambda: attempts.progress("job") >= 3,
-            timeout=DEADLINE,
+            timeout=PROCESS_DEADLINE,
             what="the tool to checkpoint",
         )
         (first,) = attempts.starts("job")
@@ -106,7 +106,7 @@ async def test_killed_worker_leg_resumes_on_another_worker_from_its_checkpoint(
         processes.kill(victim)
 
         answered_during_outage = []
-        with anyio.fail_after(DEADLINE):
+        with anyio.fail_after(PROCESS_DEADLINE):
             while (current := await task.status()).status == "working":
                 if len(attempts.starts("job")) == 1:
                     answered_during_outage.append(current.status)
@@ -137,7 +137,7 @@ async def test_killed_mcp_server_restarted_on_its_port_keeps_its_tasks(
         running = await call_tool_task(client, "count", {"key": "running", "to": 16})
         await eventually(
             lambda: attempts.progress("running") >= 3,
-            timeout=DEADLINE,
+            timeout=PROCESS_DEADLINE,
             what="the tool to checkpoint",
         )
 
@@ -148,7 +148,7 @@ async def test_killed_mcp_server_restarted_on_its_port_keeps_its_tasks(
         assert (await earlier.status()).status == "completed"
         assert (await earlier.result()).data == 49
         resumed = ToolTask(client, "count", running.create_result)
-        with anyio.fail_after(DEADLINE):
+        with anyio.fail_after(PROCESS_DEADLINE):
             result = await resumed.result()
         assert result.structured_content == {"key": "running", "counted": 16}
 
@@ -171,13 +171,13 @@ async def test_temporal_killed_and_restarted_mid_run_loses_no_task(
         tasks = {key: await call_tool_task(client, "count", {"key": key, "to": 12}) for key in keys}
         await eventually(
             lambda: all(attempts.progress(key) >= 2 for key in keys),
-            timeout=DEADLINE,
+            timeout=PROCESS_DEADLINE,
             what="every tool to run",
         )
 
         await anyio.to_thread.run_sync(own_temporal.kill_and_restart)
 
-        with anyio.fail_after(DEADLINE):
+        with anyio.fail_after(PROCESS_DEADLINE):
             results = {key: (await task.result()).structured_content for key, task in tasks.items()}
             late = await call_tool_task(client, "square", {"n": 12, "work": 0})
             assert (await late.result()).data == 144
@@ -261,7 +261,7 @@ async def test_a_leg_blocked_past_its_heartbeat_timeout_delivers_its_own_result_
     await processes.polling(*workers)
     async with api_client(temporal_server.address, task_queue) as client:
         task = await call_tool_task(client, "stall", {"key": "stall", "seconds": 6})
-        with anyio.fail_after(DEADLINE):
+        with anyio.fail_after(PROCESS_DEADLINE):
             result = await task.result()
 
     first, *retries = attempts.starts("stall")
@@ -272,7 +272,7 @@ async def test_a_leg_blocked_past_its_heartbeat_timeout_delivers_its_own_result_
         assert retries[0]["pid"] != first["pid"]
         await eventually(
             lambda: bool(attempts.events("cancelled", "stall")),
-            timeout=DEADLINE,
+            timeout=PROCESS_DEADLINE,
             what="the retry to be cancelled",
         )
     assert [e["pid"] for e in attempts.events("finish", "stall")] == [first["pid"]]

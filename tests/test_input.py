@@ -29,20 +29,10 @@ from mcp_types import ElicitResult, InputRequiredResult, Result
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from servers import server_with
-from task_wire import (
-    DEADLINE,
-    accept,
-    ask,
-    eventually,
-    finished,
-    question,
-    status_becomes,
-    tasks_update,
-    text_of,
-    workflow_closed,
-)
+from helpers.servers import server_with
+from helpers.temporal import anonymous_workflow_id, task_handle, workflow_closed
+from helpers.waits import DEADLINE, eventually, finished, status_becomes
+from helpers.wire import accept, ask, question, tasks_update, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -357,8 +347,7 @@ async def test_a_parked_task_has_no_pending_activity(make_extension) -> None:
     extension = make_extension()
     async with Client(server_with(extension, gated)) as client:
         task = await call_tool_task(client, "gated")
-        assert extension.client is not None
-        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        handle = task_handle(extension, task.task_id)
 
         async def pending_activities() -> int:
             return len((await handle.describe()).raw_description.pending_activities)
@@ -459,7 +448,7 @@ async def test_many_rounds_continue_as_new_under_the_same_task_id(make_extension
             seen.extend(requests)
             assert_ack(await tasks_update(client, task.task_id, {k: accept("x") for k in requests}))
         done = await status_becomes(task, "completed")
-        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        handle = task_handle(extension, task.task_id)
         description = await handle.describe()
     assert text_of(done) == f"answered {rounds}"
     assert len(seen) == len(set(seen)) == rounds
@@ -491,7 +480,7 @@ def surveyor(legs: list[dict[str, str] | None], count: int, message_chars: int) 
 async def history_bytes(extension: Any, task_id: str) -> tuple[int, int]:
     """The bytes of the task's history over all its runs, as Temporal counts them, and its runs."""
     temporal = extension.client
-    wid = workflow_id(ANONYMOUS_SCOPE_TAG, task_id)
+    wid = anonymous_workflow_id(task_id)
     runs = [run async for run in temporal.list_workflows(f"WorkflowId='{wid}'")]
     total = 0
     for run in runs:
@@ -581,7 +570,7 @@ async def test_two_hundred_partial_updates_of_a_twenty_question_form_stay_linear
 async def runs_started_in_a_round(extension: Any, task_id: str) -> int:
     """How many of the task's runs started with a round of input still open (continued as new inside it)."""
     temporal = extension.client
-    wid = workflow_id(ANONYMOUS_SCOPE_TAG, task_id)
+    wid = anonymous_workflow_id(task_id)
     count = 0
     async for run in temporal.list_workflows(f"WorkflowId='{wid}'"):
         history = await temporal.get_workflow_handle(wid, run_id=run.run_id).fetch_history()
@@ -603,7 +592,7 @@ async def test_an_ask_over_the_round_limit_ends_the_task_at_once_and_parks_nothi
         task = await call_tool_task(client, "census")
         done = await finished(task)
         await workflow_closed(extension, task.task_id)
-        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        handle = task_handle(extension, task.task_id)
         history = await handle.fetch_history()
     assert done.status == "completed" and done.result is not None and done.result["isError"] is True
     assert "101 input requests" in text_of(done) and "at most 100" in text_of(done)

@@ -6,6 +6,8 @@ folders. No module imports, even lazily, a module that imports it back. The
 connection layer knows neither MCP nor the legs, the dev-server launcher is the bottom
 role, the shared top-level modules import no role, and what a server knows of the tasks
 it reads (`server/_known.py`, `server/_watch.py`) is the server's alone.
+The tests keep their own rooms apart too: what test modules share is in `tests/helpers/`,
+never in another test module, and `tests/` and `bench/` never put each other on `sys.path`.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ import ast
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
+import pytest
+
 import fastmcp_temporal
 
 ROOT = Path(fastmcp_temporal.__file__).parent
 REPO = ROOT.parent
+TESTS, BENCH = REPO / "tests", REPO / "bench"
 FOLDERS = {"fastmcp_temporal": ROOT, "fastmcp_temporal.workflows": REPO / "workflows",
            "fastmcp_temporal.activities": REPO / "activities"}
 
@@ -117,3 +122,38 @@ def test_nothing_outside_the_server_imports_what_it_knows_of_tasks() -> None:
         if not _within(name, "server"):
             leaks = _imports(path, modules) & known_tasks
             assert not leaks, f"{name} imports {leaks}"
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    """The first name of every module `path` imports, anywhere in it."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+    return names
+
+
+def _touches_sys_path(path: Path) -> bool:
+    return any(isinstance(node, ast.Attribute) and ast.unparse(node) == "sys.path"
+               for node in ast.walk(ast.parse(path.read_text())))
+
+
+def test_no_test_module_imports_another() -> None:
+    test_modules = {path.stem for path in TESTS.glob("test_*.py")} | {"conftest"}
+    for path in TESTS.rglob("*.py"):
+        reached = _top_level_imports(path) & test_modules
+        assert not reached, f"{path.relative_to(REPO)} imports {sorted(reached)}: move it to tests/helpers/"
+
+
+def test_tests_and_bench_keep_off_each_others_path(pytestconfig: pytest.Config) -> None:
+    assert BENCH not in pytestconfig.getini("pythonpath"), "pytest's pythonpath names bench/"
+    bench_modules = {path.stem for path in BENCH.glob("*.py")}
+    tests_modules = {path.stem for path in TESTS.glob("*.py")} | {"helpers"}
+    for folder, others in ((TESTS, bench_modules), (BENCH, tests_modules)):
+        for path in folder.rglob("*.py"):
+            where = path.relative_to(REPO)
+            assert not _touches_sys_path(path), f"{where} changes sys.path"
+            crossing = _top_level_imports(path) & others
+            assert not crossing, f"{where} imports {sorted(crossing)}"

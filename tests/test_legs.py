@@ -28,11 +28,11 @@ from temporalio.api.enums.v1 import EventType
 from fastmcp_temporal import checkpoint, execution_policy
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.activities.tool_leg import _tool_cadence
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal.worker._heartbeat import HeartbeatCadence
 from fastmcp_temporal.worker._plugin import heartbeat_cadence
 from fastmcp_temporal.workflows.models import LEG_OUTCOME_SIGNAL
-from servers import server_with
+from helpers.servers import server_with
+from helpers.temporal import task_handle
 
 pytestmark = pytest.mark.anyio
 
@@ -61,10 +61,7 @@ async def test_a_leg_that_blocks_its_loop_past_the_heartbeat_timeout_runs_once(
     async with Client(server) as client:
         task = await call_tool_task(client, "blocking_driver", {"seconds": 5})
         result = await task.wait(timeout=DEADLINE)
-        assert extension.client is not None
-        history = await extension.client.get_workflow_handle(
-            workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id)
-        ).fetch_history()
+        history = await task_handle(extension, task.task_id).fetch_history()
 
     assert (result.status, result.result["structuredContent"]) == ("completed", {"result": "run 1 done"})
     assert len(runs) == 1

@@ -27,17 +27,11 @@ from mcp_types import (
     InputRequiredResult,
 )
 
-from servers import server_with, square
-from task_wire import (
-    DEADLINE,
-    eventually,
-    status_becomes,
-    tasks_cancel,
-    tasks_get,
-    text_of,
-    workflow_closed,
-)
-from task_wire import ask as asking_for
+from helpers.servers import server_with, square
+from helpers.temporal import workflow_closed
+from helpers.waits import DEADLINE, eventually, status_becomes
+from helpers.wire import ask as asking_for
+from helpers.wire import tasks_cancel, tasks_get, text_of
 
 pytestmark = pytest.mark.anyio
 

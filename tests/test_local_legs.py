@@ -42,23 +42,13 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 import fault_app
 from fastmcp_temporal import TemporalTasksExtension, checkpoint, execution_policy
 from fastmcp_temporal.devserver._server import DevServer, free_port
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from fault_processes import AttemptLog, Processes
-from result_cases import RETURN_CASES, wire
-from servers import NoTasksClient, server_with, square
-from task_wire import (
-    DEADLINE,
-    accept,
-    ask,
-    eventually,
-    finished,
-    status_becomes,
-    tasks_cancel,
-    tasks_get,
-    tasks_update,
-    workflow_closed,
-)
-from test_metrics import sample
+from helpers.metrics import sample
+from helpers.processes import AttemptLog, Processes
+from helpers.results import RETURN_CASES, wire
+from helpers.servers import NoTasksClient, server_with, square
+from helpers.temporal import task_handle, workflow_closed
+from helpers.waits import DEADLINE, eventually, finished, status_becomes
+from helpers.wire import accept, ask, tasks_cancel, tasks_get, tasks_update
 
 pytestmark = pytest.mark.anyio
 
@@ -67,11 +57,6 @@ MARKER = EventType.EVENT_TYPE_MARKER_RECORDED
 
 
 # --- helpers ---------------------------------------------------------------------------
-
-
-def task_workflow(extension: TemporalTasksExtension, task_id: str, kind: str = "task") -> WorkflowHandle:
-    assert extension.client is not None, "the extension's server must be running"
-    return extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id, kind))
 
 
 async def event_types(handle: WorkflowHandle) -> list[str]:
@@ -100,7 +85,7 @@ async def test_a_trivial_local_leg_task_completes_in_one_workflow_task(make_exte
 
     async with Client(server) as client:
         final = await finished(await call_tool_task(client, "quick", {"n": 7}))
-        handle = task_workflow(extension, final.task_id)
+        handle = task_handle(extension, final.task_id)
         events = await event_types(handle)
         details = await (await handle.describe()).static_details()
 
@@ -140,7 +125,7 @@ async def test_the_tool_policy_over_the_extension_setting_chooses_the_leg_kind(
 
     async with Client(server) as client:
         final = await finished(await call_tool_task(client, "cube", {"n": 3}))
-        kinds = await leg_kinds(task_workflow(extension, final.task_id))
+        kinds = await leg_kinds(task_handle(extension, final.task_id))
 
     assert final.result["structuredContent"] == {"result": 27}
     assert kinds == ((1, 0) if local else (0, 1))
@@ -173,7 +158,7 @@ async def test_a_local_leg_result_is_the_inline_call_result_byte_for_byte(
     async with Client(server) as tasked, NoTasksClient(server) as inline:
         final = await finished(await call_tool_task(tasked, "x", {}))
         expected = wire(await inline.call_tool_mcp("x", {}))
-        kinds = await leg_kinds(task_workflow(extension, final.task_id))
+        kinds = await leg_kinds(task_handle(extension, final.task_id))
 
     assert final.status == "completed"
     assert _same_bytes(wire(mcp_types.CallToolResult.model_validate(final.result)), expected)
@@ -208,7 +193,7 @@ async def test_an_answered_ask_runs_the_next_leg_locally_too(make_extension) -> 
         (key,) = parked.input_requests
         await tasks_update(client, task.task_id, {key: accept("yes")})
         final = await finished(task)
-        kinds = await leg_kinds(task_workflow(extension, task.task_id))
+        kinds = await leg_kinds(task_handle(extension, task.task_id))
 
     assert final.result["structuredContent"] == {"result": "confirmed yes"}
     assert legs == ["asked", "answered"]
@@ -253,7 +238,7 @@ async def test_a_timed_out_local_attempt_is_retried_inside_the_workflow(make_ext
 
     async with Client(server) as client:
         final = await finished(await call_tool_task(client, "flaky"))
-        kinds = await leg_kinds(task_workflow(extension, final.task_id))
+        kinds = await leg_kinds(task_handle(extension, final.task_id))
 
     assert final.result["structuredContent"] == {"result": "attempt 2"}
     assert attempts == [1, 2]
@@ -272,7 +257,7 @@ async def test_a_local_leg_out_of_attempts_fails_the_task_saying_so(make_extensi
 
     async with Client(server) as client:
         final = await finished(await call_tool_task(client, "stuck"))
-        kinds = await leg_kinds(task_workflow(extension, final.task_id))
+        kinds = await leg_kinds(task_handle(extension, final.task_id))
 
     assert final.status == "failed"
     assert final.status_message == (
@@ -294,7 +279,7 @@ async def test_a_tool_error_in_a_local_leg_is_a_result_and_never_retried(make_ex
 
     async with Client(server) as client:
         final = await finished(await call_tool_task(client, "order", raise_on_error=False))
-        kinds = await leg_kinds(task_workflow(extension, final.task_id))
+        kinds = await leg_kinds(task_handle(extension, final.task_id))
 
     assert (final.status, final.result["isError"]) == ("completed", True)
     assert final.result["content"] == [{"type": "text", "text": "out of stock"}]
@@ -323,7 +308,7 @@ async def test_progress_of_a_local_leg_does_not_fail_it_and_stays_off_tasks_get(
         task = await call_tool_task(client, "steps")
         with anyio.fail_after(DEADLINE):
             await reported.wait()
-        description = await task_workflow(extension, task.task_id).describe()
+        description = await task_handle(extension, task.task_id).describe()
         running = await tasks_get(client, task.task_id)
         release.set()
         final = await finished(task)
@@ -355,7 +340,7 @@ async def test_metrics_count_local_legs_and_their_input_rounds(make_extension) -
         (key,) = (await status_becomes(task, "input_required")).input_requests
         await tasks_update(client, task.task_id, {key: accept("yes")})
         await finished(task)
-        kinds = await leg_kinds(task_workflow(extension, task.task_id))
+        kinds = await leg_kinds(task_handle(extension, task.task_id))
         with anyio.fail_after(DEADLINE):
             while True:
                 scraped = (await http.get(f"http://{address}/metrics")).text
@@ -391,7 +376,7 @@ async def test_cancel_reaches_a_running_local_leg_which_never_runs_again(make_ex
         await tasks_cancel(client, task.task_id)
         answered = await tasks_get(client, task.task_id)
         await workflow_closed(extension, task.task_id)
-        handle = task_workflow(extension, task.task_id)
+        handle = task_handle(extension, task.task_id)
         closed = (await handle.describe()).status
         kinds = await leg_kinds(handle)
 
@@ -423,7 +408,7 @@ async def test_a_local_leg_finishing_after_the_cancel_ran_once_and_the_task_is_c
         await tasks_cancel(client, task.task_id)
         release.set()
         await workflow_closed(extension, task.task_id)
-        handle = task_workflow(extension, task.task_id)
+        handle = task_handle(extension, task.task_id)
         closed = (await handle.describe()).status
         final = await tasks_get(client, task.task_id)
         kinds = await leg_kinds(handle)
@@ -455,7 +440,7 @@ async def test_a_worker_killed_mid_leg_reruns_the_local_leg_on_another_and_compl
             final = await task.wait(timeout=3 * DEADLINE)
 
     temporal = await TemporalClient.connect(temporal_server.address)
-    handle = temporal.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+    handle = task_handle(temporal, task.task_id)
     events = await event_types(handle)
     killed_run, rerun = attempts.starts("job")
 

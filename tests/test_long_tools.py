@@ -22,7 +22,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import ActivityTaskScheduledEventAttributes
 
 from fastmcp_temporal import TemporalTasksExtension, execution_policy
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from helpers.temporal import task_handle
 
 pytestmark = pytest.mark.anyio
 
@@ -36,8 +36,7 @@ async def scheduled_leg(
     """Run `tool` as a task; its first leg's scheduling and the workflow's start, as recorded."""
     task = await call_tool_task(client, tool)
     await task.result()
-    assert extension.client is not None
-    handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+    handle = task_handle(extension, task.task_id)
     events = (await handle.fetch_history()).events
     (started,) = [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED]
     (scheduled,) = [e for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]

@@ -7,7 +7,6 @@ HTTP and every metric is checked per tool.
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 
 import anyio
@@ -19,25 +18,13 @@ from mcp_types import InputRequiredResult
 
 from fastmcp_temporal import execution_policy
 from fastmcp_temporal.devserver._server import free_port
-from servers import server_with, square
-from task_wire import DEADLINE, accept, ask, start_broken_task, status_becomes, tasks_update
+from helpers.metrics import sample
+from helpers.servers import server_with, square
+from helpers.temporal import start_broken_task
+from helpers.waits import DEADLINE, status_becomes
+from helpers.wire import accept, ask, tasks_update
 
 pytestmark = pytest.mark.anyio
-
-_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)$")
-
-
-def sample(text: str, name: str, **labels: str) -> float:
-    """The sum of a metric's samples whose labels include `labels` (0 when absent)."""
-    total = 0.0
-    for line in text.splitlines():
-        match = _SAMPLE.match(line)
-        if not match or match["name"] != name:
-            continue
-        found = dict(re.findall(r'(\w+)="([^"]*)"', match["labels"] or ""))
-        if all(found.get(key) == value for key, value in labels.items()):
-            total += float(match["value"])
-    return total
 
 
 def _server(extension: object, attempts: dict[str, int]) -> FastMCP:

@@ -13,8 +13,6 @@ markup, no terminal escapes).
 from __future__ import annotations
 
 import json
-import os
-import sys
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -27,43 +25,18 @@ from fastmcp_tasks.client import call_tool_task
 from mcp_types import ElicitRequest, InputRequiredResult
 
 from fastmcp_temporal.devserver._server import DevServer
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from servers import NoTasksClient, http_client, server_with, serving_http, square, verifier
-from task_wire import DEADLINE, accept, question, status_becomes, tasks_update
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG
+from helpers.cli import cli, listed
+from helpers.servers import NoTasksClient, http_client, server_with, serving_http, square, verifier
+from helpers.temporal import task_handle
+from helpers.waits import DEADLINE, status_becomes
+from helpers.wire import accept, question, tasks_update
 
 pytestmark = pytest.mark.anyio
 
 KEY = "a-test-key-that-is-long-enough-for-fernet"
 OTHER_KEY = "another-test-key-that-is-long-enough-for-fernet"
 QUESTION = "Which region, operator?"
-
-
-async def cli(server: DevServer, *args: str) -> tuple[int, str, str]:
-    """Run `fastmcp-temporal tasks ARGS` in a fresh process (without blocking the worker's loop)."""
-    return await fastmcp_temporal_cli(server, "tasks", *args)
-
-
-async def fastmcp_temporal_cli(server: DevServer, *args: str) -> tuple[int, str, str]:
-    """Run `fastmcp-temporal ARGS` against `server` in a fresh process; exit code, stdout, stderr."""
-    environment = {k: v for k, v in os.environ.items() if k != "FASTMCP_TEMPORAL_ENCRYPTION_KEY"}
-    environment["FASTMCP_TEMPORAL_ADDRESS"] = server.address
-    command = [sys.executable, "-m", "fastmcp_temporal.cli", *args]
-    done = await anyio.run_process(command, env=environment, check=False)
-    return done.returncode, done.stdout.decode(), done.stderr.decode()
-
-
-async def listed(
-    server: DevServer, *args: str, until: Callable[[list[dict[str, Any]]], bool]
-) -> list[dict[str, Any]]:
-    """`tasks list --json ARGS` once visibility shows what `until` expects."""
-    with anyio.fail_after(DEADLINE * 2):
-        while True:
-            code, out, err = await cli(server, "list", "--json", *args)
-            assert code == 0, err
-            rows = json.loads(out)
-            if until(rows):
-                return rows
-            await anyio.sleep(0.2)
 
 
 def two_servers(extension_for: Callable[..., Any], suffix: str) -> tuple[FastMCP, FastMCP]:
@@ -235,7 +208,7 @@ async def test_show_counts_the_legs_of_every_run_of_a_continued_task(
                 while key in ((await task.status()).input_requests or {}):
                     await anyio.sleep(0.05)
         await status_becomes(task, "completed")
-        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        handle = task_handle(extension, task.task_id)
         description = await handle.describe()
         execution = description.raw_description.workflow_execution_info
     assert execution.first_run_id != execution.execution.run_id  # it did continue as new
@@ -269,7 +242,7 @@ async def test_show_lists_the_open_asks_a_run_took_over_inside_a_round(
         for asked in ("a", "b", "c"):  # its history passes 20 events: it continues as new inside the round
             answer = {by_question[asked]: {"action": "accept", "content": {}}}
             await tasks_update(client, task.task_id, answer)
-        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        handle = task_handle(extension, task.task_id)
         execution = (await handle.describe()).raw_description.workflow_execution_info
         code, out, err = await cli(temporal_server, "show", "--json", "--", task.task_id)
         await task.cancel()

@@ -15,24 +15,14 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.cli._tasks import STATUS_QUERIES
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from servers import server_with, square
-from task_wire import DEADLINE, start_broken_task, status_becomes, tasks_cancel, tasks_get, workflow_closed
-from task_wire import ask as asking_for
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG
+from helpers.servers import server_with, square
+from helpers.temporal import start_broken_task, task_handle, workflow_closed, workflows_listed
+from helpers.waits import DEADLINE, status_becomes
+from helpers.wire import ask as asking_for
+from helpers.wire import tasks_cancel, tasks_get
 
 pytestmark = pytest.mark.anyio
-
-
-async def _listed(extension: TemporalTasksExtension, query: str, count: int) -> list[str]:
-    """The workflow ids matching a visibility query on this test's queue, once `count` show."""
-    assert extension.client is not None
-    scoped = f"TaskQueue = '{extension.temporal_settings.task_queue}' AND {query}"
-    with anyio.fail_after(DEADLINE):
-        while True:
-            ids = [execution.id async for execution in extension.client.list_workflows(scoped)]
-            if len(ids) >= count:
-                return ids
-            await anyio.sleep(0.1)
 
 
 async def _only_listed(extension: TemporalTasksExtension, query: str, task_id: str) -> None:
@@ -49,8 +39,7 @@ async def _only_listed(extension: TemporalTasksExtension, query: str, task_id: s
 
 async def _published(extension: TemporalTasksExtension, task_id: str) -> str:
     """The task's McpTaskStatus search attribute; the memo never restates it (a billed event)."""
-    assert extension.client is not None
-    handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
+    handle = task_handle(extension, task_id)
     description = await handle.describe()
     assert "status" not in await description.memo()
     (indexed,) = description.search_attributes["McpTaskStatus"]
@@ -73,9 +62,10 @@ async def test_tasks_are_searchable_by_tool_status_and_scope(make_extension) -> 
         parked = await call_tool_task(client, "ask")
         await status_becomes(parked, "input_required")
 
-        completed = await _listed(extension, f"McpTool = 'square' AND {STATUS_QUERIES['completed']}", 1)
-        waiting = await _listed(extension, "McpTool = 'ask' AND McpTaskStatus = 'input_required'", 1)
-        anonymous = await _listed(extension, f"McpScope = '{ANONYMOUS_SCOPE_TAG}'", 2)
+        completed_square = f"McpTool = 'square' AND {STATUS_QUERIES['completed']}"
+        completed = await workflows_listed(extension, 1, completed_square)
+        waiting = await workflows_listed(extension, 1, "McpTool = 'ask' AND McpTaskStatus = 'input_required'")
+        anonymous = await workflows_listed(extension, 2, f"McpScope = '{ANONYMOUS_SCOPE_TAG}'")
 
     assert [workflow.endswith(done.task_id) for workflow in completed] == [True]
     assert [workflow.endswith(parked.task_id) for workflow in waiting] == [True]
@@ -174,8 +164,7 @@ async def test_a_cancelled_task_closes_even_when_its_tool_ignores_the_cancel(mak
         await status_becomes(task, "working")
         await tasks_cancel(client, task.task_id)
         await workflow_closed(extension, task.task_id)
-        assert extension.client is not None
-        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        handle = task_handle(extension, task.task_id)
         assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
         await _only_listed(extension, "McpTaskStatus = 'cancelled'", task.task_id)
         running = f"TaskQueue = '{extension.temporal_settings.task_queue}' AND ExecutionStatus = 'Running'"

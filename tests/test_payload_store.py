@@ -42,11 +42,11 @@ from fastmcp_temporal.connection._store_marker import MARKER_NAME, StoreAwayErro
 from fastmcp_temporal.connection._stores import FolderStorageDriver
 from fastmcp_temporal.connection._unreadable import LostPayloadsAsUnreadable, UnreadablePayloadConverter
 from fastmcp_temporal.devserver._server import DevServer
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from servers import server_with
-from task_wire import DEADLINE, accept, question, status_becomes, tasks_get, tasks_update, text_of
-from test_operator_cli import fastmcp_temporal_cli
-from test_read_watch import reset_workflow
+from helpers.cli import fastmcp_temporal_cli
+from helpers.servers import server_with
+from helpers.temporal import anonymous_workflow_id, reset_workflow
+from helpers.waits import DEADLINE, status_becomes
+from helpers.wire import accept, question, tasks_get, tasks_update, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -220,10 +220,10 @@ async def test_expiring_one_task_never_loses_another_tasks_identical_payloads(
 
         read = await tasks_get(client, second.task_id)
         assert read.status == "completed" and text_of(read) == "r" * RESULT_SIZE
-        second_workflow = workflow_id(ANONYMOUS_SCOPE_TAG, second.task_id)
+        second_workflow = anonymous_workflow_id(second.task_id)
         assert await _history_payloads_readable(extension, second_workflow) >= 2
 
-    first_prefix = store.task_prefix(workflow_id(ANONYMOUS_SCOPE_TAG, first.task_id))
+    first_prefix = store.task_prefix(anonymous_workflow_id(first.task_id))
     second_prefix = store.task_prefix(second_workflow)
     second_names = store.names() - first_names
     assert first_names and all(name.startswith(first_prefix) for name in first_names)
@@ -278,10 +278,10 @@ async def _gc_case(temporal_server: DevServer, extension: TemporalTasksExtension
     async with Client(server_with(extension, produce, hold_with)) as client:
         closed = await call_tool_task(client, "produce", {"size": RESULT_SIZE})
         await status_becomes(closed, "completed")
-        closed_workflow = workflow_id(ANONYMOUS_SCOPE_TAG, closed.task_id)
+        closed_workflow = anonymous_workflow_id(closed.task_id)
         live = await call_tool_task(client, "hold_with", {"blob": "b" * RESULT_SIZE})
         (asked,) = (await status_becomes(live, "input_required")).input_requests or {}
-        live_workflow = workflow_id(ANONYMOUS_SCOPE_TAG, live.task_id)
+        live_workflow = anonymous_workflow_id(live.task_id)
         await _delete_workflow(extension, closed_workflow)
         store.add_shared(b"a payload an earlier version stored")
         before = store.names()
@@ -335,7 +335,7 @@ async def test_a_reset_task_runs_again_on_its_stored_arguments_which_gc_keeps(
     async with Client(server_with(extension, measure)) as client:
         task = await call_tool_task(client, "measure", {"blob": "b" * RESULT_SIZE})
         assert text_of(await status_becomes(task, "completed")) == f"run 1: {RESULT_SIZE} characters"
-        workflow = workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id)
+        workflow = anonymous_workflow_id(task.task_id)
         stored = {name for name in store.names() if name.startswith(store.task_prefix(workflow))}
         assert stored
 

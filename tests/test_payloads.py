@@ -41,10 +41,11 @@ from fastmcp_temporal._wire import encode_answer
 from fastmcp_temporal.activities import tool_leg
 from fastmcp_temporal.connection._stores import STORE_THRESHOLD, FolderStorageDriver
 from fastmcp_temporal.devserver._server import DevServer
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, InputAnswers
-from servers import serving_http
-from task_wire import DEADLINE, question, status_becomes, tasks_get, tasks_update
+from helpers.servers import serving_http
+from helpers.temporal import anonymous_workflow_id, no_workflow_running, task_handle, workflows_listed
+from helpers.waits import DEADLINE, status_becomes
+from helpers.wire import question, tasks_get, tasks_update
 
 pytestmark = pytest.mark.anyio
 
@@ -98,32 +99,8 @@ def _answering(value: str) -> Any:
 async def _history_bytes(address: str, task_id: str) -> bytes:
     """Every event of the task's workflow as Temporal stores it, read without codec or store."""
     bare = await TemporalClient.connect(address)
-    history = await bare.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id)).fetch_history()
+    history = await task_handle(bare, task_id).fetch_history()
     return b"".join(event.SerializeToString() for event in history.events)
-
-
-async def _running_on(extension: TemporalTasksExtension) -> list[str]:
-    assert extension.client is not None
-    query = f"TaskQueue = '{extension.temporal_settings.task_queue}' AND ExecutionStatus = 'Running'"
-    return [execution.id async for execution in extension.client.list_workflows(query)]
-
-
-async def _listed_on(extension: TemporalTasksExtension, at_least: int) -> list[str]:
-    """The workflows of this test's queue, once visibility lists `at_least` of them."""
-    assert extension.client is not None
-    query = f"TaskQueue = '{extension.temporal_settings.task_queue}'"
-    with anyio.fail_after(DEADLINE):
-        while len(ids := [execution.id async for execution in extension.client.list_workflows(query)]) < at_least:
-            await anyio.sleep(0.1)
-    return ids
-
-
-async def _none_running(extension: TemporalTasksExtension) -> None:
-    """Visibility lags; wait until no workflow of this test's queue is listed as running."""
-    with anyio.fail_after(DEADLINE):
-        while running := await _running_on(extension):
-            await anyio.sleep(0.2)
-    assert running == []
 
 
 async def _round_trip(
@@ -138,7 +115,7 @@ async def _round_trip(
         client = await stack.enter_async_context(Client(target, elicitation_handler=_answering(answer)))
         task = await call_tool_task(client, "echo", {"blob": blob})
         result = await task.result()
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert result.data == blob + answer
     assert runs == ["echo", "echo"]
     return blob, answer, task.task_id
@@ -202,7 +179,7 @@ async def test_a_request_over_http_request_limit_is_refused_with_its_size_and_th
         streamed = await _post_without_length(url)
         assert streamed.status_code == 413
         assert "more than 1,048,577 bytes" in streamed.json()["error"]["message"]
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == []
 
 
@@ -267,9 +244,9 @@ async def test_requests_past_the_request_memory_budget_are_refused_retryably_and
 
         retried = await call_tool_task(client, "echo", {"blob": big})
         assert (await retried.result()).data == big + "!"
-        listed = await _listed_on(extension, at_least=2)
-        await _none_running(extension)
-    assert sorted(listed) == sorted(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id) for task in (within, retried))
+        listed = await workflows_listed(extension, at_least=2)
+        await no_workflow_running(extension)
+    assert sorted(listed) == sorted(anonymous_workflow_id(task.task_id) for task in (within, retried))
     assert sorted(runs) == ["echo", "echo", "produce"]
 
 
@@ -289,8 +266,8 @@ async def test_oversize_arguments_are_refused_like_a_bad_call_and_start_nothing(
         # A workflow started by the refused call would be listed no later than this task's.
         sentinel = await call_tool_task(client, "produce", {"size": 1})
         await status_becomes(sentinel, "completed")
-        listed = await _listed_on(extension, at_least=1)
-    assert listed == [workflow_id(ANONYMOUS_SCOPE_TAG, sentinel.task_id)]
+        listed = await workflows_listed(extension, at_least=1)
+    assert listed == [anonymous_workflow_id(sentinel.task_id)]
     assert runs == ["produce"]
 
 
@@ -312,7 +289,7 @@ async def test_an_oversize_answer_is_refused_and_nothing_is_signalled(
         assert (await tasks_get(client, task.task_id)).status == "input_required"
         history = await _history_bytes(temporal_server.address, task.task_id)
         await task.cancel()
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert b"submit_input" not in history
     assert runs == ["echo"]
 
@@ -326,7 +303,7 @@ async def test_a_result_that_cannot_be_kept_ends_the_task_once_with_its_size(mak
         assert done.result is not None and done.result["isError"] is True
         (block,) = done.result["content"]
         assert "The tool's result: 2,5" in block["text"] and "2,080,768 bytes" in block["text"]
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == ["produce"]
 
 
@@ -353,12 +330,11 @@ async def test_answers_that_add_up_past_the_limit_are_refused_and_a_signal_past_
         assert "2,080,768 bytes" in refused.value.error.message
         assert set((await tasks_get(client, task.task_id)).input_requests or {}) == {second}
 
-        assert extension.client is not None
-        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        handle = task_handle(extension, task.task_id)
         await handle.signal(SUBMIT_INPUT_SIGNAL, InputAnswers({second: encode_answer({"method": "elicitation/create"}, big)}))
         failed = await status_becomes(task, "failed")
         assert "FASTMCP_TEMPORAL_PAYLOAD_STORE" in (failed.status_message or "")
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == ["ask_twice"]
 
 
@@ -402,13 +378,13 @@ async def test_a_result_the_store_failed_to_take_is_stored_once_it_answers_witho
     async with Client(_server(extension, runs)) as client:
         task = await call_tool_task(client, "produce", {"size": size}, raise_on_error=False)
         done = await task.wait(timeout=DEADLINE)
-        await _none_running(extension)
+        await no_workflow_running(extension)
 
     assert done.status == "completed", done.status_message
     assert done.result is not None and done.result["structuredContent"] == {"result": "r" * size}
     assert runs == ["produce"]
     assert store.failures == 0
-    assert [leg for leg in tool_leg._runs if leg[0] == workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id)] == []
+    assert [leg for leg in tool_leg._runs if leg[0] == anonymous_workflow_id(task.task_id)] == []
 
 
 # --- S3, through the SDK's driver, against a local moto server ---------------------------
@@ -464,7 +440,7 @@ async def test_continue_as_new_carries_the_arguments_once(make_extension, tempor
         task = await call_tool_task(client, "rounds", {"blob": marker})
         assert (await task.result()).data == "done"
     bare = await TemporalClient.connect(temporal_server.address)
-    handle = bare.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+    handle = task_handle(bare, task.task_id)
     description = await handle.describe()
     assert description.run_id != description.raw_description.workflow_execution_info.first_run_id
     started = [
@@ -494,4 +470,4 @@ async def test_big_input_requests_are_stored_too(make_extension, tmp_path: Path)
         (request,) = (parked.input_requests or {}).values()
         assert request["params"]["message"] == message
         assert (await task.result()).data == "answered"
-        await _none_running(extension)
+        await no_workflow_running(extension)

@@ -20,7 +20,7 @@ from temporalio.worker import Worker
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension
 from fastmcp_temporal.connection._codec import ENCODING
 from fastmcp_temporal.devserver._server import DevServer
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from helpers.temporal import task_handle
 
 pytestmark = pytest.mark.anyio
 
@@ -56,7 +56,7 @@ async def test_a_user_built_worker_with_the_plugin_runs_the_api_servers_tasks(
         assert (await task.result()).data == "warehouse.orders: 42 rows"
 
     plain = await TemporalClient.connect(temporal_server.address)
-    history = await plain.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id)).fetch_history()
+    history = await task_handle(plain, task.task_id).fetch_history()
     started = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
     assert [e.activity_task_started_event_attributes.identity for e in started] == [WORKER_IDENTITY]
     (completed,) = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]

@@ -17,7 +17,7 @@ from fastmcp.exceptions import ToolError
 from fastmcp_tasks.client import call_tool_task
 
 from fastmcp_temporal import execution_policy
-from task_wire import finished
+from helpers.waits import finished
 
 pytestmark = pytest.mark.anyio
 

@@ -34,8 +34,9 @@ from fastmcp_tasks.client_models import (
 from mcp.shared.exceptions import MCPError
 
 from fastmcp_temporal import TemporalTasksExtension
-from servers import NoTasksClient, http_client, serving_http
-from task_wire import DEADLINE, TASK_METHODS, polled_until, send_task_method, tasks_get
+from helpers.servers import NoTasksClient, http_client, serving_http
+from helpers.waits import DEADLINE, polled_until
+from helpers.wire import TASK_METHODS, send_task_method, tasks_get
 
 pytestmark = pytest.mark.anyio
 

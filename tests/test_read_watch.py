@@ -30,11 +30,17 @@ from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import DevServer, find_temporal_binary
-from servers import server_with
-from task_wire import DEADLINE, accept, ask, tasks_cancel, tasks_get, tasks_update
-from temporal_requests import TemporalRequests
-from test_tool_changes import no_workflow_running
+from fastmcp_temporal.devserver._server import DevServer
+from helpers.servers import gated_tool, server_with
+from helpers.temporal import (
+    TemporalRequests,
+    anonymous_workflow_id,
+    no_workflow_running,
+    reset_workflow,
+    task_handle,
+)
+from helpers.waits import DEADLINE
+from helpers.wire import accept, ask, tasks_cancel, tasks_get, tasks_update
 
 pytestmark = pytest.mark.anyio
 
@@ -194,20 +200,9 @@ async def _a_task_no_worker_runs(
         try:
             yield client, task.task_id
         finally:
-            handle = temporal.get_workflow_handle(f"mcp-task/anon/{task.task_id}")
+            handle = task_handle(temporal, task.task_id)
             if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
                 await handle.terminate()
-
-
-def _gated(started: anyio.Event, release: anyio.Event) -> Callable[..., Any]:
-    """A tool, `gated`, that says it started and returns "done" once released; it reports no progress."""
-
-    async def gated() -> str:
-        started.set()
-        await release.wait()
-        return "done"
-
-    return gated
 
 
 async def _requests_for_reads(requests: TemporalRequests, client: Client, task_id: str, status: str) -> int:
@@ -228,7 +223,7 @@ async def test_a_quiet_task_read_many_times_costs_a_few_temporal_requests(
     progress is re-read as its copy ages (after 1 s, 2 s, 4 s ... of standing still).
     """
     started, release = anyio.Event(), anyio.Event()
-    gated = _gated(started, release)
+    gated = gated_tool(started, release)
     requests = TemporalRequests()
     worker = server_with(make_extension(), parks, gated, name="worker")
     # reads 50 ms apart would each wait up to reread_hold: this counts what reads cost, not how long they wait
@@ -287,16 +282,6 @@ async def test_progress_shows_within_progress_refresh(
         await no_workflow_running(temporal, task_queue)  # while the worker still runs: it closes them
 
 
-async def reset_workflow(temporal_server: DevServer, workflow: str) -> None:
-    """What an operator does to re-run a task: `temporal workflow reset --type FirstWorkflowTask`."""
-    await anyio.run_process(
-        [
-            str(find_temporal_binary()), "workflow", "reset", "--address", temporal_server.address,
-            "--workflow-id", workflow, "--type", "FirstWorkflowTask", "--reason", "re-run the task",
-        ]
-    )
-
-
 async def test_every_server_follows_a_reset_task_to_its_new_run(
     temporal_server: DevServer, task_queue: str, make_extension: Callable[..., TemporalTasksExtension]
 ) -> None:
@@ -317,7 +302,7 @@ async def test_every_server_follows_a_reset_task_to_its_new_run(
         assert (await task.result()).structured_content == {"result": "run 1"}
         (first,) = await _every_server_shows([one], task.task_id, "completed")
         assert first.result["structuredContent"] == {"result": "run 1"}
-        handle = temporal.get_workflow_handle(f"mcp-task/anon/{task.task_id}")
+        handle = task_handle(temporal, task.task_id)
         first_run = (await handle.describe()).run_id
 
         await reset_workflow(temporal_server, handle.id)
@@ -349,11 +334,11 @@ async def test_a_reset_task_asks_again_and_takes_new_answers(
         await tasks_update(one, task.task_id, {_only_key(parked): accept("first")})
         await _every_server_shows([one, two], task.task_id, "completed")
 
-        await reset_workflow(temporal_server, f"mcp-task/anon/{task.task_id}")
+        await reset_workflow(temporal_server, anonymous_workflow_id(task.task_id))
         (parked, _) = await _every_server_shows([one, two], task.task_id, "input_required", _asking("name"))
         await tasks_update(two, task.task_id, {_only_key(parked): accept("second")})
         await _every_server_shows([one, two], task.task_id, "completed")
-        history = temporal.get_workflow_handle(f"mcp-task/anon/{task.task_id}").fetch_history_events()
+        history = task_handle(temporal, task.task_id).fetch_history_events()
         signaled = [e async for e in history if e.HasField("workflow_execution_signaled_event_attributes")]
         assert len(signaled) == 2  # the first run's answer, re-applied by the reset (ignored); the new one
         await no_workflow_running(temporal, task_queue)
@@ -387,7 +372,7 @@ async def test_a_task_reset_while_running_is_followed_to_its_new_run(
             await first_started.wait()
         await _every_server_shows([one, two], task.task_id, "working")
 
-        await reset_workflow(temporal_server, f"mcp-task/anon/{task.task_id}")
+        await reset_workflow(temporal_server, anonymous_workflow_id(task.task_id))
         await _every_server_shows([one, two], task.task_id, "completed", _result("run 2"))
         with anyio.fail_after(DEADLINE):
             await cancelled.wait()

@@ -14,7 +14,7 @@ that a read after `tasks/cancel` is not held, so the cancel shows immediately.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -36,7 +36,9 @@ from temporalio.client import (
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver._server import DevServer
-from task_wire import DEADLINE, accept, ask, tasks_cancel, tasks_get, tasks_update
+from helpers.servers import gated_tool
+from helpers.waits import DEADLINE
+from helpers.wire import accept, ask, tasks_cancel, tasks_get, tasks_update
 
 pytestmark = pytest.mark.anyio
 
@@ -93,17 +95,6 @@ async def _server(
     return server, counter, reads
 
 
-def _gated(started: anyio.Event, release: anyio.Event) -> Callable[[], Awaitable[str]]:
-    """A tool, `gated`, that says it started and returns "done" once released."""
-
-    async def gated() -> str:
-        started.set()
-        await release.wait()
-        return "done"
-
-    return gated
-
-
 async def _read_while_running(
     client: Client, tool: str, started: anyio.Event, reads: _ReadsArrive, release: anyio.Event
 ) -> tuple[ToolTask, Any]:
@@ -135,7 +126,7 @@ async def test_a_read_of_a_young_task_answers_its_result_once_the_tool_returns(
     temporal_server: DevServer, task_queue: str
 ) -> None:
     started, release = anyio.Event(), anyio.Event()
-    gated = _gated(started, release)
+    gated = gated_tool(started, release)
 
     server, counter, reads = await _server(
         temporal_server, task_queue, gated, read_hold=LONG_HOLD, read_recheck=LONG_HOLD
@@ -153,7 +144,7 @@ async def test_a_quick_reread_of_a_running_task_waits_for_its_close(
     """A read right after a `working` answer is a client waiting on the task (`reread_hold`):
     it answers the result once the tool returns, where it would have answered `working` again."""
     started, release = anyio.Event(), anyio.Event()
-    gated = _gated(started, release)
+    gated = gated_tool(started, release)
 
     server, _, reads = await _server(
         temporal_server, task_queue, gated, read_hold=timedelta(0), reread_hold=LONG_HOLD, read_recheck=LONG_HOLD
@@ -275,7 +266,7 @@ async def test_a_held_read_answers_progress_at_its_next_recheck(temporal_server:
 
 async def test_read_hold_zero_answers_a_running_task_at_once(temporal_server: DevServer, task_queue: str) -> None:
     started, release = anyio.Event(), anyio.Event()
-    gated = _gated(started, release)
+    gated = gated_tool(started, release)
 
     server, _, _ = await _server(temporal_server, task_queue, gated, read_hold=timedelta(0))
     async with Client(server) as client:

@@ -19,10 +19,11 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from fastmcp_temporal import encrypted_data_converter
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal.workflows.task import McpTaskWorkflow
-from servers import server_with, square
-from task_wire import accept, ask, eventually, finished, tasks_update, workflow_closed
+from helpers.servers import server_with, square
+from helpers.temporal import task_handle, workflow_closed
+from helpers.waits import eventually, finished
+from helpers.wire import accept, ask, tasks_update
 
 pytestmark = pytest.mark.anyio
 
@@ -65,7 +66,7 @@ async def test_histories_of_every_task_shape_replay(make_extension) -> None:
         assert temporal is not None
         histories: list[WorkflowHistory] = []
         for task in tasks:
-            handle = temporal.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+            handle = task_handle(temporal, task.task_id)
             histories.append(await handle.fetch_history())
 
     replayer = Replayer(workflows=[McpTaskWorkflow], data_converter=temporal.data_converter)

@@ -27,7 +27,7 @@ from fastmcp.exceptions import ToolError
 from fastmcp_tasks.client import call_tool_task
 
 from fastmcp_temporal import TemporalTasksExtension
-from result_cases import (
+from helpers.results import (
     ERROR_CASES,
     INVALID_CALLS,
     RETURN_CASES,
@@ -36,8 +36,8 @@ from result_cases import (
     sleeps_past_timeout,
     wire,
 )
-from servers import square
-from task_wire import DEADLINE
+from helpers.servers import square
+from helpers.waits import DEADLINE
 
 pytestmark = pytest.mark.anyio
 

@@ -11,12 +11,11 @@ finding no RUNNING workflow on its queue, and counts the tool's real runs.
 from __future__ import annotations
 
 import logging
-import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import mcp_types
@@ -32,116 +31,22 @@ from temporalio.worker import Worker
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension
 from fastmcp_temporal.connection._store_marker import MARKER_NAME, StoreMarker
 from fastmcp_temporal.devserver._server import DevServer
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal.workflows.models import (
     LEG_OUTCOME_SIGNAL,
     SUBMIT_INPUT_SIGNAL,
     LateLegOutcome,
     LegOutcome,
 )
-from task_wire import (
-    DEADLINE,
-    accept,
-    ask,
-    eventually,
-    status_becomes,
-    tasks_cancel,
-    tasks_get,
-    tasks_update,
-    workflow_closed,
-)
-from test_operator_cli import fastmcp_temporal_cli
-from test_payloads import _none_running
+from helpers.cli import fastmcp_temporal_cli
+from helpers.stores import FolderStore, S3Store, Store
+from helpers.temporal import anonymous_workflow_id, no_workflow_running, task_handle, workflow_closed
+from helpers.waits import DEADLINE, eventually, status_becomes
+from helpers.wire import accept, ask, tasks_cancel, tasks_get, tasks_update
 
 pytestmark = pytest.mark.anyio
 
 BIG = 300 * 1024  # over the 256 KiB at which payloads go to the store
 LOST = "no longer in the payload store"
-
-
-class Store(Protocol):
-    setting: str
-
-    def keys(self) -> set[str]: ...
-    def damage(self, key: str, how: str) -> None: ...
-    def take_away(self) -> Callable[[], None]: ...
-    def put(self, name: str, data: bytes) -> None: ...
-
-
-class FolderStore:
-    def __init__(self, folder: Path) -> None:
-        self.folder, self.setting = folder, str(folder)
-
-    def keys(self) -> set[str]:
-        return {str(path) for path in self.folder.rglob("*") if path.is_file() and not path.name.startswith(".")}
-
-    def take_away(self) -> Callable[[], None]:
-        """Unmount it: the mount point stays, an empty folder (0700); returns what mounts it back."""
-        away = self.folder.rename(self.folder.with_name("unmounted"))
-        self.folder.mkdir(mode=0o700)
-
-        def mount() -> None:
-            shutil.rmtree(self.folder)
-            away.rename(self.folder)
-
-        return mount
-
-    def put(self, name: str, data: bytes) -> None:
-        """Write `data` as the store's `name` (relative to the store, as an S3 key is to the prefix)."""
-        (self.folder / name).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        (self.folder / name).write_bytes(data)
-
-    def damage(self, key: str, how: str) -> None:
-        path = Path(key)
-        data = path.read_bytes()
-        if how == "delete":
-            path.unlink()
-        else:
-            path.write_bytes(data[: len(data) // 2] if how == "truncate" else data[:-1] + bytes([data[-1] ^ 1]))
-
-
-class S3Store:
-    def __init__(self, endpoint: str) -> None:
-        import boto3
-
-        self.s3 = boto3.client("s3", endpoint_url=endpoint)
-        self.s3.create_bucket(Bucket="faults")
-        self.setting = "s3://faults/tasks"
-
-    def keys(self) -> set[str]:
-        """Every payload's key: not the store's marker."""
-        return {key for key in self._all_keys() if not key.endswith(MARKER_NAME)}
-
-    def _all_keys(self) -> set[str]:
-        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket="faults")
-        return {item["Key"] for page in pages for item in page.get("Contents", [])}
-
-    def take_away(self) -> Callable[[], None]:
-        """Empty the bucket (a store replaced, an endpoint pointed elsewhere); returns what puts it back."""
-        kept = {key: self.s3.get_object(Bucket="faults", Key=key)["Body"].read() for key in self._all_keys()}
-        self._empty()
-
-        def put_back() -> None:
-            self._empty()
-            for key, data in kept.items():
-                self.s3.put_object(Bucket="faults", Key=key, Body=data)
-
-        return put_back
-
-    def _empty(self) -> None:
-        for key in self._all_keys():
-            self.s3.delete_object(Bucket="faults", Key=key)
-
-    def put(self, name: str, data: bytes) -> None:
-        self.s3.put_object(Bucket="faults", Key=f"tasks/{name}", Body=data)
-
-    def damage(self, key: str, how: str) -> None:
-        data = self.s3.get_object(Bucket="faults", Key=key)["Body"].read()
-        if how == "delete":
-            self.s3.delete_object(Bucket="faults", Key=key)
-            return
-        damaged = data[: len(data) // 2] if how == "truncate" else data[:-1] + bytes([data[-1] ^ 1])
-        self.s3.put_object(Bucket="faults", Key=key, Body=damaged)
 
 
 @pytest.fixture(params=["folder", "s3"])
@@ -206,7 +111,7 @@ async def test_lost_arguments_end_the_task_on_its_next_step(make_extension, stor
         await _answer(client, task, "small")
         failed = await status_becomes(task, "failed")
         assert LOST in (failed.status_message or "")
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == ["two_rounds"]
 
 
@@ -223,7 +128,7 @@ async def test_a_lost_answer_ends_the_task_on_its_next_step(make_extension, stor
         await _answer(client, task, "small")
         failed = await status_becomes(task, "failed")
         assert LOST in (failed.status_message or "")
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == ["two_rounds", "two_rounds"]
 
 
@@ -237,7 +142,7 @@ async def test_a_lost_result_is_named_by_tasks_get(make_extension, store: Store,
         _damage_new(store, before, how)
         with pytest.raises(MCPError) as lost:
             await tasks_get(client, task.task_id)
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert lost.value.error.code == mcp_types.INTERNAL_ERROR
     assert LOST in lost.value.error.message and "FASTMCP_TEMPORAL_PAYLOAD_STORE" in lost.value.error.message
     assert runs == ["produce"]
@@ -260,14 +165,13 @@ async def test_a_task_whose_arguments_are_lost_still_closes_on_cancel_and_ttl(
         assert status != WorkflowExecutionStatus.RUNNING
         expected = "cancelled" if end == "cancel" else "failed"
         assert (await tasks_get(client, task.task_id)).status == expected
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == ["two_rounds"]
 
 
 async def _closed(extension: TemporalTasksExtension, task_id: str) -> WorkflowExecutionStatus | None:
     await workflow_closed(extension, task_id)
-    assert extension.client is not None
-    handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
+    handle = task_handle(extension, task_id)
     return (await handle.describe()).status
 
 
@@ -299,8 +203,7 @@ async def test_a_cancel_arriving_with_a_late_leg_outcome_wins(make_extension, te
             task = await call_tool_task(client, "slow")
             await eventually(lambda: started == ["slow"])
         # No worker now: the signal and the cancel reach the workflow in one workflow task.
-        assert api_extension.client is not None
-        handle = api_extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        handle = task_handle(api_extension, task.task_id)
         late = LegOutcome(result={"content": [{"type": "text", "text": "late"}], "isError": False})
         await handle.signal(LEG_OUTCOME_SIGNAL, LateLegOutcome(1, late))
         # Temporal's own cancel: `tasks/cancel` would end a task no worker runs from the server side.
@@ -319,14 +222,13 @@ async def test_a_malformed_answer_signal_is_ignored_and_the_task_goes_on(make_ex
     async with Client(_server(extension, runs)) as client:
         task = await call_tool_task(client, "two_rounds", {"blob": "small"})
         parked = await task.wait(state="input_required", timeout=30)
-        assert extension.client is not None
-        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        handle = task_handle(extension, task.task_id)
         for malformed in ({"answers": "nonsense"}, {"answers": {next(iter(parked.input_requests)): "no"}}):
             await handle.signal(SUBMIT_INPUT_SIGNAL, malformed)
         await _answer(client, task, "first")
         await _answer(client, task, "second")
         assert (await task.result()).data == "both answered"
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == ["two_rounds"] * 3
 
 
@@ -338,9 +240,9 @@ async def test_many_rounds_with_big_arguments_continue_as_new_before_history_fil
         for _ in range(7):
             await _answer(client, task, "next")
         assert (await task.result()).data == f"{1400 * 1024} after 7 rounds"
-        await _none_running(extension)
+        await no_workflow_running(extension)
         assert extension.client is not None
-        wf_id = workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id)
+        wf_id = anonymous_workflow_id(task.task_id)
         runs_in_temporal = [w async for w in extension.client.list_workflows(f"WorkflowId = '{wf_id}'")]
     assert len(runs_in_temporal) >= 2
     assert runs == ["two_rounds"] * 8
@@ -363,7 +265,7 @@ async def test_an_answer_that_makes_the_next_leg_too_big_for_the_store_is_refuse
         await _answer(client, task, "small")
         await _answer(client, task, "small")
         assert (await task.result()).data == "both answered"
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == ["two_rounds"] * 3
 
 
@@ -373,7 +275,7 @@ async def test_an_unreachable_store_at_tools_call_says_so(make_extension, s3_end
     async with Client(_server(extension, runs)) as client:
         with pytest.raises(MCPError) as refused:
             await call_tool_task(client, "two_rounds", {"blob": "a" * BIG})
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert refused.value.error.code == mcp_types.INTERNAL_ERROR
     assert "payload store (FASTMCP_TEMPORAL_PAYLOAD_STORE) failed" in refused.value.error.message
     assert runs == []
@@ -404,15 +306,14 @@ async def test_a_store_that_is_away_delays_the_task_and_loses_nothing(make_exten
         await task.wait(state="input_required", timeout=30)
         away = folder.rename(tmp_path / "unmounted")
         await _answer(client, task, "first")  # the worker must replay, and cannot read the arguments
-        assert extension.client is not None
-        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        handle = task_handle(extension, task.task_id)
         with anyio.fail_after(30):
             while (await handle.describe()).raw_description.pending_workflow_task.attempt < 2:
                 await anyio.sleep(0.1)
         away.rename(folder)
         await _answer(client, task, "second")
         assert (await task.result()).data == "both answered"
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == ["two_rounds"] * 3
 
 
@@ -463,8 +364,7 @@ async def test_a_store_that_is_not_the_one_the_task_wrote_to_delays_it_and_loses
             assert "nothing was removed" in refused
             assert store.keys() == {_key_of(store, _another_clusters_task(store))}
         await _answer(client, task, "first")  # the worker must replay, and cannot read the arguments
-        assert extension.client is not None
-        handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
+        handle = task_handle(extension, task.task_id)
         with anyio.fail_after(DEADLINE):
             while (described := await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
                 if described.raw_description.pending_workflow_task.attempt >= 3:
@@ -479,7 +379,7 @@ async def test_a_store_that_is_not_the_one_the_task_wrote_to_delays_it_and_loses
         back()
         assert store.keys() == before
         assert (await task.result()).data == f"{BIG} after 1 rounds"
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == ["two_rounds"] * 2
 
 

@@ -26,10 +26,10 @@ from fastmcp_tasks.client import call_tool_task
 from temporalio.api.enums.v1 import PendingActivityState
 
 from fastmcp_temporal import TemporalTasksExtension, execution_policy
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from task_wire import eventually, tasks_get
-from test_payloads import _none_running
-from test_store_faults import S3Store
+from helpers.stores import S3Store
+from helpers.temporal import no_workflow_running, task_handle
+from helpers.waits import eventually
+from helpers.wire import tasks_get
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -170,8 +170,7 @@ def _server(
 
 
 async def _pending_leg(extension: TemporalTasksExtension, task_id: str) -> Any:
-    assert extension.client is not None
-    handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
+    handle = task_handle(extension, task_id)
     pending = (await handle.describe()).raw_description.pending_activities
     return pending[0] if pending else None
 
@@ -206,7 +205,7 @@ async def test_a_leg_that_starts_during_a_store_outage_waits_for_its_input(
         await _outlast_the_retry_budget(client, extension, task.task_id)
         outage.end()
         assert (await task.result()).data == ARGUMENTS
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == ["hold", "measure"]
 
 
@@ -221,7 +220,7 @@ async def test_a_result_stored_during_an_outage_is_kept_once_the_store_is_back(
         await _outlast_the_retry_budget(client, extension, task.task_id)
         s3_outage.end()
         assert (await task.result()).data == "r" * RESULT
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert runs == ["produce"]
 
 
@@ -238,7 +237,7 @@ async def test_a_leg_whose_deadline_comes_during_an_outage_says_the_store_was_un
         task = await call_tool_task(client, "produce", raise_on_error=False)
         done = await task.wait(timeout=30)
         s3_outage.end()
-        await _none_running(extension)
+        await no_workflow_running(extension)
     assert done.status == "failed"
     message = done.status_message or ""
     assert "payload store did not answer" in message and "storing the tool's result" in message

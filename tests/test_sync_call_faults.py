@@ -28,9 +28,9 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 import fault_app
 from fastmcp_temporal.devserver._server import DevServer, free_port
 from fastmcp_temporal.workflows.models import TaskOutcome
-from fault_processes import DEADLINE, AttemptLog, Processes, answering_client
-from servers import NoTasksClient
-from task_wire import eventually
+from helpers.processes import PROCESS_DEADLINE, AttemptLog, Processes, answering_client
+from helpers.servers import NoTasksClient
+from helpers.waits import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
@@ -40,7 +40,7 @@ HEARTBEAT_TIMEOUTS_ON_ONE_ATTEMPT = 3
 
 async def the_call_workflow(temporal: TemporalClient, task_queue: str) -> WorkflowHandle[Any, TaskOutcome]:
     query = f"TaskQueue = '{task_queue}'"
-    with anyio.fail_after(DEADLINE):
+    with anyio.fail_after(PROCESS_DEADLINE):
         while not (found := [w.id async for w in temporal.list_workflows(query)]):
             await anyio.sleep(0.1)
     (workflow_id,) = found
@@ -73,13 +73,13 @@ async def test_a_durable_call_answers_after_its_worker_is_killed_resuming_from_i
             group.start_soon(call)
             await eventually(
                 lambda: attempts.progress("job") >= long_enough,
-                timeout=DEADLINE,
+                timeout=PROCESS_DEADLINE,
                 what="the leg to run long",
             )
             assert len(attempts.starts("job")) == 1, "the leg was retried while its worker was alive"
             processes.kill(first)
             second = processes.worker(temporal_server.address, task_queue)
-            with anyio.fail_after(DEADLINE):
+            with anyio.fail_after(PROCESS_DEADLINE):
                 while not answers:
                     await anyio.sleep(0.1)
 
@@ -112,7 +112,7 @@ async def test_a_durable_calls_workflow_completes_after_its_server_is_killed_and
         pass  # the server answers
 
     async def call() -> None:
-        async with NoTasksClient(url, timeout=DEADLINE) as client:
+        async with NoTasksClient(url, timeout=PROCESS_DEADLINE) as client:
             await client.call_tool("count", {"key": "running", "to": 16, "step": STEP})
 
     def call_on_its_own_loop() -> None:
@@ -120,12 +120,12 @@ async def test_a_durable_calls_workflow_completes_after_its_server_is_killed_and
         with suppress(Exception):
             asyncio.run(call())
 
-    with anyio.fail_after(DEADLINE):
+    with anyio.fail_after(PROCESS_DEADLINE):
         async with anyio.create_task_group() as group:
             group.start_soon(anyio.to_thread.run_sync, call_on_its_own_loop)
             await eventually(
                 lambda: attempts.progress("running") >= 3,
-                timeout=DEADLINE,
+                timeout=PROCESS_DEADLINE,
                 what="the tool to checkpoint",
             )
             processes.kill(server)
@@ -134,7 +134,7 @@ async def test_a_durable_calls_workflow_completes_after_its_server_is_killed_and
     handle = await the_call_workflow(temporal, task_queue)
     assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
     restarted = processes.http_server(temporal_server.address, task_queue, port)
-    with anyio.fail_after(DEADLINE):
+    with anyio.fail_after(PROCESS_DEADLINE):
         outcome = await handle.result()
 
     assert outcome.result is not None

@@ -46,10 +46,10 @@ from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal.devserver._server import DevServer, free_port
-from fault_processes import DEADLINE, AttemptLog, Processes, answering_client
-from servers import server_with, serving_http
-from task_wire import ask
-from test_sync_calls import HandshakeSession, call_workflows, closed_status, handshake_session
+from helpers.processes import PROCESS_DEADLINE, AttemptLog, Processes, answering_client
+from helpers.servers import HandshakeSession, handshake_session, server_with, serving_http
+from helpers.temporal import call_workflows, closed_status
+from helpers.wire import ask
 
 pytestmark = pytest.mark.anyio
 
@@ -66,7 +66,7 @@ async def call_from_a_plain_client(
     report = processes.directory / f"report-{len(processes.started)}.json"
     command = [*(client or [sys.executable, str(CLIENT)]), url, str(report), tool, json.dumps(arguments)]
     caller = processes._start([*command, json.dumps(answers or {}), *([level] if level else [])], {}, "client")
-    with anyio.fail_after(DEADLINE):
+    with anyio.fail_after(PROCESS_DEADLINE):
         while caller.poll() is None:
             await anyio.sleep(0.05)
     assert caller.returncode == 0, processes.output(caller)
@@ -245,7 +245,7 @@ async def test_progress_goes_only_to_a_request_with_a_progress_token(make_extens
     server = server_with(make_extension(sync_calls="workflow"), reports)
 
     async with serving_http(server) as url, handshake_session(url) as session:
-        with anyio.fail_after(DEADLINE):
+        with anyio.fail_after(PROCESS_DEADLINE):
             without = await call_raw(session, "reports", None)
             with_token = await call_raw(session, "reports", {"progressToken": "t-1"})
 
@@ -269,7 +269,7 @@ async def test_a_stateless_connection_keeps_the_inline_refusal_of_an_ask(make_ex
     async with serving_http(server, stateless_http=True) as url:
         client = Client(StreamableHttpTransport(url), mode="legacy", elicitation_handler=answer_anything)
         async with client:
-            with anyio.fail_after(DEADLINE), pytest.raises(MCPError) as raised:
+            with anyio.fail_after(PROCESS_DEADLINE), pytest.raises(MCPError) as raised:
                 await client.call_tool("asks")
         assert raised.value.error.code == mcp_types.INVALID_PARAMS
         assert "only exists at MCP 2026-07-28" in raised.value.error.message
@@ -288,7 +288,7 @@ async def test_an_ask_the_client_fails_to_answer_ends_the_call_with_its_error_an
     server = server_with(extension, asks)
 
     async with Client(server, mode="legacy", elicitation_handler=answer_badly) as client:
-        with anyio.fail_after(DEADLINE), pytest.raises(MCPError) as raised:
+        with anyio.fail_after(PROCESS_DEADLINE), pytest.raises(MCPError) as raised:
             await client.call_tool("asks")
         (execution,) = await call_workflows(extension)
         assert await closed_status(extension) == WorkflowExecutionStatus.CANCELED
@@ -319,7 +319,7 @@ async def test_sampling_and_roots_asks_are_relayed_too(make_extension) -> None:
     server = server_with(extension, asks_for_sampling_and_roots)
 
     async with Client(server, mode="legacy", sampling_handler=sample_hello, roots=["file:///work"]) as client:
-        with anyio.fail_after(DEADLINE):
+        with anyio.fail_after(PROCESS_DEADLINE):
             result = await client.call_tool("asks_for_sampling_and_roots")
         (execution,) = await call_workflows(extension)
         assert extension.client is not None

@@ -48,7 +48,7 @@ from fastmcp_temporal import TemporalTasksExtension, TemporalTasksSettings, exec
 from fastmcp_temporal._fastmcp_private import cancel_requested
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG
-from result_cases import (
+from helpers.results import (
     ERROR_CASES,
     INVALID_CALLS,
     RETURN_CASES,
@@ -56,8 +56,18 @@ from result_cases import (
     sleeps_past_timeout,
     wire,
 )
-from servers import NoTasksClient, identity, server_with, serving_http, square, verifier, whoami
-from task_wire import DEADLINE
+from helpers.servers import (
+    NoTasksClient,
+    handshake_session,
+    identity,
+    server_with,
+    serving_http,
+    square,
+    verifier,
+    whoami,
+)
+from helpers.temporal import call_workflows, closed_status
+from helpers.waits import DEADLINE
 
 pytestmark = pytest.mark.anyio
 
@@ -98,20 +108,6 @@ def tool(fn: Callable[..., Any], **options: Any) -> Callable[[FastMCP], None]:
         server.tool(fn, name="x", task=True, **options)
 
     return register
-
-
-async def call_workflows(extension: TemporalTasksExtension, expected: int = 1) -> list[WorkflowExecution]:
-    """The synchronous-call workflows on this test's task queue, once `expected` are listed."""
-    client = extension.client
-    assert client is not None
-    query = f"TaskQueue = '{extension.temporal_settings.task_queue}'"
-    with anyio.fail_after(DEADLINE):
-        while True:
-            found = [w async for w in client.list_workflows(query)]
-            if len(found) >= expected:
-                assert all(w.id.startswith(f"mcp-call/{ANONYMOUS_SCOPE_TAG}/") for w in found), found
-                return found
-            await anyio.sleep(0.1)
 
 
 async def ran_once_on_a_worker(extension: TemporalTasksExtension, execution: WorkflowExecution) -> None:
@@ -329,17 +325,6 @@ def add_wait_forever(server: FastMCP) -> tuple[asyncio.Event, asyncio.Event]:
     return started, stopped
 
 
-async def closed_status(extension: TemporalTasksExtension) -> WorkflowExecutionStatus | None:
-    """How the test's one call workflow closed, once it has."""
-    (execution,) = await call_workflows(extension)
-    assert extension.client is not None
-    handle = extension.client.get_workflow_handle(execution.id)
-    with anyio.fail_after(DEADLINE):
-        while (status := (await handle.describe()).status) == WorkflowExecutionStatus.RUNNING:
-            await anyio.sleep(0.05)
-    return status
-
-
 @pytest.mark.parametrize("transport", ["memory", "http"])
 async def test_a_cancelled_request_cancels_the_workflow_and_the_tool(make_extension, transport) -> None:
     """In memory the client sends `notifications/cancelled`; over 2026 HTTP it closes the response stream."""
@@ -359,51 +344,6 @@ async def test_a_cancelled_request_cancels_the_workflow_and_the_tool(make_extens
                 group.cancel_scope.cancel()
             await stopped.wait()
         assert await closed_status(extension) == WorkflowExecutionStatus.CANCELED
-
-
-HANDSHAKE_VERSION = "2025-11-25"
-CALL_ID = 1
-
-
-@dataclass
-class HandshakeSession:
-    """A raw streamable-HTTP session of the handshake era, as the TypeScript SDK's client holds one."""
-
-    http: httpx2.AsyncClient
-    url: str
-    headers: dict[str, str]
-
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
-        message = {"jsonrpc": "2.0", "method": method, "params": params}
-        response = await self.http.post(self.url, headers=self.headers, json=message)
-        assert response.status_code == 202, response.text
-
-    async def call_wait_forever(self) -> None:
-        """`tools/call` of "wait_forever" as request `CALL_ID`, its response stream held open."""
-        params = {"name": "wait_forever", "arguments": {}}
-        message = {"jsonrpc": "2.0", "id": CALL_ID, "method": "tools/call", "params": params}
-        async with self.http.stream("POST", self.url, headers=self.headers, json=message) as response:
-            async for _ in response.aiter_lines():
-                pass
-            await anyio.sleep_forever()  # a client that cancels by notification keeps its stream
-
-    async def cancel_the_call(self) -> None:
-        await self.notify("notifications/cancelled", {"requestId": CALL_ID, "reason": "the user aborted"})
-
-
-@asynccontextmanager
-async def handshake_session(url: str) -> AsyncIterator[HandshakeSession]:
-    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-    params = {"protocolVersion": HANDSHAKE_VERSION, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
-    async with httpx2.AsyncClient(timeout=DEADLINE) as http:
-        opened = await http.post(
-            url, headers=headers, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
-        )
-        assert f'"protocolVersion":"{HANDSHAKE_VERSION}"' in opened.text
-        headers |= {"Mcp-Session-Id": opened.headers["mcp-session-id"], "Mcp-Protocol-Version": HANDSHAKE_VERSION}
-        session = HandshakeSession(http, url, headers)
-        await session.notify("notifications/initialized", {})
-        yield session
 
 
 @pytest.mark.parametrize("peer_cancel_mode", ["interrupt", "signal"])

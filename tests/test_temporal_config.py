@@ -25,9 +25,9 @@ from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver._server import DevServer, free_port
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from servers import server_with, square
-from tls_proxy import CLIENT_NAME, SERVER_NAME, TlsFiles, TlsProxy, make_tls_files
+from helpers.servers import WORKER_SERVER, server_with, square
+from helpers.temporal import task_handle
+from helpers.tls import CLIENT_NAME, SERVER_NAME, TlsFiles, TlsProxy, make_tls_files
 
 pytestmark = pytest.mark.anyio
 
@@ -49,7 +49,7 @@ async def _run_task(extension: TemporalTasksExtension) -> str:
 async def _completed_in_temporal(address: str, namespace: str, task_id: str) -> None:
     """Read the task's workflow straight from the dev server (no TLS, no extension)."""
     plain = await TemporalClient.connect(address, namespace=namespace)
-    handle = plain.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
+    handle = task_handle(plain, task_id)
     assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
 
 
@@ -187,20 +187,6 @@ async def test_a_missing_config_file_or_profile_fails_startup_with_the_fix(
     monkeypatch.setenv("TEMPORAL_CONFIG_FILE", str(config))
     with pytest.raises(Exception, match="profile 'prod'.*Profile 'prod' not found.*TEMPORAL_PROFILE"):
         await _run_task(_extension(task_queue, profile="prod"))
-
-
-WORKER_SERVER = """
-from fastmcp import FastMCP
-from fastmcp_temporal import TemporalTasksExtension
-
-mcp = FastMCP("cli-worker")
-mcp.add_extension(TemporalTasksExtension())
-
-
-@mcp.tool(task=True)
-async def square(n: int) -> int:
-    return n * n
-"""
 
 
 async def test_the_worker_command_connects_with_the_shared_connection_options(

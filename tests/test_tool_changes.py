@@ -21,7 +21,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from fastmcp import Client
 from fastmcp_tasks.client import ToolTask, call_tool_task
@@ -29,9 +28,10 @@ from temporalio.client import Client as TemporalClient
 
 import redeploy_app
 from fastmcp_temporal.devserver._server import DevServer
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from fault_processes import DEADLINE, AttemptLog, Processes
-from task_wire import accept, eventually, finished, status_becomes, tasks_update, text_of
+from helpers.processes import AttemptLog, Processes
+from helpers.temporal import no_workflow_running, task_handle
+from helpers.waits import eventually, finished, status_becomes
+from helpers.wire import accept, tasks_update, text_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
@@ -122,21 +122,11 @@ async def test_tasks_whose_tool_changed_end_once_with_an_error_naming_it(
     await no_workflow_running(temporal, task_queue)
 
 
-async def no_workflow_running(temporal: TemporalClient, task_queue: str) -> None:
-    """Wait until Temporal's visibility lists no running workflow on `task_queue`."""
-    running = f'TaskQueue="{task_queue}" AND ExecutionStatus="Running"'
-    with anyio.fail_after(DEADLINE):
-        while [w.id async for w in temporal.list_workflows(running)]:
-            await anyio.sleep(0.2)
-
-
 async def leg_attempts(temporal: TemporalClient, task_id: str) -> list[int]:
     """The attempt each of the task's legs completed on; fails if a leg failed or timed out for good."""
     attempts: list[int] = []
     closed = 0
-    async for event in temporal.get_workflow_handle(
-        workflow_id(ANONYMOUS_SCOPE_TAG, task_id)
-    ).fetch_history_events():
+    async for event in task_handle(temporal, task_id).fetch_history_events():
         if event.HasField("activity_task_started_event_attributes"):
             attempts.append(event.activity_task_started_event_attributes.attempt)
         assert not event.HasField("activity_task_failed_event_attributes"), event

@@ -27,8 +27,10 @@ from temporalio.client import WorkflowHandle
 from fastmcp_temporal import execution_policy
 from fastmcp_temporal.connection._codec import ENCODING
 from fastmcp_temporal.devserver._server import DevServer
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
-from task_wire import DEADLINE, question, status_becomes, tasks_update
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG
+from helpers.temporal import task_handle
+from helpers.waits import DEADLINE, status_becomes
+from helpers.wire import question, tasks_update
 
 pytestmark = pytest.mark.anyio
 
@@ -98,7 +100,7 @@ async def test_ui_shows_tool_task_and_live_state_for_every_status(
         temporal = extension.client
 
         parked = await call_tool_task(client, "greet", {"who": "ada"})
-        handle = temporal.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, parked.task_id))
+        handle = task_handle(temporal, parked.task_id)
         waiting = await status_becomes(parked, "input_required")
         summary, details = await _static(handle)
         assert summary == f"greet v2 · task {parked.task_id}"
@@ -128,7 +130,7 @@ async def test_ui_shows_tool_task_and_live_state_for_every_status(
         assert await _leg_summaries(handle) == ["greet · leg 1", "greet · leg 2 · after answers: name"]
 
         running = await call_tool_task(client, "crunch", {"dataset": "sales"})
-        handle = temporal.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, running.task_id))
+        handle = task_handle(temporal, running.task_id)
         assert await _details_become(handle, "**working**") == "**working** · leg 1 running"
         assert (await _static(handle))[0] == f"crunch · task {running.task_id}"
         assert await _leg_summaries(handle) == ["crunch · leg 1"]
@@ -138,7 +140,7 @@ async def test_ui_shows_tool_task_and_live_state_for_every_status(
         assert (await _details_become(handle, "**cancelled**")).startswith("**cancelled**")
         failing = await call_tool_task(client, "stall")
         await status_becomes(failing, "failed")
-        handle_failed = temporal.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, failing.task_id))
+        handle_failed = task_handle(temporal, failing.task_id)
         failed = await _details_become(handle_failed, "**failed**")
         assert failed.startswith("**failed** · after leg 1\n")
         assert "Last leg failure: The tool did not finish within its start_to_close_timeout of 1s" in failed

@@ -21,9 +21,10 @@ from fastmcp_tasks.client import call_tool_task
 from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal.devserver._server import DevServer, free_port
-from fault_processes import DEADLINE, AttemptLog, Processes, answering_client
-from task_wire import accept, eventually, tasks_get, tasks_update
-from test_tool_changes import no_workflow_running
+from helpers.processes import PROCESS_DEADLINE, AttemptLog, Processes, answering_client
+from helpers.temporal import no_workflow_running
+from helpers.waits import eventually
+from helpers.wire import accept, tasks_get, tasks_update
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -39,7 +40,7 @@ def previous_release(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
 
 
 async def _status(client: Client, task_id: str, *states: str) -> Any:
-    with anyio.fail_after(DEADLINE):
+    with anyio.fail_after(PROCESS_DEADLINE):
         while (status := await tasks_get(client, task_id)).status not in states:
             await anyio.sleep(0.1)
     return status

@@ -1,11 +1,12 @@
 """Servers, clients and callers shared by the over-the-wire tests.
 
 A FastMCP server with its tools on a test's extension, served in memory or over real
-streamable HTTP (uvicorn on a free loopback port, stopped even when a test fails),
-the clients that reach it (opted in to tasks or not, with a bearer token or none), and
-the callers FastMCP's `StaticTokenVerifier` knows, with what a task sees of each, and a
-"Temporal" that accepts TCP connections and never answers, with what a start-up that cannot
-reach Temporal must say.
+streamable HTTP (uvicorn on a free loopback port, stopped even when a test fails), the
+source of a one-tool app for `fastmcp-temporal worker`, the clients that reach a server
+(opted in to tasks or not, with a bearer token or none, or a raw handshake-era session),
+the callers FastMCP's `StaticTokenVerifier` knows, with what a task sees of each, tools
+the tests hold while they act, and a "Temporal" that accepts TCP connections and never
+answers, with what a start-up that cannot reach Temporal must say.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import httpx2
 import uvicorn
 from fastmcp import Client, FastMCP
 from fastmcp.client.transports import StreamableHttpTransport
@@ -25,7 +28,7 @@ from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
 from fastmcp.server.dependencies import get_access_token, get_http_headers, get_http_request
 
 from fastmcp_temporal import TemporalTasksExtension
-from task_wire import DEADLINE
+from helpers.waits import DEADLINE
 
 TOKENS: dict[str, dict[str, Any]] = {
     "token-a": {"client_id": "client-a", "scopes": ["read"]},
@@ -36,6 +39,24 @@ TOKENS: dict[str, dict[str, Any]] = {
     "token-sub": {"client_id": "tenant-app", "sub": "alice-user"},
     "token-pipe": {"client_id": "tenant-app|alice-user"},
 }
+
+
+WORKER_SERVER = """
+from fastmcp import FastMCP
+from fastmcp_temporal import TemporalTasksExtension
+
+mcp = FastMCP("cli-worker")
+mcp.add_extension(TemporalTasksExtension())
+
+
+@mcp.tool(task=True)
+async def square(n: int) -> int:
+    return n * n
+"""
+"""The source of a server file for `fastmcp-temporal worker`: one task tool, `square`."""
+
+HANDSHAKE_VERSION = "2025-11-25"
+CALL_ID = 1
 
 
 class NoTasksClient(Client):
@@ -86,6 +107,49 @@ def http_client(url: str, token: str | None = None, headers: dict[str, str] | No
     return Client(StreamableHttpTransport(url, headers=headers, auth=token))
 
 
+@dataclass
+class HandshakeSession:
+    """A raw streamable-HTTP session of the handshake era, as the TypeScript SDK's client holds one."""
+
+    http: httpx2.AsyncClient
+    url: str
+    headers: dict[str, str]
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        message = {"jsonrpc": "2.0", "method": method, "params": params}
+        response = await self.http.post(self.url, headers=self.headers, json=message)
+        assert response.status_code == 202, response.text
+
+    async def call_wait_forever(self) -> None:
+        """`tools/call` of "wait_forever" as request `CALL_ID`, its response stream held open."""
+        params = {"name": "wait_forever", "arguments": {}}
+        message = {"jsonrpc": "2.0", "id": CALL_ID, "method": "tools/call", "params": params}
+        async with self.http.stream("POST", self.url, headers=self.headers, json=message) as response:
+            async for _ in response.aiter_lines():
+                pass
+            await anyio.sleep_forever()  # a client that cancels by notification keeps its stream
+
+    async def cancel_the_call(self) -> None:
+        await self.notify("notifications/cancelled", {"requestId": CALL_ID, "reason": "the user aborted"})
+
+
+@asynccontextmanager
+async def handshake_session(url: str) -> AsyncIterator[HandshakeSession]:
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    client_info = {"name": "raw", "version": "1"}
+    params = {"protocolVersion": HANDSHAKE_VERSION, "capabilities": {}, "clientInfo": client_info}
+    async with httpx2.AsyncClient(timeout=DEADLINE) as http:
+        opened = await http.post(
+            url, headers=headers, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+        )
+        assert f'"protocolVersion":"{HANDSHAKE_VERSION}"' in opened.text
+        session_id = opened.headers["mcp-session-id"]
+        headers |= {"Mcp-Session-Id": session_id, "Mcp-Protocol-Version": HANDSHAKE_VERSION}
+        session = HandshakeSession(http, url, headers)
+        await session.notify("notifications/initialized", {})
+        yield session
+
+
 async def whoami() -> dict[str, Any]:
     """Who the task runs as, read with no `ctx` parameter."""
     token = get_access_token()
@@ -117,6 +181,17 @@ def identity(token: str | None, tenant: str | None = None) -> dict[str, Any]:
 
 async def square(n: int) -> int:
     return n * n
+
+
+def gated_tool(started: anyio.Event, release: anyio.Event) -> Callable[[], Awaitable[str]]:
+    """A tool, `gated`, that says it started and returns "done" once released; it reports no progress."""
+
+    async def gated() -> str:
+        started.set()
+        await release.wait()
+        return "done"
+
+    return gated
 
 
 @contextmanager

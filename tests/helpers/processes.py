@@ -21,12 +21,12 @@ from typing import Any
 import anyio
 from fastmcp import Client
 
-import fault_app
-from task_wire import eventually
+from helpers.waits import eventually
 
 CLI = Path(sys.executable).parent / "fastmcp-temporal"
-APP = Path(fault_app.__file__)
-DEADLINE = 60
+APP = Path(__file__).parents[1] / "fault_app.py"
+PROCESS_DEADLINE = 60
+"""Seconds a process gets to start, answer or finish: longer than an in-process wait's."""
 
 
 class AttemptLog:
@@ -119,7 +119,7 @@ class Processes:
         for worker in workers:
             await eventually(
                 lambda worker=worker: self.alive(worker) and "polling task queue" in self.output(worker),
-                timeout=DEADLINE,
+                timeout=PROCESS_DEADLINE,
                 what=f"worker {worker.pid} to poll",
             )
 
@@ -160,7 +160,7 @@ async def answering_client(
             return False
         return True
 
-    with anyio.fail_after(DEADLINE):
+    with anyio.fail_after(PROCESS_DEADLINE):
         while not await answers():
             await anyio.sleep(0.2)
     async with Client(url) as client:

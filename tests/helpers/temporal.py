@@ -1,0 +1,165 @@
+"""What a test reads or does in Temporal itself, behind the MCP wire.
+
+The handle of an anonymous caller's task, waits on visibility and on a workflow's close,
+the synchronous-call workflows of a test's queue, an operator's reset, a task workflow
+whose own code fails, and the requests one Temporal client makes. Only for proving what
+the wire cannot show; what users see is read over the wire.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import anyio
+from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
+
+from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal.devserver._server import DevServer, find_temporal_binary
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, WorkflowKind, workflow_id
+from fastmcp_temporal.workflows.models import SCOPE_MEMO, TOOL_MEMO, TTL_MEMO, LegPolicy, TaskInput, ToolCall
+from fastmcp_temporal.workflows.task import STATUS_ATTRIBUTE, McpTaskWorkflow
+from helpers.waits import DEADLINE
+
+_REQUEST_METRICS = ("temporal_request", "temporal_long_request")
+
+
+def temporal_client(reach: TemporalTasksExtension | Client) -> Client:
+    """`reach` itself, or the Temporal client of an extension whose server runs."""
+    if isinstance(reach, Client):
+        return reach
+    assert reach.client is not None, "the extension's server must be running"
+    return reach.client
+
+
+def anonymous_workflow_id(task_id: str, kind: WorkflowKind = "task") -> str:
+    """The workflow id of an anonymous caller's task (or, `kind="call"`, synchronous call)."""
+    return workflow_id(ANONYMOUS_SCOPE_TAG, task_id, kind)
+
+
+def task_handle(
+    reach: TemporalTasksExtension | Client, task_id: str, kind: WorkflowKind = "task"
+) -> WorkflowHandle[Any, Any]:
+    """The workflow of an anonymous caller's task, through an extension's client or a plain one."""
+    return temporal_client(reach).get_workflow_handle(anonymous_workflow_id(task_id, kind))
+
+
+async def workflow_closed(
+    extension: TemporalTasksExtension, task_id: str, scope_tag: str = ANONYMOUS_SCOPE_TAG
+) -> None:
+    """Wait until a task's workflow (an anonymous one's by default) has closed.
+
+    Only for proving that nothing more happens afterwards.
+    """
+    handle = temporal_client(extension).get_workflow_handle(workflow_id(scope_tag, task_id))
+    with anyio.fail_after(DEADLINE):
+        while (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+            await anyio.sleep(0.05)
+
+
+async def no_workflow_running(reach: TemporalTasksExtension | Client, task_queue: str | None = None) -> None:
+    """Wait until Temporal's visibility lists no running workflow on `task_queue` (an extension's own
+    by default); visibility lags behind the workflows."""
+    if task_queue is None:
+        assert isinstance(reach, TemporalTasksExtension), "a plain client needs the task queue"
+        task_queue = reach.temporal_settings.task_queue
+    running = f'TaskQueue="{task_queue}" AND ExecutionStatus="Running"'
+    temporal = temporal_client(reach)
+    with anyio.fail_after(DEADLINE):
+        while [w.id async for w in temporal.list_workflows(running)]:
+            await anyio.sleep(0.2)
+
+
+async def workflows_listed(
+    extension: TemporalTasksExtension, at_least: int, query: str | None = None
+) -> list[str]:
+    """The ids of the workflows on the extension's task queue (that match the visibility `query`),
+    once visibility lists `at_least` of them."""
+    on_queue = f"TaskQueue = '{extension.temporal_settings.task_queue}'"
+    scoped = f"{on_queue} AND {query}" if query else on_queue
+    temporal = temporal_client(extension)
+    with anyio.fail_after(DEADLINE):
+        while len(ids := [execution.id async for execution in temporal.list_workflows(scoped)]) < at_least:
+            await anyio.sleep(0.1)
+    return ids
+
+
+async def call_workflows(extension: TemporalTasksExtension, expected: int = 1) -> list[WorkflowExecution]:
+    """The synchronous-call workflows on this test's task queue, once `expected` are listed."""
+    client = temporal_client(extension)
+    query = f"TaskQueue = '{extension.temporal_settings.task_queue}'"
+    with anyio.fail_after(DEADLINE):
+        while True:
+            found = [w async for w in client.list_workflows(query)]
+            if len(found) >= expected:
+                assert all(w.id.startswith(f"mcp-call/{ANONYMOUS_SCOPE_TAG}/") for w in found), found
+                return found
+            await anyio.sleep(0.1)
+
+
+async def closed_status(extension: TemporalTasksExtension) -> WorkflowExecutionStatus | None:
+    """How the test's one call workflow closed, once it has."""
+    (execution,) = await call_workflows(extension)
+    handle = temporal_client(extension).get_workflow_handle(execution.id)
+    with anyio.fail_after(DEADLINE):
+        while (status := (await handle.describe()).status) == WorkflowExecutionStatus.RUNNING:
+            await anyio.sleep(0.05)
+    return status
+
+
+async def reset_workflow(temporal_server: DevServer, workflow: str) -> None:
+    """What an operator does to re-run a task: `temporal workflow reset --type FirstWorkflowTask`."""
+    await anyio.run_process(
+        [
+            str(find_temporal_binary()), "workflow", "reset", "--address", temporal_server.address,
+            "--workflow-id", workflow, "--type", "FirstWorkflowTask", "--reason", "re-run the task",
+        ]
+    )
+
+
+async def start_broken_task(extension: TemporalTasksExtension, task_id: str) -> WorkflowHandle[Any, Any]:
+    """Start a task workflow whose own code raises (a leg timeout no timedelta holds).
+
+    Only for proving what happens when workflow code fails: no tool call creates one.
+    """
+    call = ToolCall(task_id=task_id, component_key="tool:square@", arguments={"n": 2}, snapshot="")
+    broken = TaskInput(call=call, ttl_ms=60_000, policy=LegPolicy(float("inf"), 1))
+    return await temporal_client(extension).start_workflow(
+        McpTaskWorkflow.run,
+        broken,
+        id=anonymous_workflow_id(task_id),
+        task_queue=extension.temporal_settings.task_queue,
+        memo={SCOPE_MEMO: ANONYMOUS_SCOPE_TAG, TOOL_MEMO: "square", TTL_MEMO: 60_000},
+        search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS_ATTRIBUTE, "working")]),
+    )
+
+
+class TemporalRequests:
+    """Counts, by operation, the requests of the clients connected through it.
+
+    A client connected through `connect` reports every call it makes (each long poll too)
+    to its own metric buffer, so a test counts what one server asked of Temporal, apart
+    from the worker and the test's own client.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = MetricBuffer(100_000)
+        self._runtime = Runtime(telemetry=TelemetryConfig(metrics=self._buffer))
+        self._totals: Counter[str] = Counter()
+
+    async def connect(self, address: str) -> Client:
+        """A client whose every request is counted.
+
+        Args:
+            address: host:port of the Temporal frontend.
+        """
+        return await Client.connect(address, runtime=self._runtime)
+
+    def count(self) -> Counter[str]:
+        """Requests so far, by operation (`DescribeWorkflowExecution`, ...)."""
+        for update in self._buffer.retrieve_updates():
+            if update.metric.name in _REQUEST_METRICS:
+                self._totals[str(update.attributes.get("operation"))] += int(update.value)
+        return Counter(self._totals)
