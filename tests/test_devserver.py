@@ -30,7 +30,6 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from fastmcp_temporal.connection._search_attributes import ensure_search_attributes
-from fastmcp_temporal.workflows.models import SEARCH_ATTRIBUTES
 from fastmcp_temporal.devserver._server import (
     DevServer,
     DevServerError,
@@ -39,6 +38,7 @@ from fastmcp_temporal.devserver._server import (
     reuse_or_start_dev_server,
     start_dev_server,
 )
+from fastmcp_temporal.workflows.models import SEARCH_ATTRIBUTES
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "dev-server.sh"
