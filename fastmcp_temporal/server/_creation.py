@@ -14,7 +14,7 @@ own `versioning_behavior` is passed as the start's versioning override.
 
 Every workflow starts with a Temporal `Priority`: the caller's fairness key (from its scope
 tag), so a queue with fairness on shares the workers between callers, and the tool's own
-`priority`. The workflow's legs inherit both from the start, so the workflow commands nothing new.
+`priority`. The legs inherit both from the start, so what the workflow commands does not change.
 """
 
 from __future__ import annotations
