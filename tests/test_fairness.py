@@ -25,7 +25,7 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowHandle
-from temporalio.worker import Worker
+from temporalio.worker import Worker, WorkerConfig
 
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension, execution_policy
 from fastmcp_temporal.devserver._server import DevServer, start_dev_server
@@ -41,7 +41,7 @@ from helpers.servers import (
     square,
     verifier,
 )
-from helpers.temporal import call_workflows, task_handle, workflow_of
+from helpers.temporal import call_workflows, task_handle, temporal_client, workflow_of
 from helpers.waits import DEADLINE, eventually, finished, polled_until
 from helpers.wire import accept, ask, tasks_update
 
@@ -225,9 +225,9 @@ async def test_a_durable_synchronous_call_carries_the_callers_fairness_key_and_p
     async with NoTasksClient(server_with(extension, ranked)) as client:
         assert (await client.call_tool("ranked", {"n": 1})).data == 2
         (call,) = await call_workflows(extension)
-        priority = (await extension.client.get_workflow_handle(call.id).describe()).raw_description
-    info = priority.workflow_execution_info.priority
-    assert (info.priority_key, info.fairness_key) == (2, ANONYMOUS_SCOPE_TAG)
+        description = await temporal_client(extension).get_workflow_handle(call.id).describe()
+    info = description.raw_description.workflow_execution_info
+    assert (info.priority.priority_key, info.priority.fairness_key) == (2, ANONYMOUS_SCOPE_TAG)
 
 
 async def test_a_task_that_continues_as_new_keeps_its_priority(
@@ -258,16 +258,25 @@ async def test_a_task_that_continues_as_new_keeps_its_priority(
 # --- rate limits --------------------------------------------------------------------------
 
 
-async def activity_rate_limit(temporal: TemporalClient, task_queue: str) -> tuple[float, int]:
-    """The activity rate limit Temporal applies to `task_queue`, and where it comes from."""
+async def workers_rate_limit(temporal: TemporalClient, task_queue: str) -> float:
+    """The activity rate limit Temporal applies to `task_queue`, once it is the one its workers set."""
     request = DescribeTaskQueueRequest(
         namespace=temporal.namespace,
         task_queue=TaskQueue(name=task_queue),
         task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
         report_config=True,
     )
-    limit = (await temporal.workflow_service.describe_task_queue(request)).effective_rate_limit
-    return limit.requests_per_second, limit.rate_limit_source
+    with anyio.fail_after(DEADLINE):
+        while True:
+            limit = (await temporal.workflow_service.describe_task_queue(request)).effective_rate_limit
+            if limit.rate_limit_source == RateLimitSource.RATE_LIMIT_SOURCE_WORKER:
+                return limit.requests_per_second
+            await anyio.sleep(0.2)
+
+
+def rate_limits(config: WorkerConfig) -> tuple[float | None, float | None]:
+    """A Worker's own activities per second, and its task queue's."""
+    return config.get("max_activities_per_second"), config.get("max_task_queue_activities_per_second")
 
 
 async def test_the_rate_limit_settings_reach_the_embedded_worker_and_temporal(
@@ -278,34 +287,26 @@ async def test_the_rate_limit_settings_reach_the_embedded_worker_and_temporal(
     async with Client(server) as client:
         assert (await call_tool_task(client, "square", {"n": 4}).result()).data == 16
         temporal = extension.client
-        config = build_worker(temporal, server, extension.temporal_settings).config(active_config=True)
-        limit = await activity_rate_limit(temporal, task_queue)
-    assert (config["max_activities_per_second"], config["max_task_queue_activities_per_second"]) == (7.5, 3.0)
-    assert limit == (3.0, RateLimitSource.RATE_LIMIT_SOURCE_WORKER)
+        assert temporal is not None
+        embedded = build_worker(temporal, server, extension.temporal_settings).config(active_config=True)
+        applied = await workers_rate_limit(temporal, task_queue)
+    assert rate_limits(embedded) == (7.5, 3.0)
+    assert applied == 3.0
 
 
 async def test_a_user_built_workers_own_rate_limits_win_over_the_settings(
     make_extension: Callable[..., TemporalTasksExtension], temporal_server: DevServer, task_queue: str
 ) -> None:
-    extension = make_extension(max_activities_per_second=7.5, max_task_queue_activities_per_second=3.0)
     temporal = await TemporalClient.connect(temporal_server.address)
-    plugin = McpTasksPlugin(server_with(extension, square))
-    from_settings = Worker(temporal, task_queue=task_queue, plugins=[plugin]).config(active_config=True)
-    own = Worker(
-        temporal,
-        task_queue=task_queue,
-        plugins=[McpTasksPlugin(server_with(make_extension(max_activities_per_second=7.5), square))],
-        max_activities_per_second=2.0,
-        max_task_queue_activities_per_second=1.0,
-    ).config(active_config=True)
-    assert (
-        from_settings["max_activities_per_second"],
-        from_settings["max_task_queue_activities_per_second"],
-    ) == (
-        7.5,
-        3.0,
-    )
-    assert (own["max_activities_per_second"], own["max_task_queue_activities_per_second"]) == (2.0, 1.0)
+
+    def worker(**own: float) -> WorkerConfig:
+        extension = make_extension(max_activities_per_second=7.5, max_task_queue_activities_per_second=3.0)
+        plugin = McpTasksPlugin(server_with(extension, square))
+        return Worker(temporal, task_queue=task_queue, plugins=[plugin], **own).config(active_config=True)
+
+    assert rate_limits(worker()) == (7.5, 3.0)
+    own = worker(max_activities_per_second=2.0, max_task_queue_activities_per_second=1.0)
+    assert rate_limits(own) == (2.0, 1.0)
 
 
 async def test_the_worker_command_passes_the_task_queue_rate_limit_to_temporal(
@@ -321,9 +322,4 @@ async def test_the_worker_command_passes_the_task_queue_rate_limit_to_temporal(
     )
     await processes.polling(worker)
     temporal = await TemporalClient.connect(temporal_server.address)
-    with anyio.fail_after(DEADLINE):
-        while (limit := await activity_rate_limit(temporal, task_queue))[
-            1
-        ] != RateLimitSource.RATE_LIMIT_SOURCE_WORKER:
-            await anyio.sleep(0.2)
-    assert limit == (2.5, RateLimitSource.RATE_LIMIT_SOURCE_WORKER)
+    assert await workers_rate_limit(temporal, task_queue) == 2.5
