@@ -206,11 +206,13 @@ async def test_each_callers_tasks_carry_their_fairness_key_and_the_tools_priorit
     assert tag_of(a_urgent) != tag_of(b_urgent)
     assert described["a_urgent"].priority_key == described["b_urgent"].priority_key == 1
     assert described["b_square"].priority_key == 0  # unset: Temporal's default (3) applies
+    # The workflow commands no priority of its own for the leg: Temporal dispatches it with the
+    # workflow's (the fair-queue test above shows the order that gives) and records none on it.
     (pending,) = running.pending_activities
-    assert (pending.priority.priority_key, pending.priority.fairness_key) == (1, tag_of(a_urgent))
+    assert (pending.priority.priority_key, pending.priority.fairness_key) == (0, "")
     (scheduled,) = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
-    # The workflow commands no priority of its own: the leg inherits the start's.
-    assert not scheduled.activity_task_scheduled_event_attributes.HasField("priority")
+    commanded = scheduled.activity_task_scheduled_event_attributes.priority
+    assert (commanded.priority_key, commanded.fairness_key) == (0, "")
 
 
 async def test_a_durable_synchronous_call_carries_the_callers_fairness_key_and_priority(
@@ -243,11 +245,14 @@ async def test_a_task_that_continues_as_new_keeps_its_priority(
 
     async with Client(server_with(extension, interview)) as client:
         task = await call_tool_task(client, "interview")
-        for turn in range(rounds):
+        answered: set[str] = set()
+        for _ in range(rounds):
             asked = await polled_until(
-                task.status, "input_required", lambda s: f"q{turn}" in (s.input_requests or {})
+                task.status, "input_required", lambda s: bool(set(s.input_requests or {}) - answered)
             )
-            await tasks_update(client, task.task_id, {key: accept("x") for key in asked.input_requests or {}})
+            keys = set(asked.input_requests or {}) - answered
+            await tasks_update(client, task.task_id, {key: accept("x") for key in keys})
+            answered |= keys
         assert (await finished(task)).status == "completed"
         description = await task_handle(extension, task.task_id).describe()
     info = description.raw_description.workflow_execution_info
@@ -285,11 +290,13 @@ async def test_the_rate_limit_settings_reach_the_embedded_worker_and_temporal(
     extension = make_extension(max_activities_per_second=7.5, max_task_queue_activities_per_second=3.0)
     server = server_with(extension, square)
     async with Client(server) as client:
-        assert (await call_tool_task(client, "square", {"n": 4}).result()).data == 16
+        assert (await (await call_tool_task(client, "square", {"n": 4})).result()).data == 16
         temporal = extension.client
         assert temporal is not None
-        embedded = build_worker(temporal, server, extension.temporal_settings).config(active_config=True)
         applied = await workers_rate_limit(temporal, task_queue)
+    # What the extension builds its worker with, on a client of its own (one worker per client and queue).
+    alone = await TemporalClient.connect(temporal.service_client.config.target_host)
+    embedded = build_worker(alone, server, extension.temporal_settings).config(active_config=True)
     assert rate_limits(embedded) == (7.5, 3.0)
     assert applied == 3.0
 
@@ -297,15 +304,14 @@ async def test_the_rate_limit_settings_reach_the_embedded_worker_and_temporal(
 async def test_a_user_built_workers_own_rate_limits_win_over_the_settings(
     make_extension: Callable[..., TemporalTasksExtension], temporal_server: DevServer, task_queue: str
 ) -> None:
-    temporal = await TemporalClient.connect(temporal_server.address)
-
-    def worker(**own: float) -> WorkerConfig:
+    async def worker(**own: float) -> WorkerConfig:
+        temporal = await TemporalClient.connect(temporal_server.address)  # one worker per client and queue
         extension = make_extension(max_activities_per_second=7.5, max_task_queue_activities_per_second=3.0)
         plugin = McpTasksPlugin(server_with(extension, square))
         return Worker(temporal, task_queue=task_queue, plugins=[plugin], **own).config(active_config=True)
 
-    assert rate_limits(worker()) == (7.5, 3.0)
-    own = worker(max_activities_per_second=2.0, max_task_queue_activities_per_second=1.0)
+    assert rate_limits(await worker()) == (7.5, 3.0)
+    own = await worker(max_activities_per_second=2.0, max_task_queue_activities_per_second=1.0)
     assert rate_limits(own) == (2.0, 1.0)
 
 
