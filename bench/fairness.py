@@ -6,9 +6,10 @@ For each queue order it starts its own in-memory dev server (the launcher's fair
 or `matching.enableFairness=false`; Temporal's default partitions either way), serves one
 FastMCP server over streamable HTTP with its embedded worker running one leg at a time
 (`max_concurrent_activities=1`), and, each round, has caller A (bearer `token-a`) submit
-`--backlog` trivial tasks, then caller B (`token-b`) submit one: B's end to end (submit ->
-result through `fastmcp.Client`) and how long A's backlog takes to drain are printed, in
-seconds, median of the rounds. Same machine, wall clock.
+`--backlog` trivial tasks, then caller B (`token-b`) submit one. Printed, median of the
+rounds: B's end to end (submit -> result through `fastmcp.Client`, seconds), how many of
+A's legs ran before B's (the order the worker ran them in), and how long A's backlog took
+to drain. Same machine, wall clock.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ TOKENS = {"token-a": {"client_id": "caller-a"}, "token-b": {"client_id": "caller
 SUBMITTING = 20  # A's submissions in flight at once
 
 
-def build(address: str) -> FastMCP:
+def build(address: str, ran: list[int]) -> FastMCP:
+    """The server: one task tool, `trivial`, that notes in `ran` the order legs ran in."""
     mcp = FastMCP("fairness-bench", auth=StaticTokenVerifier(tokens=TOKENS))
     mcp.add_extension(
         TemporalTasksExtension(
@@ -46,6 +48,7 @@ def build(address: str) -> FastMCP:
 
     @mcp.tool(task=True)
     async def trivial(n: int) -> int:
+        ran.append(n)
         return n
 
     return mcp
@@ -68,8 +71,8 @@ async def serving(mcp: FastMCP) -> AsyncIterator[str]:
         sock.close()
 
 
-async def one_round(url: str, backlog: int) -> tuple[float, float]:
-    """B's end to end behind A's backlog, and A's drain time, in seconds."""
+async def one_round(url: str, backlog: int, ran: list[int]) -> tuple[float, int, float]:
+    """B's end to end behind A's backlog (s), A's legs run before B's, and A's drain time (s)."""
     client_a = Client(StreamableHttpTransport(url, auth="token-a"))
     client_b = Client(StreamableHttpTransport(url, auth="token-b"))
     limit = asyncio.Semaphore(SUBMITTING)
@@ -78,6 +81,7 @@ async def one_round(url: str, backlog: int) -> tuple[float, float]:
         async with limit:
             return await call_tool_task(client_a, "trivial", {"n": n})
 
+    ran.clear()
     async with client_a, client_b:
         started = time.perf_counter()
         a_tasks = await asyncio.gather(*(submit(n) for n in range(backlog)))
@@ -87,21 +91,23 @@ async def one_round(url: str, backlog: int) -> tuple[float, float]:
         b_seconds = time.perf_counter() - b_started
         results = await asyncio.gather(*(task.result() for task in a_tasks))  # type: ignore[attr-defined]
         assert [result.data for result in results] == list(range(backlog))
-        return b_seconds, time.perf_counter() - started
+        return b_seconds, ran.index(-1), time.perf_counter() - started
 
 
 async def measure(order: str, backlog: int, rounds: int) -> None:
     server = await asyncio.to_thread(start_dev_server, ui=False, dynamic_config=ORDERS[order])
+    ran: list[int] = []
     try:
-        async with serving(build(server.address)) as url:
-            await one_round(url, 5)  # warm up: connections, caches, the queue's first poll
-            runs = [await one_round(url, backlog) for _ in range(rounds)]
+        async with serving(build(server.address, ran)) as url:
+            await one_round(url, 5, ran)  # warm up: connections, caches, the queue's first poll
+            runs = [await one_round(url, backlog, ran) for _ in range(rounds)]
     finally:
         server.stop()
-    b_seconds, drained = statistics.median(b for b, _ in runs), statistics.median(d for _, d in runs)
-    each = ", ".join(f"{b:.2f}" for b, _ in runs)
+    b_seconds, before_b, drained = (statistics.median(run[i] for run in runs) for i in range(3))
+    each = ", ".join(f"{b:.2f} s after {k}" for b, k, _ in runs)
     print(
-        f"{order:>10}: B's end to end {b_seconds:6.2f} s ({each}); A's {backlog} drained in {drained:.1f} s"
+        f"{order:>10}: B's end to end {b_seconds:.2f} s, after {before_b:.0f} of A's legs ({each});"
+        f" A's {backlog} drained in {drained:.1f} s"
     )
 
 
