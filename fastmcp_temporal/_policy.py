@@ -129,7 +129,7 @@ def execution_policy(
 
 
 def _check_priority(priority: int | None) -> None:
-    """Refused where the tool is declared, not at its first call."""
+    """Temporal accepts a key past its levels without a word (9 is started as is): refuse it here."""
     if priority is None:
         return
     if isinstance(priority, bool) or not isinstance(priority, int) or not (
