@@ -6,7 +6,8 @@ retry: tool errors are results, never retried. `sync_calls` chooses, for this to
 whether a caller that did not opt in to tasks is served inline or by a workflow;
 `leg="local"` runs a short tool's body as a local activity, inside the workflow task;
 `versioning_behavior` chooses, with Worker Versioning on, whether this tool's tasks stay
-on the deployment version that started them.
+on the deployment version that started them; `priority` orders this tool's tasks in the
+task queue's backlog (Temporal's priority key, 1 first), within which callers share fairly.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from typing import Any, Literal, TypeVar
 from fastmcp_temporal._settings import VersioningBehaviorName
 
 _ATTRIBUTE = "__fastmcp_temporal_policy__"
+# Temporal's priority keys with its default `matching.priorityLevels`; unset is the middle one, 3.
+HIGHEST_PRIORITY = 1
+LOWEST_PRIORITY = 5
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -39,6 +43,7 @@ class ExecutionPolicy:
         sync_calls: `inline` or `workflow`, for callers that did not opt in to tasks.
         leg: `activity`, or `local` for a tool that finishes within seconds.
         versioning_behavior: `pinned` or `auto_upgrade`, with Worker Versioning on.
+        priority: 1 (first) to 5 (last) in the task queue's backlog; unset is Temporal's 3.
     """
 
     start_to_close_timeout: timedelta | None = None
@@ -49,6 +54,10 @@ class ExecutionPolicy:
     sync_calls: Literal["inline", "workflow"] | None = None
     leg: Literal["activity", "local"] | None = None
     versioning_behavior: VersioningBehaviorName | None = None
+    priority: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_priority(self.priority)
 
 
 def execution_policy(
@@ -61,6 +70,7 @@ def execution_policy(
     sync_calls: Literal["inline", "workflow"] | None = None,
     leg: Literal["activity", "local"] | None = None,
     versioning_behavior: VersioningBehaviorName | None = None,
+    priority: int | None = None,
 ) -> Callable[[F], F]:
     """Set how this tool's legs are scheduled; place it below `@mcp.tool(task=True)`.
 
@@ -83,9 +93,13 @@ def execution_policy(
         versioning_behavior: with Worker Versioning on, `pinned` keeps a task on the version
             that started it, `auto_upgrade` moves it to the current version at its next
             workflow task.
+        priority: where this tool's tasks wait when the workers are busy: 1 runs first, 5
+            last, unset is Temporal's default 3. The tool's legs inherit it; within one
+            priority each caller gets a fair share.
 
     Raises:
-        ValueError: `sync_calls`, `leg` or `versioning_behavior` is not one of its values.
+        ValueError: `sync_calls`, `leg` or `versioning_behavior` is not one of its values, or
+            `priority` is not an integer from 1 to 5.
     """
     if sync_calls not in (None, "inline", "workflow"):
         raise ValueError(f"execution_policy(sync_calls={sync_calls!r}): use 'inline' or 'workflow'.")
@@ -104,6 +118,7 @@ def execution_policy(
         sync_calls,
         leg,
         versioning_behavior,
+        priority,
     )
 
     def apply(fn: F) -> F:
@@ -111,6 +126,19 @@ def execution_policy(
         return fn
 
     return apply
+
+
+def _check_priority(priority: int | None) -> None:
+    """Temporal accepts a key past its levels without a word (9 is started as is): refuse it here."""
+    if priority is None:
+        return
+    if isinstance(priority, bool) or not isinstance(priority, int) or not (
+        HIGHEST_PRIORITY <= priority <= LOWEST_PRIORITY
+    ):
+        raise ValueError(
+            f"execution_policy(priority={priority!r}): use an integer from {HIGHEST_PRIORITY} (runs first)"
+            f" to {LOWEST_PRIORITY} (runs last), or leave it unset for Temporal's default 3."
+        )
 
 
 def policy_of(component: Any) -> ExecutionPolicy:

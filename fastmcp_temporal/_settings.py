@@ -126,6 +126,18 @@ class TemporalTasksSettings(BaseSettings):
         default=5, ge=0, description="Attempts per leg after crashes or timeouts; 0 is unlimited."
     )
     max_concurrent_activities: int = Field(default=50, ge=1, description="Tool legs one worker runs at once.")
+    max_activities_per_second: float | None = Field(
+        default=None,
+        gt=0,
+        description="Tool legs one worker starts per second at most (unset: no limit); a worker's own "
+        "cap, for a tool that calls a rate-limited service.",
+    )
+    max_task_queue_activities_per_second: float | None = Field(
+        default=None,
+        gt=0,
+        description="Tool legs all the task queue's workers start per second at most, enforced by Temporal "
+        "(unset: Temporal's default, no limit); the last worker to poll sets it for the whole queue.",
+    )
     max_cached_workflows: int = Field(
         default=1_000,
         ge=0,

@@ -70,13 +70,12 @@ from fastmcp_tasks.encryption import clear_codec_cache
 from mcp.shared.exceptions import MCPError
 from mcp_types import InputRequiredResult
 from pydantic import SecretStr
-from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import WorkflowExecutionStatus
 
-from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.server._backend import Backend
 from fastmcp_temporal.server._scope import CallerScope, workflow_id
 from helpers.servers import TOKENS, http_client, identity, server_with, serving_http, verifier, whoami
-from helpers.temporal import workflow_closed
+from helpers.temporal import workflow_closed, workflow_of
 from helpers.waits import DEADLINE, eventually, finished, polled_until, status_becomes
 from helpers.wire import (
     TASK_METHODS,
@@ -103,19 +102,6 @@ async def task_error(client: Client, method: str, task_id: str, key: str = "k") 
     with pytest.raises(MCPError) as raised:
         await send_task_method(client, method, task_id, {key: accept("go")})
     return raised.value.error
-
-
-async def workflow_of(extension: TemporalTasksExtension, task_id: str) -> WorkflowHandle[Any, Any]:
-    """Find a task's workflow as an operator would: by listing the task queue."""
-    client = extension.client
-    assert client is not None
-    query = f"TaskQueue = '{extension.temporal_settings.task_queue}'"
-    with anyio.fail_after(DEADLINE):
-        while True:
-            async for execution in client.list_workflows(query):
-                if execution.id.endswith(task_id):
-                    return client.get_workflow_handle(execution.id)
-            await anyio.sleep(0.1)
 
 
 # --- tool bodies --------------------------------------------------------------------

@@ -52,6 +52,7 @@ CONSTANTS: dict[str, str] = {
     "stall_grace": "fastmcp_temporal.server._stalled:STALL_GRACE",
     "relay_describe_every": "fastmcp_temporal.server._relay:DESCRIBE_EVERY",
     "tool_timeout_margin": "fastmcp_temporal.server._creation:_TOOL_TIMEOUT_MARGIN",
+    "fairness_key_bytes": "fastmcp_temporal.server._scope:FAIRNESS_KEY_BYTES",
     "initial_retry": "fastmcp_temporal.server._creation:_INITIAL_RETRY",
     "heartbeat_fast_interval": f"{HEARTBEAT}:FAST_INTERVAL",
     "heartbeat_timeout_margin": f"{HEARTBEAT}:_TIMEOUT_MARGIN",

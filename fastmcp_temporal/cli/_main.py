@@ -105,6 +105,21 @@ def _add_worker(commands: Commands) -> None:
         f"setting, else {_setting_default('max_concurrent_activities')})",
     )
     worker.add_argument(
+        "--max-activities-per-second",
+        type=float,
+        metavar="RATE",
+        help="tool legs this worker starts per second at most [FASTMCP_TEMPORAL_MAX_ACTIVITIES_PER_SECOND] "
+        "(default: the server's setting, else no limit)",
+    )
+    worker.add_argument(
+        "--max-task-queue-activities-per-second",
+        type=float,
+        metavar="RATE",
+        help="tool legs the whole task queue starts per second at most, enforced by Temporal "
+        "[FASTMCP_TEMPORAL_MAX_TASK_QUEUE_ACTIVITIES_PER_SECOND] "
+        "(default: the server's setting, else no limit)",
+    )
+    worker.add_argument(
         "--deployment-name",
         help="Temporal Worker Deployment this worker belongs to (with --build-id) "
         "[FASTMCP_TEMPORAL_DEPLOYMENT_NAME] (default: the server's setting, else none: no Worker Versioning)",
@@ -143,6 +158,8 @@ def _run_worker(args: argparse.Namespace) -> None:
     overrides: dict[str, Any] = {
         "task_queue": args.task_queue,
         "max_concurrent_activities": args.concurrency,
+        "max_activities_per_second": args.max_activities_per_second,
+        "max_task_queue_activities_per_second": args.max_task_queue_activities_per_second,
         "deployment_name": args.deployment_name,
         "build_id": args.build_id,
         "worker": True,

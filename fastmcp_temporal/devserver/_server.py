@@ -16,6 +16,9 @@ What it guarantees:
   (``_watchdog``) that ends it when the owning process dies, however it
   dies (SIGTERM, SIGKILL, a crash); ``DevServer.stop()`` ends it and anything it
   spawned, and a failed start kills what it started.
+- Task queues are fair between callers (``FAIR_TASK_QUEUES``): Temporal's fairness keys,
+  which every task carries, take effect, and a backlog a database already holds drains
+  into the fair queue rather than being stranded.
 - ``reuse_or_start_dev_server`` makes processes share one persistent server per
   state directory; a file lock serialises the check-and-start, and a server whose
   owner is gone is waited for (or killed) before a new one opens the database.
@@ -63,6 +66,9 @@ _ORPHAN_TIMEOUT = 15.0
 _PRIVATE_DIR = 0o700
 _PRIVATE_FILE = 0o600
 _WATCHDOG = Path(__file__).with_name("_watchdog.py")
+# Temporal's dynamic config for fair task queues (off by default on a self-hosted server):
+# dispatch by fairness key, and move a backlog written before that into the fair one.
+FAIR_TASK_QUEUES = {"matching.enableFairness": "true", "matching.enableMigration": "true"}
 
 
 class DevServerError(RuntimeError):
@@ -150,7 +156,9 @@ def start_dev_server(
     parent directories) is created or reused. Server output goes to ``log_path``,
     by default nowhere in memory and ``db_path.parent / "temporal.log"`` otherwise.
     ``dynamic_config`` sets server knobs by name (``--dynamic-config-value``), each value
-    in the server's YAML form, for example ``{"limit.blobSize.error": "4194304"}``.
+    in the server's YAML form, for example ``{"limit.blobSize.error": "4194304"}``; it is
+    added to ``FAIR_TASK_QUEUES`` and wins over it (``"matching.enableFairness": "false"``
+    makes a server that dispatches first come, first served).
     """
     binary = find_temporal_binary()
     port = port or free_port()
@@ -160,7 +168,7 @@ def start_dev_server(
         log_path = log_path or db_path.parent / "temporal.log"
         _make_private(db_path.parent, db_path.name)
     command = _command(binary, port=port, ui_port=ui_port, namespace=namespace, db_path=db_path)
-    for name, value in (dynamic_config or {}).items():
+    for name, value in {**FAIR_TASK_QUEUES, **(dynamic_config or {})}.items():
         command += ["--dynamic-config-value", f"{name}={value}"]
     process = _spawn(command, log_path)
     server = DevServer(

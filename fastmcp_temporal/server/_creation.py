@@ -11,6 +11,10 @@ so the id answers `tasks/get` at once, with or without a worker online.
 With Worker Versioning on, Temporal routes the task to the deployment's current version
 (never eagerly to this process's own worker, which may be an older one), and a tool's
 own `versioning_behavior` is passed as the start's versioning override.
+
+Every workflow starts with a Temporal `Priority`: the caller's fairness key (from its scope
+tag), so a queue with fairness on shares the workers between callers, and the tool's own
+`priority`. The legs inherit both from the start, so what the workflow commands does not change.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.common import (
     AutoUpgradeVersioningOverride,
     PinnedVersioningOverride,
+    Priority,
     RawValue,
     SearchAttributePair,
     TypedSearchAttributes,
@@ -44,7 +49,7 @@ from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._wire import encode_answers
 from fastmcp_temporal.connection._sizes import converted, converter_budget
 from fastmcp_temporal.server._backend import Backend
-from fastmcp_temporal.server._scope import WorkflowKind, new_task_id, workflow_id
+from fastmcp_temporal.server._scope import WorkflowKind, fairness_key, new_task_id, workflow_id
 from fastmcp_temporal.server._ui_metadata import task_user_metadata
 from fastmcp_temporal.workflows.models import (
     WORKFLOW_NAME,
@@ -158,6 +163,7 @@ async def start_tool_workflow(
         id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
         request_eager_start=backend.embedded_worker and backend.settings.deployment_version is None,
         versioning_override=_versioning_override(backend, component),
+        priority=_priority(scope_tag, component),
         **task_user_metadata(
             tool=tool.name,
             version=tool.version,
@@ -255,6 +261,11 @@ def _versioning_override(backend: Backend, component: Tool) -> VersioningOverrid
     if wanted == "auto_upgrade":
         return AutoUpgradeVersioningOverride()
     return PinnedVersioningOverride(version)
+
+
+def _priority(scope_tag: str, component: Tool) -> Priority:
+    """The caller's fairness key and the tool's priority key (unset: Temporal's default)."""
+    return Priority(priority_key=policy_of(component).priority, fairness_key=fairness_key(scope_tag))
 
 
 def _search_attributes(backend: Backend, tool_name: str, scope_tag: str) -> TypedSearchAttributes | None:

@@ -24,6 +24,9 @@ nothing under the keyed tags tries the legacy one, but only for a caller whose c
 no `|`. No two such callers share a legacy string, so the fallback never reaches another
 caller's task. A client id holding `|` gets no fallback, since its legacy string can
 also be another caller's.
+
+The tag is also the caller's fairness key in Temporal's task queues (`fairness_key`), so
+one caller's backlog takes its share of the workers, not all of them.
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ from fastmcp_temporal.connection._codec import stretched_key
 
 ANONYMOUS_SCOPE_TAG = "anon"
 SCOPE_TAG_PREFIX = "v2-"
+# Temporal refuses a longer `Priority.fairness_key` (bytes of its UTF-8).
+FAIRNESS_KEY_BYTES = 64
+_HASHED_FAIRNESS_KEY = "h-"
 # The scope secret without an encryption key: public, so zero-config tags are unambiguous but guessable.
 ZERO_CONFIG_SCOPE_SECRET = b"fastmcp-temporal scope tags without FASTMCP_TEMPORAL_ENCRYPTION_KEY"
 _SCOPE_SECRET_LABEL = b"fastmcp-temporal scope tag secret v2"
@@ -119,3 +125,14 @@ def workflow_id_prefix(kind: WorkflowKind) -> str:
         kind: "task" for a task, "call" for a synchronous call run as a workflow.
     """
     return f"mcp-{kind}/"
+
+
+def fairness_key(scope_tag: str) -> str:
+    """The caller's fairness key: its scope tag, or a hash prefix of one too long for Temporal.
+
+    Every tag this module mints fits; the hash keeps the key deterministic (every server gives
+    one caller the same key) should a longer tag ever be passed.
+    """
+    if len(scope_tag.encode()) <= FAIRNESS_KEY_BYTES:
+        return scope_tag
+    return _HASHED_FAIRNESS_KEY + hashlib.sha256(scope_tag.encode()).hexdigest()[:32]

@@ -2,8 +2,9 @@
 
 One temporalio plugin carries everything a worker needs to run a FastMCP server's
 tasks: the task workflow, the tool-leg activity bound to the server, the data
-converter (encryption, payload store) and the worker tuning that makes
-cancellation prompt. The embedded worker and `fastmcp-temporal worker` load it, and
+converter (encryption, payload store), the worker tuning that makes
+cancellation prompt, and the settings' concurrency and rate limits (a Worker's own
+arguments win). The embedded worker and `fastmcp-temporal worker` load it, and
 so can a team's own worker::
 
     client = await Client.connect("temporal:7233", plugins=[McpTasksPlugin(mcp)])
@@ -99,6 +100,10 @@ class McpTasksPlugin(SimplePlugin):
         config["sticky_queue_schedule_to_start_timeout"] = STICKY_TIMEOUT
         if config.get("max_concurrent_activities") is None and config.get("tuner") is None:
             config["max_concurrent_activities"] = settings.max_concurrent_activities
+        if config.get("max_activities_per_second") is None:
+            config["max_activities_per_second"] = settings.max_activities_per_second
+        if config.get("max_task_queue_activities_per_second") is None:
+            config["max_task_queue_activities_per_second"] = settings.max_task_queue_activities_per_second
         if not config.get("graceful_shutdown_timeout"):
             config["graceful_shutdown_timeout"] = settings.shutdown_grace
         if deployment := deployment_config(settings):

@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -86,10 +86,12 @@ class Processes:
         *,
         app: Path = APP,
         env: dict[str, str] | None = None,
+        options: Sequence[str] = (),
     ) -> subprocess.Popen[bytes]:
-        """A `fastmcp-temporal worker` process on `app` (fault_app by default), with `env` added."""
+        """A `fastmcp-temporal worker` process on `app` (fault_app by default), with `env` added and
+        the command's other `options`."""
         command = [str(CLI), "worker", str(app), "--address", address, "--task-queue", task_queue]
-        return self._start(command + ["--concurrency", str(concurrency)], env or {}, "worker")
+        return self._start([*command, "--concurrency", str(concurrency), *options], env or {}, "worker")
 
     def http_server(
         self,

@@ -1,8 +1,9 @@
 """What a test reads or does in Temporal itself, behind the MCP wire.
 
-The handle of an anonymous caller's task, waits on visibility and on a workflow's close,
-the synchronous-call workflows of a test's queue, an operator's reset, a task workflow
-whose own code fails, and the requests one Temporal client makes. Only for proving what
+The handle of an anonymous caller's task, any caller's task found by listing its queue,
+waits on visibility and on a workflow's close, the synchronous-call workflows of a test's
+queue, an operator's reset, a task workflow whose own code fails, and the requests one
+Temporal client makes. Only for proving what
 the wire cannot show; what users see is read over the wire.
 """
 
@@ -84,6 +85,19 @@ async def workflows_listed(
         while len(ids := [execution.id async for execution in temporal.list_workflows(scoped)]) < at_least:
             await anyio.sleep(0.1)
     return ids
+
+
+async def workflow_of(extension: TemporalTasksExtension, task_id: str) -> WorkflowHandle[Any, Any]:
+    """Find a task's workflow as an operator would: by listing the task queue."""
+    client = extension.client
+    assert client is not None
+    query = f"TaskQueue = '{extension.temporal_settings.task_queue}'"
+    with anyio.fail_after(DEADLINE):
+        while True:
+            async for execution in client.list_workflows(query):
+                if execution.id.endswith(task_id):
+                    return client.get_workflow_handle(execution.id)
+            await anyio.sleep(0.1)
 
 
 async def call_workflows(extension: TemporalTasksExtension, expected: int = 1) -> list[WorkflowExecution]:
