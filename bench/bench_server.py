@@ -16,6 +16,10 @@ does. The engine comes from the environment the benchmark sets:
 `bare_start` (starts `BareTrivial`, returns its workflow id) and `bare_result` (waits for
 its result), on one temporalio client; the bare engine's worker runs the workflows. A
 third, `bare_status`, answers "working" without Temporal: a status read's MCP cost.
+
+`scale.py`'s tools (`scale_park`, `scale_leg`) log every body run in `BENCH_MARKS`, so the
+bench can tell which bodies ran twice after it killed every worker; a leg reports progress
+every `BENCH_PROGRESS_S` seconds (default 10) until the bench releases it.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from fastmcp import FastMCP
+from fastmcp import Context, FastMCP
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from marks import Marks  # bench/ is on the path of every benchmark process
 from mcp_types import ElicitRequest, InputRequiredResult
@@ -81,6 +85,8 @@ def build(kind: str, marks: Marks) -> FastMCP:
         async def trivial_local(n: int) -> int:
             return n
 
+        add_scale_tools(mcp, marks)
+
     @mcp.tool(task=True)
     async def hold(key: str) -> str:
         marks.started(key)
@@ -96,6 +102,43 @@ def build(kind: str, marks: Marks) -> FastMCP:
         return ask_ok()
 
     return mcp
+
+
+def add_scale_tools(mcp: FastMCP, marks: Marks) -> None:
+    """`scale_park`, parked on input at once, and `scale_leg`, a leg that reports progress until released.
+
+    Both answer `answered:<key>` once their ask is answered; a released leg returns `done:<key>`
+    (`then="close"`) or asks (`then="ask"`), leaving a `closing` or `asking` mark just before.
+
+    Args:
+        mcp: the server to add them to.
+        marks: where body runs and moments are recorded.
+    """
+    progress_every = float(os.environ.get("BENCH_PROGRESS_S", "10"))
+
+    @mcp.tool(task=True)
+    async def scale_park(key: str, ctx: Context) -> str | InputRequiredResult:
+        if ctx.input_responses is not None:
+            marks.ran(key, "answered")
+            return f"answered:{key}"
+        marks.ran(key, "ask")
+        return ask_ok()
+
+    @mcp.tool(task=True)
+    async def scale_leg(key: str, then: str, ctx: Context) -> str | InputRequiredResult:
+        if ctx.input_responses is not None:
+            marks.ran(key, "answered")
+            return f"answered:{key}"
+        marks.ran(key, "leg")
+        reports, quiet = 0, progress_every  # the first report at once
+        while marks.seen(key, "release") is None:
+            if quiet >= progress_every:
+                reports, quiet = reports + 1, 0.0
+                await ctx.report_progress(reports, None, f"{key} {reports}")
+            await asyncio.sleep(1)
+            quiet += 1
+        marks.mark(key, "asking" if then == "ask" else "closing")
+        return ask_ok() if then == "ask" else f"done:{key}"
 
 
 def add_trivial_tools(mcp: FastMCP, *, tasks: bool = True) -> None:

@@ -73,7 +73,7 @@ class Deployment:
         """Stop the driver, then every other process, each within a bound."""
         await self.driver.stop()
         for process in self.services:
-            await _terminate(process)
+            await terminate(process)
 
 
 class Driver:
@@ -107,7 +107,7 @@ class Driver:
         try:
             driver.ready = await asyncio.wait_for(driver._read(), _START_TIMEOUT_S * 2)
         except BaseException:
-            await _terminate(process)
+            await terminate(process)
             raise
         return driver
 
@@ -134,7 +134,7 @@ class Driver:
                 await asyncio.wait_for(self.call("quit"), 30)
                 await asyncio.wait_for(self.process.wait(), 30)
             except Exception:
-                await _terminate(self.process)
+                await terminate(self.process)
 
 
 async def deploy(
@@ -151,7 +151,7 @@ async def deploy(
         baseline: the folder of another checkout's `fastmcp_temporal`, for `temporal-baseline`.
     """
     state.mkdir(parents=True)
-    env = _engine_env(kind, backends, state, baseline if kind == "temporal-baseline" else None)
+    env = engine_env(kind, backends, state, baseline if kind == "temporal-baseline" else None)
     setup: dict[str, Any] = {
         "kind": kind,
         "address": backends.temporal_address,
@@ -163,10 +163,10 @@ async def deploy(
         "worker": shape == "same-process",
     }
     if kind == "bare":  # the bare client's own calls are part of the engine's
-        setup["own_metrics"] = _endpoint()
+        setup["own_metrics"] = endpoint()
         setup["metrics"].append(setup["own_metrics"])
     elif _on_temporal(kind) and shape == "same-process":
-        env["FASTMCP_TEMPORAL_METRICS_ADDRESS"] = _endpoint()
+        env["FASTMCP_TEMPORAL_METRICS_ADDRESS"] = endpoint()
         setup["metrics"].append(env["FASTMCP_TEMPORAL_METRICS_ADDRESS"])
     services: list[asyncio.subprocess.Process] = []
     pids: dict[str, list[int]] = {}
@@ -176,7 +176,7 @@ async def deploy(
         driver = await Driver.start(kind, setup, env, log)
     except BaseException:
         for process in services:
-            await _terminate(process)
+            await terminate(process)
         raise
     pids["client" if shape == "production" else "engine"] = [driver.process.pid]
     if _on_temporal(kind):
@@ -186,7 +186,15 @@ async def deploy(
     return Deployment(kind, shape, driver, services, pids)
 
 
-def _engine_env(kind: str, backends: Backends, state: Path, baseline: Path | None) -> dict[str, str]:
+def engine_env(kind: str, backends: Backends, state: Path, baseline: Path | None) -> dict[str, str]:
+    """The environment every process of engine `kind` runs with: its backend, queue and marks folder.
+
+    Args:
+        kind: the engine.
+        backends: the run's Temporal dev server and Redis.
+        state: the engine's folder (marks go in `state / "marks"`).
+        baseline: another checkout's `fastmcp_temporal` to import first, or None.
+    """
     # Installed packages carry bytecode; without it a workflow sandbox (the bare
     # engine's, an older baseline's) recompiles its workflow module for every workflow.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -212,31 +220,70 @@ async def _start_services(
 ) -> None:
     """Start production's API server and worker for `kind`, filling `setup`, `services`, `pids`."""
     if kind != "bare":
-        server_env = dict(env)
-        if kind.startswith("temporal"):
-            server_env["FASTMCP_TEMPORAL_WORKER"] = "false"
-        if _on_temporal(kind):  # the API server's Temporal calls are the engine's
-            server_env["FASTMCP_TEMPORAL_METRICS_ADDRESS"] = _endpoint()
-            setup["metrics"].append(server_env["FASTMCP_TEMPORAL_METRICS_ADDRESS"])
-        port_file = state / "port"
-        server = await _spawn(
-            [str(BENCH / "bench_server.py"), "--port-file", str(port_file)], server_env, log
-        )
+        server, url, metrics = await start_api_server(kind, env, state / "port", log)
         services.append(server)
         pids["server"] = [server.pid]
-        setup["url"] = f"http://127.0.0.1:{await _served_port(port_file, server)}/mcp"
-    command = _worker_command(kind, env)
-    if command is not None:
-        worker_env = dict(env)
-        if kind != "tasks-redis":
-            worker_env["FASTMCP_TEMPORAL_METRICS_ADDRESS"] = _endpoint()
-            setup["metrics"].append(worker_env["FASTMCP_TEMPORAL_METRICS_ADDRESS"])
-        worker = await _spawn(command, worker_env, log)
+        setup["url"] = url
+        setup["metrics"] += [metrics] if metrics else []
+    if worker_command(kind, env) is not None:
+        worker, metrics = await start_worker(kind, env, log)
         services.append(worker)
         pids["worker"] = [worker.pid]
+        setup["metrics"] += [metrics] if metrics else []
 
 
-def _worker_command(kind: str, env: dict[str, str]) -> list[str] | None:
+async def start_api_server(
+    kind: str, env: dict[str, str], port_file: Path, log: Path
+) -> tuple[asyncio.subprocess.Process, str, str | None]:
+    """Start `kind`'s API server (`bench_server.py`, no worker) and return once it listens.
+
+    Args:
+        kind: the engine, not `bare`.
+        env: the engine's environment (`engine_env`).
+        port_file: where the server writes its port (a fresh path per server).
+        log: where its output goes.
+
+    Returns:
+        The process, its MCP URL, and where it serves its Temporal calls' metrics (None off Temporal).
+    """
+    server_env = dict(env)
+    if kind.startswith("temporal"):
+        server_env["FASTMCP_TEMPORAL_WORKER"] = "false"
+    metrics = endpoint() if _on_temporal(kind) else None  # the API server's Temporal calls are the engine's
+    if metrics:
+        server_env["FASTMCP_TEMPORAL_METRICS_ADDRESS"] = metrics
+    server = await spawn([str(BENCH / "bench_server.py"), "--port-file", str(port_file)], server_env, log)
+    try:
+        url = f"http://127.0.0.1:{await served_port(port_file, server)}/mcp"
+    except BaseException:
+        await terminate(server)
+        raise
+    return server, url, metrics
+
+
+async def start_worker(
+    kind: str, env: dict[str, str], log: Path
+) -> tuple[asyncio.subprocess.Process, str | None]:
+    """Start `kind`'s worker process (see `worker_command`; `kind` must have one).
+
+    Args:
+        kind: the engine.
+        env: the engine's environment (`engine_env`).
+        log: where its output goes.
+
+    Returns:
+        The process and where it serves its Temporal calls' metrics (None for Docket's worker).
+    """
+    command = worker_command(kind, env)
+    assert command is not None, kind
+    worker_env = dict(env)
+    metrics = endpoint() if kind != "tasks-redis" else None
+    if metrics:
+        worker_env["FASTMCP_TEMPORAL_METRICS_ADDRESS"] = metrics
+    return await spawn(command, worker_env, log), metrics
+
+
+def worker_command(kind: str, env: dict[str, str]) -> list[str] | None:
     """The arguments to `python` that run `kind`'s worker process; None where it has none.
 
     A worker with Temporal calls to count serves them at `FASTMCP_TEMPORAL_METRICS_ADDRESS`.
@@ -261,23 +308,27 @@ def _on_temporal(kind: str) -> bool:
     return kind.startswith(("bare", "temporal"))
 
 
-def _endpoint() -> str:
+def endpoint() -> str:
+    """A free 127.0.0.1 `host:port` for a process's Prometheus metrics."""
     return f"127.0.0.1:{free_port()}"
 
 
-async def _spawn(arguments: list[str], env: dict[str, str], log: Path) -> asyncio.subprocess.Process:
+async def spawn(arguments: list[str], env: dict[str, str], log: Path) -> asyncio.subprocess.Process:
+    """`python *arguments` with `env`, its output appended to `log`."""
     output = log.open("ab")
     return await asyncio.create_subprocess_exec(
         sys.executable, *arguments, stdin=subprocess.DEVNULL, stdout=output, stderr=output, env=env
     )
 
 
-async def _served_port(port_file: Path, server: asyncio.subprocess.Process) -> int:
+async def served_port(port_file: Path, server: asyncio.subprocess.Process) -> int:
     """The port the API server listens on, once it accepts connections."""
     deadline = time.monotonic() + _START_TIMEOUT_S
     while time.monotonic() < deadline:
         if server.returncode is not None:
-            raise RuntimeError("the API server exited; see bench/results/compare-children.log")
+            raise RuntimeError(
+                "the API server exited; see its log (compare.py: bench/results/compare-children.log)"
+            )
         if port_file.exists():
             port = int(port_file.read_text())
             try:
@@ -289,7 +340,8 @@ async def _served_port(port_file: Path, server: asyncio.subprocess.Process) -> i
     raise TimeoutError(f"the API server did not listen within {_START_TIMEOUT_S} s")
 
 
-async def _terminate(process: asyncio.subprocess.Process) -> None:
+async def terminate(process: asyncio.subprocess.Process) -> None:
+    """SIGTERM `process`, then SIGKILL it if it has not exited within a bound."""
     if process.returncode is not None:
         return
     process.send_signal(signal.SIGTERM)

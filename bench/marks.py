@@ -5,11 +5,16 @@ and that body runs in whichever process hosts the engine's worker: the client's 
 same-process shape, a worker process in production's. The body writes the moment (the
 system-wide monotonic clock, so processes on one machine agree) into a file named after
 the task's key; the driver waits for that file.
+
+`scale.py` also needs each body run counted, across processes that may be killed mid-run:
+`ran` appends one line per run to the process's own log, `runs` reads every log back, and
+`mark` / `wait` / `released` carry any other named moment (an ask, a close, a release).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import time
 from pathlib import Path
@@ -42,6 +47,45 @@ class Marks:
             key: the task's key, unique in the run.
         """
         self._write(key, "cancelled")
+
+    def mark(self, key: str, event: str) -> None:
+        """Record that `event` happened for `key`, now.
+
+        Args:
+            key: the task's key, unique in the run.
+            event: a name for the moment (`asking`, `closing`, `release`).
+        """
+        self._write(key, event)
+
+    def seen(self, key: str, event: str) -> float | None:
+        """The monotonic time of `event` for `key`, or None if it has not happened.
+
+        Args:
+            key: the task's key.
+            event: the moment's name.
+        """
+        path = self.folder / f"{key}.{event}"
+        return float(path.read_text()) if path.exists() else None
+
+    def ran(self, key: str, phase: str) -> None:
+        """Append one body run of `key` in `phase` to this process's run log (one short write).
+
+        Args:
+            key: the task's key.
+            phase: which run of the body (`leg`, `ask`, `answered`).
+        """
+        with (self.folder / f"runs-{os.getpid()}.log").open("a") as log:
+            log.write(f"{key} {phase} {time.monotonic()!r}\n")
+
+    def runs(self) -> dict[tuple[str, str], list[float]]:
+        """When each (key, phase) body run started (monotonic), over every process's run log."""
+        starts: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
+        for path in self.folder.glob("runs-*.log"):
+            for line in path.read_text().splitlines():
+                parts = line.split()
+                if len(parts) == 3:  # a process killed mid-write leaves at most a torn last line
+                    starts[(parts[0], parts[1])].append(float(parts[2]))
+        return starts
 
     async def wait_started(self, key: str, timeout: float = 30) -> float:
         """The monotonic time the body for `key` started, once it has.

@@ -1,0 +1,564 @@
+"""Many tasks at once in production's shape: what reading them costs, and how they survive a kill -9.
+
+    .venv/bin/python bench/scale.py [--tasks 10000] [--window 300] [--clients 2] [--probes 10]
+        [--progress 10] [--out FILE]
+
+Starts its own file-backed dev server (sqlite), 2 API servers (`bench_server.py`,
+`worker=False`) and 2 `fastmcp-temporal worker bench/bench_server.py` processes, each
+counting its Temporal requests in its SDK metrics (`bench/deploy.py`, `bench/procs.py`).
+Submits `--tasks` tasks over streamable HTTP: half `scale_park` (parked on input), half
+`scale_leg` (a leg that reports progress every `--progress` s until released). Then:
+
+1. **Window**: `--clients` `fastmcp.Client`s per API server read every task with `tasks/get`,
+   each read on the other server from the last (a load balancer), each task again after its
+   advertised `pollIntervalMs`. After a warm-up round per server it measures `--window`
+   seconds: Temporal requests per second by process and operation, requests per task per
+   30 s, CPU and RSS per process, `tasks/get` p50/p95. Halfway through, `--probes` legs are
+   released to ask and `--probes` to close: how long from the tool body's ask or return to
+   the first poll that shows it.
+2. **Kill**: SIGKILL to every worker and API server, then starts them again; how long
+   from the kill until every task reads back as it was, and until every leg runs again.
+3. **Finish**: answers every ask and releases every leg; every task must complete with its
+   own result, and every body must have run once, except legs alive at the kill (twice).
+
+Memory per 1,000 parked tasks per process is measured as the parked half is submitted.
+Writes `bench/results/scale.json` only with every default (a smaller run writes `--out`,
+a file name under bench/results, or nothing). Everything started is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import statistics
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deploy import Backends, engine_env, start_api_server, start_worker, terminate  # bench/ is on sys.path
+from fastmcp import Client
+from fastmcp_tasks.client import call_tool_task
+from fastmcp_tasks.client_models import (
+    ClientGetTaskResult,
+    GetTaskRequest,
+    GetTaskRequestParams,
+    UpdateTaskRequest,
+    UpdateTaskRequestParams,
+)
+from marks import Marks
+from mcp_types import Result
+from procs import cpu_seconds, process_tree, rss_mb, temporal_calls
+
+from fastmcp_temporal.devserver._server import DevServer, start_dev_server
+
+RESULTS = Path(__file__).parent / "results"
+SERVERS = WORKERS = 2
+DEFAULT_POLL_S = 5.0  # what a read without pollIntervalMs waits
+CONCURRENCY = 50  # submits and sweep reads in flight at once
+TERMINAL = ("completed", "failed", "cancelled")
+DEADLINE_S = 600  # for anything the bench waits on
+
+
+@dataclass
+class Task:
+    """One submitted task: what it is, what it should read as, and when each status was first seen."""
+
+    key: str
+    tool: str
+    then: str  # `park`, or what a released leg does: `ask` or `close`
+    task_id: str = ""
+    seen: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def settled(self) -> str:
+        """The status the task rests in while the bench holds it."""
+        return "input_required" if self.then == "park" else "working"
+
+    @property
+    def result(self) -> str:
+        """The text its result must carry."""
+        return f"done:{self.key}" if self.then == "close" else f"answered:{self.key}"
+
+
+class Fleet:
+    """The dev server, the API servers and the workers, with their pids and metrics by role."""
+
+    def __init__(self, dev: DevServer, state: Path, args: argparse.Namespace) -> None:
+        self.dev, self.state = dev, state
+        backends = Backends(dev.address, process_tree(dev.pid), None, [])
+        self.env = engine_env("temporal", backends, state, None) | {
+            "BENCH_PROGRESS_S": str(args.progress),
+            "FASTMCP_TEMPORAL_MAX_CONCURRENT_ACTIVITIES": str(args.tasks // 2 + 10),  # all legs on one
+        }
+        self.marks = Marks(Path(self.env["BENCH_MARKS"]))
+        self.processes: dict[str, asyncio.subprocess.Process] = {}
+        self.metrics: dict[str, str] = {}
+        self.urls: list[str] = []
+        self.starts = 0
+
+    async def start(self) -> None:
+        """Start every worker and API server at once (as a restarted deployment does); return once all serve."""
+        self.starts += 1
+        await asyncio.gather(*(self._worker(i) for i in range(WORKERS)))
+        self.urls = list(await asyncio.gather(*(self._api_server(i) for i in range(SERVERS))))
+
+    async def _worker(self, i: int) -> None:
+        log = self.state / f"worker-{i}-{self.starts}.log"
+        worker, metrics = await start_worker("temporal", self.env, log)
+        self._add(f"worker-{i}", worker, metrics)
+        await _wait_polling(log, worker)
+
+    async def _api_server(self, i: int) -> str:
+        port_file, log = (self.state / f"api-{i}-{self.starts}.{suffix}" for suffix in ("port", "log"))
+        server, url, metrics = await start_api_server("temporal", self.env, port_file, log)
+        self._add(f"api-{i}", server, metrics)
+        return url
+
+    def _add(self, role: str, process: asyncio.subprocess.Process, metrics: str | None) -> None:
+        self.processes[role] = process
+        if metrics:
+            self.metrics[role] = metrics
+
+    def pids(self) -> dict[str, list[int]]:
+        """Every process's pids by role, the dev server's whole tree included."""
+        return {role: [p.pid] for role, p in self.processes.items()} | {
+            "dev server": process_tree(self.dev.pid)
+        }
+
+    async def kill(self) -> float:
+        """SIGKILL every worker and API server at once; the monotonic time of the kill."""
+        killed_at = time.monotonic()
+        for process in self.processes.values():
+            os.kill(process.pid, signal.SIGKILL)
+        for process in self.processes.values():
+            await process.wait()
+        return killed_at
+
+    async def stop(self) -> None:
+        """Stop whatever still runs (SIGTERM, then SIGKILL)."""
+        for process in self.processes.values():
+            await terminate(process)
+
+
+async def _wait_polling(log: Path, worker: asyncio.subprocess.Process) -> None:
+    """Return once the worker says it polls its task queue."""
+    deadline = time.monotonic() + 60
+    while "polling task queue" not in log.read_text(errors="replace"):
+        if worker.returncode is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"worker did not start:\n{log.read_text(errors='replace')}")
+        await asyncio.sleep(0.1)
+
+
+class Readers:
+    """A few MCP clients per API server over streamable HTTP; each read goes to the next server."""
+
+    def __init__(self, urls: list[str], per_server: int) -> None:
+        self.clients = [[Client(url, timeout=60) for _ in range(per_server)] for url in urls]
+        self.reads = 0
+        self.stack = contextlib.AsyncExitStack()
+
+    async def __aenter__(self) -> Readers:
+        for row in self.clients:
+            for client in row:
+                await self.stack.enter_async_context(client)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        with contextlib.suppress(Exception):  # the servers may be dead: their sessions end anyway
+            async with asyncio.timeout(15):  # in this task: the clients' cancel scopes were entered here
+                await self.stack.aclose()
+
+    def client(self) -> Client:
+        """The next client, on the server after the last read's."""
+        self.reads += 1
+        row = self.clients[self.reads % len(self.clients)]
+        return row[(self.reads // len(self.clients)) % len(row)]
+
+    async def get(self, task_id: str) -> ClientGetTaskResult:
+        """A raw `tasks/get` of `task_id` through the next client."""
+        request = GetTaskRequest(params=GetTaskRequestParams(task_id=task_id))
+        return await self.client().session.send_request(request, ClientGetTaskResult)
+
+    async def answer(self, status: ClientGetTaskResult) -> None:
+        """Accept every question the read `status` shows (the server names them: not the tool's own keys)."""
+        accept = {"action": "accept", "content": {}}
+        responses = {key: accept for key in status.input_requests or {}}
+        params = UpdateTaskRequestParams(task_id=status.task_id, input_responses=responses)
+        await self.client().session.send_request(UpdateTaskRequest(params=params), Result)
+
+
+class Polling:
+    """Every task read at its own advertised interval, until it closes or the polling stops."""
+
+    def __init__(self, readers: Readers, tasks: list[Task]) -> None:
+        self.readers, self.tasks = readers, tasks
+        self.stop = asyncio.Event()
+        self.latencies: list[float] | None = None  # a list while the window records
+        self.errors = 0
+        self.first_error = ""
+        self.followers: list[asyncio.Task[None]] = []
+
+    def __enter__(self) -> Polling:
+        spread = DEFAULT_POLL_S / len(self.tasks)
+        self.followers = [asyncio.create_task(self._follow(t, i * spread)) for i, t in enumerate(self.tasks)]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+
+    async def drain(self) -> None:
+        """Stop polling and wait for every follower to finish its read."""
+        self.stop.set()
+        await asyncio.gather(*self.followers, return_exceptions=True)
+
+    async def _follow(self, task: Task, offset: float) -> None:
+        interval = offset
+        while not await _stopped(self.stop, interval):
+            began = time.perf_counter()
+            try:
+                status = await self.readers.get(task.task_id)
+            except Exception as exc:
+                self.errors += 1
+                self.first_error = self.first_error or repr(exc)[:300]
+                interval = DEFAULT_POLL_S
+                continue
+            if self.latencies is not None:
+                self.latencies.append(time.perf_counter() - began)
+            task.seen.setdefault(status.status, time.monotonic())
+            if status.status in TERMINAL:
+                return
+            interval = (status.poll_interval_ms or DEFAULT_POLL_S * 1000) / 1000
+
+
+async def _stopped(stop: asyncio.Event, seconds: float) -> bool:
+    """Wait `seconds` unless `stop` is set first; whether it is set."""
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+    return stop.is_set()
+
+
+async def _bounded_all(work: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
+    """Run every piece of `work`, `CONCURRENCY` at once; exceptions come back as results."""
+    limit = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(piece: Callable[[], Awaitable[Any]]) -> Any:
+        async with limit:
+            return await piece()
+
+    return await asyncio.gather(*(one(piece) for piece in work), return_exceptions=True)
+
+
+async def submit(readers: Readers, marks: Marks, tasks: list[Task]) -> None:
+    """Submit every task (an overloaded server refuses now and then: retried); return once each has settled."""
+
+    async def one(task: Task) -> None:
+        arguments = {"key": task.key} | ({"then": task.then} if task.tool == "scale_leg" else {})
+        for attempt in range(5):
+            try:
+                task.task_id = (await call_tool_task(readers.client(), task.tool, arguments)).task_id
+                return
+            except Exception:
+                if attempt == 4:
+                    raise
+                await asyncio.sleep(1 + attempt)
+
+    failures = [
+        r for r in await _bounded_all([lambda t=t: one(t) for t in tasks]) if isinstance(r, Exception)
+    ]
+    if failures:
+        raise RuntimeError(f"{len(failures)} submits failed; the first: {failures[0]!r}")
+    await settle(readers, tasks, time.monotonic() + DEADLINE_S)
+    legs = [t for t in tasks if t.tool == "scale_leg"]
+    await _legs_running_since(marks, legs, 0.0)  # working before the leg starts, too
+
+
+async def settle(readers: Readers, tasks: list[Task], deadline: float) -> None:
+    """Read every task until each reads as it rests (`Task.settled`; completed for a closed probe)."""
+    pending = tasks
+    while pending:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(pending)} tasks never settled; the first: {pending[0]}")
+        reads = await _bounded_all([lambda t=t: readers.get(t.task_id) for t in pending])
+        pending = [t for t, r in zip(pending, reads) if getattr(r, "status", None) != _resting(t)]
+        if pending:
+            await asyncio.sleep(1)
+
+
+def _resting(task: Task) -> str:
+    """What `task` reads as now: as it settled, unless polling saw a probe ask or close since."""
+    return next((status for status in ("completed", "input_required") if status in task.seen), task.settled)
+
+
+async def settled_rss(pids: dict[str, list[int]]) -> dict[str, float]:
+    """Resident MB per role, once the processes have had a moment to settle."""
+    await asyncio.sleep(2)
+    return {role: round(rss_mb(role_pids), 1) for role, role_pids in pids.items()}
+
+
+def build_tasks(n: int, probes: int) -> tuple[list[Task], list[Task], list[Task]]:
+    """Half parked, half legs; of the legs, `probes` ask and `probes` close when released mid-window."""
+    parked = [Task(f"p{i}", "scale_park", "park") for i in range(n // 2)]
+    legs = [Task(f"l{i}", "scale_leg", "ask" if i < probes else "close") for i in range(n - n // 2)]
+    return parked, legs, legs[: 2 * probes]
+
+
+async def window(
+    fleet: Fleet, readers: Readers, tasks: list[Task], probes: list[Task], seconds: float
+) -> dict:
+    """Poll every task for a warm-up round per server, then measure `seconds`, releasing the probes halfway."""
+    polling = Polling(readers, tasks)
+    with polling:
+        await asyncio.sleep(DEFAULT_POLL_S * SERVERS)
+        pids = fleet.pids()
+        before_calls = await _calls_by_role(fleet)
+        before_cpu = {role: cpu_seconds(p) for role, p in pids.items()}
+        polling.latencies = []
+        began = time.monotonic()
+        await asyncio.sleep(seconds / 2)
+        for probe in probes:
+            fleet.marks.mark(probe.key, "release")
+        await asyncio.sleep(began + seconds - time.monotonic())
+        elapsed = time.monotonic() - began
+        latencies, polling.latencies = polling.latencies, None
+        calls = {
+            role: Counter(ops) - Counter(before_calls[role])
+            for role, ops in (await _calls_by_role(fleet)).items()
+        }
+        cpu = {role: (cpu_seconds(p) - before_cpu[role]) / elapsed for role, p in pids.items()}
+        rss = await settled_rss(pids)
+        await polling.drain()
+    return {
+        "elapsed_s": round(elapsed, 1),
+        "tasks_get_per_s": round(len(latencies) / elapsed, 1),
+        "tasks_get_ms": _percentiles(latencies),
+        "read_errors": polling.errors,
+        "first_read_error": polling.first_error,
+        **_request_rates(calls, elapsed, len(tasks)),
+        "cpu_cores_by_process": {role: round(c, 3) for role, c in cpu.items()},
+        "rss_mb_by_process": rss,
+        "reach_s": _reach(fleet.marks, probes),
+    }
+
+
+async def _calls_by_role(fleet: Fleet) -> dict[str, dict[str, int]]:
+    return {role: await temporal_calls([endpoint]) for role, endpoint in fleet.metrics.items()}
+
+
+def _request_rates(calls: dict[str, Counter[str]], elapsed: float, tasks: int) -> dict[str, Any]:
+    """Temporal requests per second by process and operation, and per task per 30 s."""
+    by_role = {
+        role: {op: round(n / elapsed, 2) for op, n in sorted(ops.items()) if n} for role, ops in calls.items()
+    }
+    total = sum(sum(ops.values()) for ops in calls.values()) / elapsed
+    reads = sum(sum(ops.values()) for role, ops in calls.items() if role.startswith("api")) / elapsed
+    return {
+        "temporal_requests_per_s": round(total, 1),
+        "temporal_requests_per_s_by_process": by_role,
+        "per_task_per_30s": round(total * 30 / tasks, 3),
+        "per_task_per_30s_api_servers": round(reads * 30 / tasks, 3),
+    }
+
+
+def _percentiles(seconds: list[float]) -> dict[str, float]:
+    if len(seconds) < 2:
+        return {}
+    return {
+        "p50": round(statistics.median(seconds) * 1000, 1),
+        "p95": round(statistics.quantiles(seconds, n=20)[18] * 1000, 1),
+    }
+
+
+def _reach(marks: Marks, probes: list[Task]) -> dict[str, Any]:
+    """From a probe's ask or return in its tool body to the first poll that showed it, in seconds."""
+    reach: dict[str, list[float]] = {"ask": [], "close": []}
+    for probe in probes:
+        moment = marks.seen(probe.key, "asking" if probe.then == "ask" else "closing")
+        shown = probe.seen.get("input_required" if probe.then == "ask" else "completed")
+        if moment is not None and shown is not None:
+            reach[probe.then].append(shown - moment)
+    return {
+        kind: {"n": len(values), "p50": round(statistics.median(values), 2), "max": round(max(values), 2)}
+        if values
+        else {"n": 0}
+        for kind, values in reach.items()
+    }
+
+
+async def kill_and_recover(
+    fleet: Fleet, readers: Readers, tasks: list[Task]
+) -> tuple[dict[str, Any], Readers, set[str]]:
+    """Kill -9 every worker and API server, start them again, and time the recovery from the kill.
+
+    Returns:
+        The timings, readers on the new API servers, and the keys of the legs the kill cut short.
+    """
+    alive = [t for t in tasks if t.tool == "scale_leg" and not {"completed", "input_required"} & set(t.seen)]
+    killed_at = await fleet.kill()
+    await readers.__aexit__(None, None, None)
+    await fleet.start()
+    restarted = time.monotonic() - killed_at
+    fresh = await Readers(fleet.urls, len(readers.clients[0])).__aenter__()
+    await settle(fresh, tasks, time.monotonic() + DEADLINE_S)
+    readable = time.monotonic() - killed_at
+    running = await _legs_running_since(fleet.marks, alive, killed_at)
+    return (
+        {
+            "restart_s": round(restarted, 1),
+            "every_task_readable_s": round(readable, 1),
+            "every_leg_running_s": round(running, 1),
+            "legs_killed": len(alive),
+        },
+        fresh,
+        {leg.key for leg in alive},
+    )
+
+
+async def _legs_running_since(marks: Marks, legs: list[Task], since: float) -> float:
+    """Seconds from `since` until every one of `legs` has started a run after it."""
+    keys = {leg.key for leg in legs}
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        runs = marks.runs()
+        starts = [max(runs.get((key, "leg"), [0.0])) for key in keys]
+        if all(start > since for start in starts):
+            return max(starts, default=since) - since
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{sum(s <= since for s in starts)} legs never ran again")
+        await asyncio.sleep(1)
+
+
+async def finish(fleet: Fleet, readers: Readers, tasks: list[Task], killed: set[str]) -> dict[str, Any]:
+    """Answer every ask, release every leg; check each result and how often each body ran."""
+    began = time.monotonic()
+    for task in tasks:
+        fleet.marks.mark(task.key, "release")
+    asking = [t for t in tasks if t.then != "close"]
+    deadline = time.monotonic() + DEADLINE_S
+    while asking:  # an asking leg asks once its release is seen
+        reads = await _bounded_all([lambda t=t: readers.get(t.task_id) for t in asking])
+        ready = [(t, r) for t, r in zip(asking, reads) if getattr(r, "status", None) == "input_required"]
+        answers = await _bounded_all([lambda r=r: readers.answer(r) for _, r in ready])
+        answered = {t.key for (t, _), a in zip(ready, answers) if not isinstance(a, Exception)}
+        asking = [t for t in asking if t.key not in answered]
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(asking)} tasks never asked")
+        await asyncio.sleep(1)
+    finals = await _finals(readers, tasks, deadline)
+    wrong = [t.key for t, status in zip(tasks, finals) if _text(status) != t.result]
+    return {
+        "all_completed_s": round(time.monotonic() - began, 1),
+        "completed": sum(s.status == "completed" for s in finals),
+        "wrong_results": len(wrong),
+        "wrong_result_keys": wrong[:10],
+        **_body_runs(fleet.marks, tasks, killed),
+    }
+
+
+async def _finals(readers: Readers, tasks: list[Task], deadline: float) -> list[ClientGetTaskResult]:
+    """Every task's read once it has closed."""
+    finals: dict[str, ClientGetTaskResult] = {}
+    while len(finals) < len(tasks):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(tasks) - len(finals)} tasks never closed")
+        pending = [t for t in tasks if t.key not in finals]
+        reads = await _bounded_all([lambda t=t: readers.get(t.task_id) for t in pending])
+        finals |= {t.key: r for t, r in zip(pending, reads) if getattr(r, "status", None) in TERMINAL}
+        await asyncio.sleep(1)
+    return [finals[t.key] for t in tasks]
+
+
+def _text(status: ClientGetTaskResult) -> str:
+    content = (status.result or {}).get("content", [])
+    return "".join(block.get("text", "") for block in content)
+
+
+def _body_runs(marks: Marks, tasks: list[Task], killed: set[str]) -> dict[str, Any]:
+    """Tasks whose bodies ran other than once per phase (twice for the leg of a task alive at the kill)."""
+    runs = marks.runs()
+
+    def expected(task: Task) -> Iterator[tuple[str, int]]:
+        yield ("ask", 1) if task.then == "park" else ("leg", 2 if task.key in killed else 1)
+        yield "answered", 0 if task.then == "close" else 1
+
+    off = [
+        f"{task.key} {phase}: {len(runs.get((task.key, phase), []))} runs, expected {n}"
+        for task in tasks
+        for phase, n in expected(task)
+        if len(runs.get((task.key, phase), [])) != n
+    ]
+    return {
+        "body_runs": sum(len(v) for v in runs.values()),
+        "body_runs_off": len(off),
+        "body_runs_off_first": off[:10],
+    }
+
+
+async def run(args: argparse.Namespace, state: Path) -> dict[str, Any]:
+    dev = await asyncio.to_thread(start_dev_server, db_path=state / "temporal.db", ui=False)
+    fleet = Fleet(dev, state, args)
+    try:
+        await fleet.start()
+        parked, legs, probes = build_tasks(args.tasks, args.probes)
+        report: dict[str, Any] = {"settings": {k: v for k, v in vars(args).items() if k != "out"}}
+        readers = await Readers(fleet.urls, args.clients).__aenter__()
+        before = await settled_rss(fleet.pids())
+        began = time.monotonic()
+        await submit(readers, fleet.marks, parked)
+        after = await settled_rss(fleet.pids())
+        await submit(readers, fleet.marks, legs)
+        report["submit_s"] = round(time.monotonic() - began, 1)
+        report["mb_per_1000_parked_by_process"] = {
+            role: round((after[role] - before[role]) * 1000 / len(parked), 1) for role in before
+        }
+        print(f"{args.tasks} tasks settled in {report['submit_s']} s", flush=True)
+        report["window"] = await window(fleet, readers, parked + legs, probes, args.window)
+        print(json.dumps(report["window"]), flush=True)
+        report["recovery"], readers, killed = await kill_and_recover(fleet, readers, parked + legs)
+        print(json.dumps(report["recovery"]), flush=True)
+        report["finish"] = await finish(fleet, readers, parked + legs, killed)
+        await readers.__aexit__(None, None, None)
+        return report
+    finally:
+        await fleet.stop()
+        dev.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--tasks", type=int, default=10_000, help="tasks held at once (half parked, half legs)"
+    )
+    parser.add_argument("--window", type=float, default=300.0, help="seconds of polling measured")
+    parser.add_argument("--clients", type=int, default=2, help="fastmcp.Clients per API server")
+    parser.add_argument(
+        "--probes", type=int, default=10, help="legs released mid-window to ask, and as many to close"
+    )
+    parser.add_argument(
+        "--progress", type=float, default=10.0, help="seconds between a leg's progress reports"
+    )
+    parser.add_argument(
+        "--out", default=None, help="file name under bench/results (default: scale.json, full runs only)"
+    )
+    args = parser.parse_args()
+    full = all(getattr(args, k) == parser.get_default(k) for k in vars(args))
+    with tempfile.TemporaryDirectory(prefix="fastmcp-temporal-scale-") as workdir:
+        report = asyncio.run(run(args, Path(workdir)))
+    print(json.dumps(report, indent=2))
+    out = args.out or ("scale.json" if full else None)
+    if out:
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / out).write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
