@@ -269,11 +269,12 @@ class TemporalTasksSettings(BaseSettings):
     quiet_poll_interval: timedelta = Field(
         default=timedelta(seconds=30),
         description="Longest poll interval a running task advertises (pollIntervalMs in tasks/get) once its "
-        "answer has read the same for this long: half as long as it has been quiet, at most this; any change, "
-        "a write through this server or the close brings back the tool's own interval. An ask, a close or a "
-        "cancel on a quiet task reaches its client up to this late; higher spares more reads (each a "
-        "describe() once the task is quiet enough that its long poll is let go). 0, or a value at or below "
-        "the tool's interval: always the tool's. See [Reads at scale](performance.md#reads-at-scale).",
+        "answer has read the same for this long: half as long as it has been quiet, at most this; any "
+        "change, a write through this server or the close brings back the tool's own interval. An ask, a "
+        "close or a cancel on a quiet task reaches its client up to this late; higher spares more reads "
+        "(each a describe() once the task is quiet enough that its long poll is let go). 0, or a value at "
+        "or below the tool's interval: always the tool's. See "
+        "[Reads at scale](performance.md#reads-at-scale).",
     )
 
     # How to reach a secured Temporal (Temporal Cloud or your own). Each one left unset
