@@ -466,7 +466,7 @@ PARKED = answer("input_required", input_requests={"k": {}})
 
 
 def test_a_quiet_task_asks_for_its_own_interval_then_half_its_quiet_up_to_the_cap() -> None:
-    quiet = Quiet(shown=("working", None, frozenset()), since=100.0, answered_at=100.0, apart=float("inf"))
+    quiet = Quiet(shown=hash(("working", None, frozenset())), since=100.0, answered_at=100.0, apart=float("inf"))
     assert quiet.interval(100.0 + CAP - 0.1, BASE, CAP) == BASE
     assert quiet.interval(100.0 + CAP, BASE, CAP) == CAP / 2
     assert quiet.interval(100.0 + 1.5 * CAP, BASE, CAP) == 0.75 * CAP

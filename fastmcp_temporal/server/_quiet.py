@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from fastmcp_temporal._fastmcp_private import GetTaskResult
-from fastmcp_temporal.server._watch import Shown, shown_of
+from fastmcp_temporal.server._watch import shown_of
 
 # Temporal answers a history long poll empty after this long (its default
 # `history.longPollExpirationInterval`): what following a quiet task costs a server.
 _LONG_POLL_PERIOD = timedelta(seconds=20)
-# Running tasks whose quiet each server remembers (about 0.3 KB each).
+# Running tasks whose quiet each server remembers (about 0.3 KB each with its key: 16 MB at most).
 _QUIET_ENTRIES = 50_000
 _TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
@@ -43,8 +43,8 @@ _TERMINAL = frozenset({"completed", "failed", "cancelled"})
 class Quiet:
     """What this server last answered of a running task, since when, and how its reads came."""
 
-    shown: Shown
-    since: float  # event-loop time this server first answered `shown`
+    shown: int  # the hash of what a caller can tell apart in the answer (`Shown`): a few bytes, not a copy
+    since: float  # event-loop time this server first answered it
     answered_at: float  # when it last answered the task
     apart: float  # how long before that it had answered the task (inf: never)
 
@@ -79,7 +79,7 @@ class QuietTasks:
             self._entries.pop(key, None)
             return None
         before = self._entries.pop(key, None)
-        seen = shown_of(answer)
+        seen = hash(shown_of(answer))
         if before is None:
             quiet = Quiet(seen, since=now, answered_at=now, apart=float("inf"))
         else:
