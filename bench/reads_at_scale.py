@@ -130,10 +130,16 @@ async def start_tasks(client: Client, shape: str, n: int) -> list[str]:
 
 
 async def poll_reads(
-    clients: list[list[Client]], ids: list[str], until: float, latencies: list[float], advertised: list[float]
+    clients: list[list[Client]],
+    ids: list[str],
+    measured_from: float,
+    until: float,
+    latencies: list[float],
+    advertised: list[float],
 ) -> int:
     """Read every task, the first reads spread evenly over `POLL_INTERVAL`, each next one the task's
-    advertised `pollIntervalMs` later, each read on the next server; `advertised` gets each task's last."""
+    advertised `pollIntervalMs` later, each read on the next server, until `until`; reads from
+    `measured_from` on count in `latencies` (and their errors), and `advertised` gets each task's last."""
     errors = 0
     start = time.monotonic()
 
@@ -144,13 +150,14 @@ async def poll_reads(
         while due < until:
             await asyncio.sleep(max(0.0, due - time.monotonic()))
             server = clients[n % len(clients)]
-            began = time.perf_counter()
+            began, measured = time.perf_counter(), time.monotonic() >= measured_from
             try:
                 read = await tasks_get(server[index % len(server)], task_id)
                 interval = (read.poll_interval_ms or POLL_INTERVAL * 1000) / 1000
             except Exception:
-                errors += 1
-            latencies.append(time.perf_counter() - began)
+                errors += measured
+            if measured:
+                latencies.append(time.perf_counter() - began)
             due += interval
             n += 1
         advertised.append(interval)
@@ -179,14 +186,16 @@ async def measure(address: str, mode: str, ids: list[str], args: argparse.Namesp
         for client in row:
             await client.__aenter__()
     try:
-        warm: list[float] = []  # every server reads every task once, or reads go on for --warmup
+        # every server reads every task once, or reads go on for --warmup; then the window, same schedule
         warmup = max(POLL_INTERVAL * args.servers, args.warmup)
-        await poll_reads(clients, ids, time.monotonic() + warmup, warm, [])
-        before = _requests_so_far(requests)
+        began = time.monotonic() + warmup
         latencies: list[float] = []
         advertised: list[float] = []
-        began = time.monotonic()
-        errors = await poll_reads(clients, ids, began + args.window, latencies, advertised)
+        window = began + args.window
+        reads = asyncio.ensure_future(poll_reads(clients, ids, began, window, latencies, advertised))
+        await asyncio.sleep(warmup)
+        before = _requests_so_far(requests)
+        errors = await reads
         elapsed = time.monotonic() - began
         used = _requests_so_far(requests) - before
     finally:
