@@ -1,7 +1,8 @@
 """Temporal requests per task while clients poll many long-running tasks.
 
     .venv/bin/python bench/reads_at_scale.py [--tasks 1000] [--window 60] [--servers 1]
-        [--shape parked|leg|closed] [--modes describe watched] [--long-poll-expiry SECONDS]
+        [--shape parked|leg|closed] [--modes describe watched quiet] [--long-poll-expiry SECONDS]
+        [--warmup SECONDS] [--quiet-poll-interval SECONDS] [--watched-tasks N]
 
 Starts its own in-memory dev server on loopback, a worker server (FastMCP with the
 extension, worker on) and `--servers` API-only servers, each on its own Temporal
@@ -10,15 +11,21 @@ parked on input (`parked`, the cheapest), or in a leg that waits (`leg`); or com
 (`closed`: answered from each server's cache of closes, re-checked for a new run one
 poll interval after it was filled, then after 2, 4 ... intervals, at most a minute apart). Then, for
 each mode, fresh API servers and in-memory `fastmcp.Client`s read every task with
-`tasks/get` once per its `pollIntervalMs` (5 s), each read of a task on the next API
-server in turn (a load balancer), spread evenly over the interval: a round per server
-to warm up, then the window. Reports the API servers' Temporal requests per second, per task
-per 30 s (by operation), and read latency.
+`tasks/get`, each read of a task on the next API server in turn (a load balancer), the first
+reads spread evenly over 5 s, each next one a task's last advertised `pollIntervalMs` later
+(as `fastmcp.Client` waits at most): a round per server, or `--warmup` seconds, to warm up,
+then the window. Reports the API servers' Temporal requests per second, per task per 30 s
+(by operation), read latency, and the poll intervals the last reads advertised (how late a
+change could reach a client).
 
-- `describe`: `watched_tasks=0`, a `describe()` per read: what every read of a task
-  older than 30 s cost before reads were watched;
+- `describe`: `watched_tasks=0` and `quiet_poll_interval=0`, a `describe()` per read every
+  5 s: what every read of a task older than 30 s cost before reads were watched;
 - `watched`: one long poll of each task's history per server (`watched_tasks` is
-  `--watched-tasks`, by default `--tasks`: every task watched);
+  `--watched-tasks`, by default `--tasks`: every task watched), `quiet_poll_interval=0`:
+  every read 5 s apart, as before quiet tasks advertised longer intervals;
+- `quiet`: as `watched`, with `quiet_poll_interval` (`--quiet-poll-interval`, by default
+  the setting's): a quiet task advertises a longer interval, and its watch is let go once
+  its reads on a server come further apart than a long poll lasts;
 - `long-poll`: the floor, no MCP at all: one plain client waits on each task's next
   history event with back-to-back long polls, what following a task costs at the least.
 
@@ -57,7 +64,7 @@ RESULTS = Path(__file__).parent / "results"
 TASK_QUEUE = "reads-at-scale"
 POLL_INTERVAL = 5.0  # the default pollIntervalMs
 CLIENTS_PER_SERVER = 4
-MODES = ("describe", "watched", "long-poll")
+MODES = ("describe", "watched", "quiet", "long-poll")
 _release = asyncio.Event()
 _started = Counter[str]()
 
@@ -122,26 +129,38 @@ async def start_tasks(client: Client, shape: str, n: int) -> list[str]:
     return ids
 
 
-async def poll_reads(clients: list[list[Client]], ids: list[str], until: float, latencies: list[float]) -> int:
-    """Read every task once per `POLL_INTERVAL`, spread evenly, each read on the next server."""
+async def poll_reads(
+    clients: list[list[Client]],
+    ids: list[str],
+    measured_from: float,
+    until: float,
+    latencies: list[float],
+    advertised: list[float],
+) -> int:
+    """Read every task, the first reads spread evenly over `POLL_INTERVAL`, each next one the task's
+    advertised `pollIntervalMs` later, each read on the next server, until `until`; reads from
+    `measured_from` on count in `latencies` (and their errors), and `advertised` gets each task's last."""
     errors = 0
     start = time.monotonic()
 
     async def reader(index: int, task_id: str) -> None:
         nonlocal errors
         due = start + POLL_INTERVAL * index / len(ids)
-        n = index
+        n, interval = index, POLL_INTERVAL
         while due < until:
             await asyncio.sleep(max(0.0, due - time.monotonic()))
             server = clients[n % len(clients)]
-            began = time.perf_counter()
+            began, measured = time.perf_counter(), time.monotonic() >= measured_from
             try:
-                await tasks_get(server[index % len(server)], task_id)
+                read = await tasks_get(server[index % len(server)], task_id)
+                interval = (read.poll_interval_ms or POLL_INTERVAL * 1000) / 1000
             except Exception:
-                errors += 1
-            latencies.append(time.perf_counter() - began)
-            due += POLL_INTERVAL
+                errors += measured
+            if measured:
+                latencies.append(time.perf_counter() - began)
+            due += interval
             n += 1
+        advertised.append(interval)
 
     await asyncio.gather(*(reader(i, task_id) for i, task_id in enumerate(ids)))
     return errors
@@ -154,11 +173,12 @@ async def measure(address: str, mode: str, ids: list[str], args: argparse.Namesp
         plain = await TemporalClient.connect(address, runtime=requests.runtime)
         return await _measure_long_polls(plain, requests, ids, args.window)
     watched = 0 if mode == "describe" else (args.watched_tasks or len(ids))
+    quiet = _quiet_setting(mode, args)
     apis = []
     for i in range(args.servers):
         client = await TemporalClient.connect(address, runtime=requests.runtime)
         extension = TemporalTasksExtension(
-            client=client, task_queue=TASK_QUEUE, worker=False, watched_tasks=watched
+            client=client, task_queue=TASK_QUEUE, worker=False, watched_tasks=watched, **quiet
         )
         apis.append(_server(f"api-{i}", extension))
     clients = [[Client(api) for _ in range(CLIENTS_PER_SERVER)] for api in apis]
@@ -166,12 +186,16 @@ async def measure(address: str, mode: str, ids: list[str], args: argparse.Namesp
         for client in row:
             await client.__aenter__()
     try:
-        warm: list[float] = []  # every server reads every task once
-        await poll_reads(clients, ids, time.monotonic() + POLL_INTERVAL * args.servers, warm)
-        before = _requests_so_far(requests)
+        # every server reads every task once, or reads go on for --warmup; then the window, same schedule
+        warmup = max(POLL_INTERVAL * args.servers, args.warmup)
+        began = time.monotonic() + warmup
         latencies: list[float] = []
-        began = time.monotonic()
-        errors = await poll_reads(clients, ids, began + args.window, latencies)
+        advertised: list[float] = []
+        window = began + args.window
+        reads = asyncio.ensure_future(poll_reads(clients, ids, began, window, latencies, advertised))
+        await asyncio.sleep(warmup)
+        before = _requests_so_far(requests)
+        errors = await reads
         elapsed = time.monotonic() - began
         used = _requests_so_far(requests) - before
     finally:
@@ -181,11 +205,22 @@ async def measure(address: str, mode: str, ids: list[str], args: argparse.Namesp
     return {
         **_rates(mode, used, elapsed, len(ids)),
         "watched_tasks": watched,
+        **quiet,
+        "warmup_s": warmup,
         "reads_per_s": len(latencies) / elapsed,
+        "advertised_s_p50": statistics.median(advertised),
+        "advertised_s_max": max(advertised),
         "read_errors": errors,
         "read_ms_p50": round(statistics.median(latencies) * 1000, 2),
         "read_ms_p95": round(statistics.quantiles(latencies, n=20)[18] * 1000, 2),
     }
+
+
+def _quiet_setting(mode: str, args: argparse.Namespace) -> dict[str, float]:
+    """`quiet_poll_interval` for `mode`: off but in `quiet`, there `--quiet-poll-interval` or the default."""
+    if mode != "quiet":
+        return {"quiet_poll_interval": 0}
+    return {} if args.quiet_poll_interval is None else {"quiet_poll_interval": args.quiet_poll_interval}
 
 
 async def _measure_long_polls(
@@ -257,6 +292,7 @@ async def run(address: str, args: argparse.Namespace) -> dict[str, Any]:
         "servers": args.servers,
         "window_s": args.window,
         "poll_interval_s": POLL_INTERVAL,
+        "warmup_s": args.warmup,
         "long_poll_expiry_s": args.long_poll_expiry or 20,
         "modes": results,
     }
@@ -273,6 +309,10 @@ def main() -> None:
         "--watched-tasks", type=int, default=None, help="each API server's watched_tasks (default: --tasks)"
     )
     parser.add_argument("--long-poll-expiry", type=int, default=None, help="seconds; Temporal's default is 20")
+    parser.add_argument("--warmup", type=float, default=0.0, help="seconds of reads before each window")
+    parser.add_argument(
+        "--quiet-poll-interval", type=float, default=None, help="seconds, in `quiet` mode (default: the setting's)"
+    )
     parser.add_argument("--out", default="reads_at_scale.json", help="file name under bench/results")
     args = parser.parse_args()
     dynamic = {"history.longPollExpirationInterval": f'"{args.long_poll_expiry}s"'} if args.long_poll_expiry else {}
@@ -288,6 +328,7 @@ def main() -> None:
             f"{result['mode']:>9}: {result['temporal_requests_per_s']:8.1f} Temporal requests/s, "
             f"{result['per_task_per_30s']:.2f} per task per 30 s"
             + (f"; reads p50 {result['read_ms_p50']} ms" if "read_ms_p50" in result else "")
+            + (f"; advertised p50 {result['advertised_s_p50']} s" if "advertised_s_p50" in result else "")
         )
 
 

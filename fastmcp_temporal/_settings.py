@@ -42,7 +42,9 @@ POSITIVE_DURATIONS = (
     "task_ttl", "heartbeat_timeout", "start_to_close_timeout", "connect_timeout", "heartbeat_interval",
     "read_recheck", "progress_refresh",
 )
-DURATIONS_OFF_AT_ZERO = ("shutdown_grace", "heartbeat_fast_period", "read_hold", "reread_hold")
+DURATIONS_OFF_AT_ZERO = (
+    "shutdown_grace", "heartbeat_fast_period", "read_hold", "reread_hold", "quiet_poll_interval",
+)
 DEFAULT_HEARTBEAT_INTERVAL = timedelta(seconds=4.5)
 """The default of `heartbeat_interval` (and of `HeartbeatCadence`)."""
 DEFAULT_HEARTBEAT_FAST_PERIOD = timedelta(seconds=30)
@@ -274,6 +276,16 @@ class TemporalTasksSettings(BaseSettings):
         "reads from what it knows; reads of tasks past this many describe() them every time (0: always). "
         "Each is one of the namespace's concurrent long polls, which Temporal caps "
         "(frontend.namespaceCount): keep the sum over all servers below that cap. See "
+        "[Reads at scale](performance.md#reads-at-scale).",
+    )
+    quiet_poll_interval: timedelta = Field(
+        default=timedelta(seconds=30),
+        description="Longest poll interval a running task advertises (pollIntervalMs in tasks/get) once its "
+        "answer has read the same for this long: half as long as it has been quiet, at most this; any "
+        "change, a write through this server or the close brings back the tool's own interval. An ask, a "
+        "close or a cancel on a quiet task reaches its client up to this late; higher spares more reads "
+        "(each a describe() once the task is quiet enough that its long poll is let go). 0, or a value at "
+        "or below the tool's interval: always the tool's. See "
         "[Reads at scale](performance.md#reads-at-scale).",
     )
 

@@ -3,9 +3,11 @@
 A watch's state machine (`server/_watch.py`) is fed hand-built `describe()` answers and history
 events: what it knows answers a read until an event that changes an answer, a new run, a new leg
 or aged progress makes it stale; a held read's schedule and the closed-answer cache's re-checks
-follow the constants they name. `KnownTasks` (`server/_known.py`) runs against a stand-in for
-Temporal's history long poll, so a held read is seen re-reading, ending, and answering the close
-at once. None of these tests asks for the session's dev server; the wire behaviour itself is in
+follow the constants they name. How long a quiet task asks its clients to wait between polls,
+and when its watch is let go, follow from the answers given and their times (`server/_quiet.py`).
+`KnownTasks` (`server/_known.py`) runs against a stand-in for Temporal's history long poll, so a
+held read is seen re-reading, ending, and answering the close at once, and a quiet task read
+seldom is seen let go. None of these tests asks for the session's dev server; the wire behaviour itself is in
 test_reads.py and test_read_watch.py.
 """
 
@@ -40,6 +42,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from fastmcp_temporal import TemporalTasksSettings
 from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal.server._known import _CLOSED_RECHECK_MAX, Closed, KnownTasks
+from fastmcp_temporal.server._quiet import _LONG_POLL_PERIOD, _QUIET_ENTRIES, Quiet, QuietTasks
 from fastmcp_temporal.server._watch import (
     _CLOSE_ONLY_FIRST_RECHECK,
     _CLOSE_ONLY_RECHECK,
@@ -454,3 +457,85 @@ async def test_a_refused_long_poll_ends_its_watch_and_pauses_following_new_tasks
 
         assert tasks.watch_of("first") is None
         assert tasks.follow("second", handle, TIMING, RUN) is None
+
+
+CAP = 30.0  # quiet_poll_interval, seconds
+BASE = TIMING.poll_interval_ms / 1000
+PERIOD = _LONG_POLL_PERIOD.total_seconds()
+PARKED = answer("input_required", input_requests={"k": {}})
+
+
+def test_a_quiet_task_asks_for_its_own_interval_then_half_its_quiet_up_to_the_cap() -> None:
+    quiet = Quiet(shown=hash(("working", None, frozenset())), since=100.0, answered_at=100.0, apart=float("inf"))
+    assert quiet.interval(100.0 + CAP - 0.1, BASE, CAP) == BASE
+    assert quiet.interval(100.0 + CAP, BASE, CAP) == CAP / 2
+    assert quiet.interval(100.0 + 1.5 * CAP, BASE, CAP) == 0.75 * CAP
+    assert quiet.interval(100.0 + 10 * CAP, BASE, CAP) == CAP
+    assert quiet.interval(100.0 + 10 * CAP, BASE, cap=BASE) == BASE  # a cap at the task's own: off
+    assert quiet.interval(100.0 + 8.0, BASE, cap=8.0) == BASE  # half its quiet is below its own
+
+
+def test_the_same_answer_keeps_its_quiet_and_any_change_starts_it_anew() -> None:
+    quiet = QuietTasks(timedelta(seconds=CAP))
+    first = quiet.answered("t", PARKED, now=0.0)
+    assert first is not None and (first.since, first.apart) == (0.0, float("inf"))
+    again = quiet.answered("t", answer("input_required", input_requests={"k": {"other": 1}}), now=40.0)
+    assert again is not None and (again.since, again.apart) == (0.0, 40.0)
+    for changed in (answer("working"), answer("input_required", input_requests={"k2": {}})):
+        after = quiet.answered("t", changed, now=50.0)
+        assert after is not None and after.since == 50.0
+
+
+def test_the_advertised_interval_is_the_tasks_own_until_quiet_and_never_for_a_close() -> None:
+    quiet = QuietTasks(timedelta(seconds=CAP))
+    quiet.answered("t", PARKED, now=0.0)
+    assert quiet.advertised(PARKED, quiet.answered("t", PARKED, now=5.0), now=5.0) is PARKED
+    grown = quiet.advertised(PARKED, quiet.answered("t", PARKED, now=2 * CAP), now=2 * CAP)
+    assert grown.poll_interval_ms == CAP * 1000 and grown.input_requests == PARKED.input_requests
+    assert quiet.answered("t", answer("completed"), now=3 * CAP) is None
+    assert len(quiet) == 0
+    off = QuietTasks(timedelta(0))
+    assert off.advertised(PARKED, off.answered("t", PARKED, now=10 * CAP), now=10 * CAP) is PARKED
+
+
+def test_a_quiet_task_read_here_further_apart_than_a_long_poll_lasts_is_let_go() -> None:
+    quiet = QuietTasks(timedelta(seconds=CAP))
+    for now in range(0, int(CAP) + 11, 10):
+        quiet.answered("t", PARKED, now=float(now))
+    assert not quiet.let_go("t", TIMING.poll_interval_ms)  # quiet, but read often enough
+    quiet.answered("t", PARKED, now=CAP + 10 + PERIOD)
+    assert quiet.let_go("t", TIMING.poll_interval_ms)
+    assert not quiet.let_go("t", int(CAP * 1000))  # a task whose own interval is the cap is never quiet
+    quiet.forget("t")  # a write through this server
+    assert not quiet.let_go("t", TIMING.poll_interval_ms)
+    young = QuietTasks(timedelta(seconds=CAP))
+    young.answered("t", PARKED, now=0.0)
+    young.answered("t", PARKED, now=PERIOD)
+    assert not young.let_go("t", TIMING.poll_interval_ms)  # read seldom, but not quiet yet
+
+
+def test_a_server_remembers_the_quiet_of_a_bounded_number_of_tasks() -> None:
+    quiet = QuietTasks(timedelta(seconds=CAP))
+    for n in range(_QUIET_ENTRIES + 1):
+        quiet.answered(f"t{n}", PARKED, now=0.0)
+    assert len(quiet) == _QUIET_ENTRIES
+    quiet.answered("t0", PARKED, now=PERIOD + CAP)  # the oldest was forgotten: it starts anew
+    assert not quiet.let_go("t0", TIMING.poll_interval_ms)
+
+
+async def test_a_quiet_watched_task_read_seldom_is_let_go_and_not_followed_until_it_changes() -> None:
+    async with known_tasks(quiet_poll_interval=timedelta(seconds=CAP)) as (tasks, _):
+        followed = created(tasks)
+        now = asyncio.get_running_loop().time()
+        tasks._quiet.answered("task-wf", PARKED, now - 2 * CAP)  # quiet for a minute, read then
+        handle = followed.handle
+
+        advertised = tasks.answered("task-wf", PARKED)
+        assert followed.follow is not None
+        await asyncio.wait([followed.follow])
+
+        assert advertised.poll_interval_ms == CAP * 1000
+        assert tasks.watch_of("task-wf") is None
+        assert tasks.follow("task-wf", handle, TIMING, RUN) is None
+        assert tasks.answered("task-wf", answer("working")).poll_interval_ms == TIMING.poll_interval_ms
+        assert tasks.follow("task-wf", handle, TIMING, RUN) is not None

@@ -5,7 +5,7 @@ Each subpackage is a runtime role (`server`, `worker`, `connection`, `devserver`
 folders. No module imports, even lazily, a module that imports it back. The
 connection layer knows neither MCP nor the legs, the dev-server launcher is the bottom
 role, the shared top-level modules import no role, and what a server knows of the tasks
-it reads (`server/_known.py`, `server/_watch.py`) is the server's alone.
+it reads (`server/_known.py`, `server/_watch.py`, `server/_quiet.py`) is the server's alone.
 The tests keep their own rooms apart too: what test modules share is in `tests/helpers/`,
 never in another test module, and `tests/` and `bench/` never put each other on `sys.path`.
 """
@@ -117,7 +117,7 @@ def test_the_shared_modules_import_no_role() -> None:
 
 def test_nothing_outside_the_server_imports_what_it_knows_of_tasks() -> None:
     modules = _modules()
-    known_tasks = {"fastmcp_temporal.server._known", "fastmcp_temporal.server._watch"}
+    known_tasks = {f"fastmcp_temporal.server.{name}" for name in ("_known", "_watch", "_quiet")}
     for name, path in modules.items():
         if not _within(name, "server"):
             leaks = _imports(path, modules) & known_tasks

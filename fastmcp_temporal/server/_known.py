@@ -28,7 +28,9 @@ current, then at doubling intervals up to `_CLOSED_RECHECK_MAX`. At most `watche
 tasks are followed (each is one of the namespace's long polls, which Temporal caps; a
 refusal pauses following new tasks for `_REFUSED_PAUSE`); past that, and when a long poll
 fails, reads describe the task every time. A task no read asked about for `_WATCH_IDLE` is
-let go.
+let go, and so is a quiet one whose reads here come further apart than a long poll lasts:
+its answers advertise a longer poll interval, and a `describe()` per read then costs less
+(`_quiet`).
 
 One watch's state and the decisions made from it (`Watch`, and the constants named above
 but `_CLOSE_ONLY_FOR`, `_CLOSED_RECHECK_MAX` and `_REFUSED_PAUSE`) are in `_watch`; this
@@ -59,6 +61,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal.server._quiet import QuietTasks
 from fastmcp_temporal.server._watch import Known, Timing, Watch
 from fastmcp_temporal.workflows.models import TaskMemo, TaskOutcome
 
@@ -122,6 +125,7 @@ class KnownTasks:
         self._closed: OrderedDict[str, Closed] = OrderedDict()
         self._reads: dict[str, asyncio.Future[Described]] = {}
         self._watches: dict[str, Watch] = {}
+        self._quiet = QuietTasks(settings.quiet_poll_interval)
         self._storeless = replace(client.data_converter, external_storage=None)
         self._follow_after = 0.0  # loop time before which no new task is followed (see _REFUSED_PAUSE)
 
@@ -185,9 +189,21 @@ class KnownTasks:
                 return answer
         return None
 
-    def answered(self, key: str, answer: GetTaskResult) -> None:
-        if (watch := self._watches.get(key)) is not None:
-            watch.answered(answer, asyncio.get_running_loop().time())
+    def answered(self, key: str, answer: GetTaskResult) -> GetTaskResult:
+        """A read answered the task: `answer`, with the poll interval its quiet earns (see `_quiet`).
+
+        The watch of a task quiet for long enough, whose reads here come further apart than
+        a long poll lasts, is let go: each read then describes it, at less cost.
+        """
+        now = asyncio.get_running_loop().time()
+        watch = self._watches.get(key)
+        if watch is not None:
+            watch.answered(answer, now)
+        quiet = self._quiet.answered(key, answer, now)
+        let_go = self._quiet.let_go(key, answer.poll_interval_ms or 0)
+        if watch is not None and watch.follow is not None and let_go:
+            watch.follow.cancel()
+        return self._quiet.advertised(answer, quiet, now)
 
     def end_hold(self, key: str) -> None:
         if (watch := self._watches.get(key)) is not None:
@@ -199,6 +215,7 @@ class KnownTasks:
         A task written to is interactive: one followed for its close alone is let go, so
         the next read follows every event and its holds end at the next ask.
         """
+        self._quiet.forget(key)
         if (watch := self._watches.get(key)) is not None:
             watch.hold_until, watch.known = 0.0, None
             if watch.close_only and watch.follow is not None:
@@ -216,10 +233,14 @@ class KnownTasks:
         """Start following a task's history, unless `watched_tasks` are followed already.
 
         Nor for a while after Temporal refused a long poll: each is one of the namespace's
-        concurrent long polls, which Temporal caps (`frontend.namespaceCount`).
+        concurrent long polls, which Temporal caps (`frontend.namespaceCount`). Nor while the
+        task is quiet and read here too seldom for a long poll to cost less than a
+        `describe()` per read (`_quiet.Quiet.let_go`).
         """
         now = asyncio.get_running_loop().time()
         if len(self._watches) >= self._settings.watched_tasks or now < self._follow_after:
+            return None
+        if self._quiet.let_go(key, timing.poll_interval_ms):
             return None
         watch = Watch(handle, timing, now, run_id, close_only=close_only)
         if close_only:
@@ -346,6 +367,7 @@ class KnownTasks:
         """A closed run's answer, remembered (in place of an earlier run's) when its result is small
         enough; first re-checked one poll interval on."""
         now = asyncio.get_running_loop().time()
+        self._quiet.forget(key)  # a closed task asks for no other interval
         closed = Closed(status, fields, timing, expires_at, run_id, now, timing.poll_interval_ms / 1000)
         self._closed.pop(key, None)
         if len(json.dumps(fields.get("result"), default=str)) <= _CLOSED_CACHE_MAX_RESULT_CHARS:

@@ -62,8 +62,8 @@ _UNSEEN_BY_READS = frozenset(
     }
 )
 
-_Shown = tuple[TaskStatus, str | None, frozenset[str]]
-_CREATED: _Shown = ("working", None, frozenset())
+Shown = tuple[TaskStatus, str | None, frozenset[str]]  # what a caller can tell apart between answers
+_CREATED: Shown = ("working", None, frozenset())
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ class Watch:
     close_only_recheck: float = _CLOSE_ONLY_FIRST_RECHECK.total_seconds()
     known: Known | None = None
     hold_until: float = 0.0
-    shown: _Shown = _CREATED
+    shown: Shown = _CREATED
     answered_at: float = float("-inf")  # when a read last answered it
     follow: asyncio.Task[None] | None = None
     read_history: asyncio.Event = field(default_factory=asyncio.Event)  # its first page has arrived
@@ -185,11 +185,11 @@ class Watch:
 
     def answered(self, answer: GetTaskResult, now: float) -> None:
         """A read answered the task: later held reads wait for a change from this."""
-        self.shown, self.answered_at = _shown(answer), now
+        self.shown, self.answered_at = shown_of(answer), now
 
     def differs(self, answer: GetTaskResult) -> bool:
         """Whether a caller can tell `answer` apart from what reads last got."""
-        return _shown(answer) != self.shown
+        return shown_of(answer) != self.shown
 
 
 def _close_only_recheck(previous: float, description: WorkflowExecutionDescription) -> float:
@@ -220,7 +220,7 @@ def _known(
     return known
 
 
-def _shown(answer: GetTaskResult) -> _Shown:
+def shown_of(answer: GetTaskResult) -> Shown:
     """What a caller can tell apart between two answers."""
     return answer.status, answer.status_message, frozenset(answer.input_requests or ())
 
