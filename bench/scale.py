@@ -1,6 +1,6 @@
 """Many tasks at once in production's shape: what reading them costs, and how they survive a kill -9.
 
-    .venv/bin/python bench/scale.py [--tasks 10000] [--window 300] [--clients 2] [--probes 10]
+    .venv/bin/python bench/scale.py [--tasks 10000] [--warmup 60] [--window 300] [--clients 2] [--probes 10]
         [--progress 10] [--heartbeat-timeout 30] [--heartbeat-fast-period 0] [--out FILE]
 
 Starts its own file-backed dev server (sqlite), 2 API servers (`bench_server.py`,
@@ -16,7 +16,9 @@ with the defaults (5 s, 4.5 s, 30 s) 5,000 legs heartbeat about 1,100 times a se
 
 1. **Window**: `--clients` `fastmcp.Client`s per API server read every task with `tasks/get`,
    each read on the other server from the last (a load balancer), each task again after its
-   advertised `pollIntervalMs`. After a warm-up round per server it measures `--window`
+   advertised `pollIntervalMs` (at most `CONCURRENCY` reads in flight, the rest queued; how late
+   they went out is reported). After `--warmup` seconds (a quiet task's interval has grown to
+   `quiet_poll_interval` a minute after its first read) it measures `--window`
    seconds: Temporal requests per second by process and operation, requests per task per
    30 s, CPU and RSS per process, `tasks/get` p50/p95. Halfway through, `--probes` legs are
    released to ask and `--probes` to close: how long from the tool body's ask or return to
@@ -80,12 +82,15 @@ class Task:
     tool: str
     then: str  # `park`, or what a released leg does: `ask` or `close`
     task_id: str = ""
+    released: bool = False  # a probe the window let ask or close
     seen: dict[str, float] = field(default_factory=dict)
 
     @property
     def settled(self) -> str:
-        """The status the task rests in while the bench holds it."""
-        return "input_required" if self.then == "park" else "working"
+        """The status the task rests in while the bench holds it (a released probe: once it has asked or closed)."""
+        if self.then == "park" or (self.released and self.then == "ask"):
+            return "input_required"
+        return "completed" if self.released else "working"
 
     @property
     def result(self) -> str:
@@ -210,6 +215,10 @@ class Polling:
         self.readers, self.tasks = readers, tasks
         self.stop = asyncio.Event()
         self.latencies: list[float] | None = None  # a list while the window records
+        self.lags: list[float] = []  # how late each recorded read went out after it was due
+        # Reads in flight at once: what a client's HTTP connection pool holds without a read
+        # waiting out its pool timeout (which ends the client's session); the rest wait here.
+        self.slots = asyncio.Semaphore(CONCURRENCY)
         self.errors = 0
         self.first_error = ""
         self.followers: list[asyncio.Task[None]] = []
@@ -230,16 +239,19 @@ class Polling:
     async def _follow(self, task: Task, offset: float) -> None:
         interval = offset
         while not await _stopped(self.stop, interval):
-            began = time.perf_counter()
-            try:
-                status = await self.readers.get(task.task_id)
-            except Exception as exc:
-                self.errors += 1
-                self.first_error = self.first_error or repr(exc)[:300]
-                interval = DEFAULT_POLL_S
-                continue
+            due = time.perf_counter()
+            async with self.slots:
+                began = time.perf_counter()
+                try:
+                    status = await self.readers.get(task.task_id)
+                except Exception as exc:
+                    self.errors += 1
+                    self.first_error = self.first_error or repr(exc)[:300]
+                    interval = DEFAULT_POLL_S
+                    continue
             if self.latencies is not None:
                 self.latencies.append(time.perf_counter() - began)
+                self.lags.append(began - due)
             task.seen.setdefault(status.status, time.monotonic())
             if status.status in TERMINAL:
                 return
@@ -295,14 +307,9 @@ async def settle(readers: Readers, tasks: list[Task], deadline: float) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{len(pending)} tasks never settled; the first: {pending[0]}")
         reads = await _bounded_all([lambda t=t: readers.get(t.task_id) for t in pending])
-        pending = [t for t, r in zip(pending, reads) if getattr(r, "status", None) != _resting(t)]
+        pending = [t for t, r in zip(pending, reads) if getattr(r, "status", None) != t.settled]
         if pending:
             await asyncio.sleep(1)
-
-
-def _resting(task: Task) -> str:
-    """What `task` reads as now: as it settled, unless polling saw a probe ask or close since."""
-    return next((status for status in ("completed", "input_required") if status in task.seen), task.settled)
 
 
 async def settled_rss(pids: dict[str, list[int]]) -> dict[str, float]:
@@ -319,12 +326,12 @@ def build_tasks(n: int, probes: int) -> tuple[list[Task], list[Task], list[Task]
 
 
 async def window(
-    fleet: Fleet, readers: Readers, tasks: list[Task], probes: list[Task], seconds: float
+    fleet: Fleet, readers: Readers, tasks: list[Task], probes: list[Task], warmup: float, seconds: float
 ) -> dict:
-    """Poll every task for a warm-up round per server, then measure `seconds`, releasing the probes halfway."""
+    """Poll every task for `warmup` seconds, then measure `seconds`, releasing the probes halfway."""
     polling = Polling(readers, tasks)
     with polling:
-        await asyncio.sleep(DEFAULT_POLL_S * SERVERS)
+        await asyncio.sleep(warmup)
         pids = fleet.pids()
         before_calls = await _calls_by_role(fleet)
         before_cpu = {role: cpu_seconds(p) for role, p in pids.items()}
@@ -332,6 +339,7 @@ async def window(
         began = time.monotonic()
         await asyncio.sleep(seconds / 2)
         for probe in probes:
+            probe.released = True
             fleet.marks.mark(probe.key, "release")
         await asyncio.sleep(began + seconds - time.monotonic())
         elapsed = time.monotonic() - began
@@ -347,6 +355,7 @@ async def window(
         "elapsed_s": round(elapsed, 1),
         "tasks_get_per_s": round(len(latencies) / elapsed, 1),
         "tasks_get_ms": _percentiles(latencies),
+        "read_late_ms": _percentiles(polling.lags),  # after its advertised interval: the clients' own backlog
         "read_errors": polling.errors,
         "first_read_error": polling.first_error,
         **_request_rates(calls, elapsed, len(tasks)),
@@ -408,7 +417,7 @@ async def kill_and_recover(
     Returns:
         The timings, readers on the new API servers, and the keys of the legs the kill cut short.
     """
-    alive = [t for t in tasks if t.tool == "scale_leg" and not {"completed", "input_required"} & set(t.seen)]
+    alive = [t for t in tasks if t.tool == "scale_leg" and not t.released]
     killed_at = await fleet.kill()
     await readers.__aexit__(None, None, None)
     await fleet.start()
@@ -527,7 +536,7 @@ async def run(args: argparse.Namespace, state: Path) -> dict[str, Any]:
             role: round((after[role] - before[role]) * 1000 / len(parked), 1) for role in before
         }
         print(f"{args.tasks} tasks settled in {report['submit_s']} s", flush=True)
-        report["window"] = await window(fleet, readers, parked + legs, probes, args.window)
+        report["window"] = await window(fleet, readers, parked + legs, probes, args.warmup, args.window)
         print(json.dumps(report["window"]), flush=True)
         report["recovery"], readers, killed = await kill_and_recover(fleet, readers, parked + legs)
         print(json.dumps(report["recovery"]), flush=True)
@@ -546,6 +555,7 @@ def main() -> None:
     parser.add_argument(
         "--tasks", type=int, default=10_000, help="tasks held at once (half parked, half legs)"
     )
+    parser.add_argument("--warmup", type=float, default=60.0, help="seconds of polling before the window")
     parser.add_argument("--window", type=float, default=300.0, help="seconds of polling measured")
     parser.add_argument("--clients", type=int, default=2, help="fastmcp.Clients per API server")
     parser.add_argument(
