@@ -72,6 +72,9 @@ DEFAULT_POLL_S = 5.0  # what a read without pollIntervalMs waits
 CONCURRENCY = 50  # submits and sweep reads in flight at once
 TERMINAL = ("completed", "failed", "cancelled")
 DEADLINE_S = 600  # for anything the bench waits on
+# Longer than a run at 10,000 tasks (about 25 min on 2 cores): with the default 15 min the first
+# parked tasks expired before the bench answered them.
+TASK_TTL_S = 7200
 
 
 @dataclass
@@ -110,6 +113,7 @@ class Fleet:
             "FASTMCP_TEMPORAL_HEARTBEAT_INTERVAL": str(args.heartbeat_timeout * 0.9),
             "FASTMCP_TEMPORAL_HEARTBEAT_FAST_PERIOD": str(args.heartbeat_fast_period),
             "FASTMCP_TEMPORAL_MAX_CONCURRENT_ACTIVITIES": str(args.tasks // 2 + 10),  # all legs on one
+            "FASTMCP_TEMPORAL_TASK_TTL": str(TASK_TTL_S),
         }
         self.marks = Marks(Path(self.env["BENCH_MARKS"]))
         self.processes: dict[str, asyncio.subprocess.Process] = {}
@@ -464,7 +468,8 @@ async def finish(fleet: Fleet, readers: Readers, tasks: list[Task], killed: set[
         ready = [(t, r) for t, r in zip(asking, reads) if getattr(r, "status", None) == "input_required"]
         answers = await _bounded_all([lambda r=r: readers.answer(r) for _, r in ready])
         answered = {t.key for (t, _), a in zip(ready, answers) if not isinstance(a, Exception)}
-        asking = [t for t in asking if t.key not in answered]
+        closed = {t.key for t, r in zip(asking, reads) if getattr(r, "status", None) in TERMINAL}
+        asking = [t for t in asking if t.key not in answered | closed]  # a closed one shows as a wrong result
         if time.monotonic() > deadline:
             raise TimeoutError(f"{len(asking)} tasks never asked")
         await asyncio.sleep(1)
