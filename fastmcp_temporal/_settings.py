@@ -288,6 +288,14 @@ class TemporalTasksSettings(BaseSettings):
         "or below the tool's interval: always the tool's. See "
         "[Reads at scale](performance.md#reads-at-scale).",
     )
+    quiet_tasks: int = Field(
+        default=50_000,
+        ge=0,
+        description="How many running tasks' quiet one server remembers (about 0.3 KB each), least recently "
+        "read forgotten first; a task forgotten asks for its own interval again. Behind a load balancer that "
+        "spreads reads every server sees every task: keep this above the running tasks. See "
+        "[Reads at scale](performance.md#reads-at-scale).",
+    )
 
     # How to reach a secured Temporal (Temporal Cloud or your own). Each one left unset
     # comes from Temporal's own environment variables or temporal.toml profile.

@@ -42,7 +42,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from fastmcp_temporal import TemporalTasksSettings
 from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal.server._known import _CLOSED_RECHECK_MAX, Closed, KnownTasks
-from fastmcp_temporal.server._quiet import _LONG_POLL_PERIOD, _QUIET_ENTRIES, Quiet, QuietTasks
+from fastmcp_temporal.server._quiet import _LONG_POLL_PERIOD, Quiet, QuietTasks
 from fastmcp_temporal.server._watch import (
     _CLOSE_ONLY_FIRST_RECHECK,
     _CLOSE_ONLY_RECHECK,
@@ -462,6 +462,7 @@ async def test_a_refused_long_poll_ends_its_watch_and_pauses_following_new_tasks
 CAP = 30.0  # quiet_poll_interval, seconds
 BASE = TIMING.poll_interval_ms / 1000
 PERIOD = _LONG_POLL_PERIOD.total_seconds()
+REMEMBERED = 1_000  # quiet_tasks
 PARKED = answer("input_required", input_requests={"k": {}})
 
 
@@ -476,7 +477,7 @@ def test_a_quiet_task_asks_for_its_own_interval_then_half_its_quiet_up_to_the_ca
 
 
 def test_the_same_answer_keeps_its_quiet_and_any_change_starts_it_anew() -> None:
-    quiet = QuietTasks(timedelta(seconds=CAP))
+    quiet = QuietTasks(timedelta(seconds=CAP), REMEMBERED)
     first = quiet.answered("t", PARKED, now=0.0)
     assert first is not None and (first.since, first.apart) == (0.0, float("inf"))
     again = quiet.answered("t", answer("input_required", input_requests={"k": {"other": 1}}), now=40.0)
@@ -487,19 +488,19 @@ def test_the_same_answer_keeps_its_quiet_and_any_change_starts_it_anew() -> None
 
 
 def test_the_advertised_interval_is_the_tasks_own_until_quiet_and_never_for_a_close() -> None:
-    quiet = QuietTasks(timedelta(seconds=CAP))
+    quiet = QuietTasks(timedelta(seconds=CAP), REMEMBERED)
     quiet.answered("t", PARKED, now=0.0)
     assert quiet.advertised(PARKED, quiet.answered("t", PARKED, now=5.0), now=5.0) is PARKED
     grown = quiet.advertised(PARKED, quiet.answered("t", PARKED, now=2 * CAP), now=2 * CAP)
     assert grown.poll_interval_ms == CAP * 1000 and grown.input_requests == PARKED.input_requests
     assert quiet.answered("t", answer("completed"), now=3 * CAP) is None
     assert len(quiet) == 0
-    off = QuietTasks(timedelta(0))
+    off = QuietTasks(timedelta(0), REMEMBERED)
     assert off.advertised(PARKED, off.answered("t", PARKED, now=10 * CAP), now=10 * CAP) is PARKED
 
 
 def test_a_quiet_task_read_here_further_apart_than_a_long_poll_lasts_is_let_go() -> None:
-    quiet = QuietTasks(timedelta(seconds=CAP))
+    quiet = QuietTasks(timedelta(seconds=CAP), REMEMBERED)
     for now in range(0, int(CAP) + 11, 10):
         quiet.answered("t", PARKED, now=float(now))
     assert not quiet.let_go("t", TIMING.poll_interval_ms)  # quiet, but read often enough
@@ -508,17 +509,17 @@ def test_a_quiet_task_read_here_further_apart_than_a_long_poll_lasts_is_let_go()
     assert not quiet.let_go("t", int(CAP * 1000))  # a task whose own interval is the cap is never quiet
     quiet.forget("t")  # a write through this server
     assert not quiet.let_go("t", TIMING.poll_interval_ms)
-    young = QuietTasks(timedelta(seconds=CAP))
+    young = QuietTasks(timedelta(seconds=CAP), REMEMBERED)
     young.answered("t", PARKED, now=0.0)
     young.answered("t", PARKED, now=PERIOD)
     assert not young.let_go("t", TIMING.poll_interval_ms)  # read seldom, but not quiet yet
 
 
 def test_a_server_remembers_the_quiet_of_a_bounded_number_of_tasks() -> None:
-    quiet = QuietTasks(timedelta(seconds=CAP))
-    for n in range(_QUIET_ENTRIES + 1):
+    quiet = QuietTasks(timedelta(seconds=CAP), REMEMBERED)
+    for n in range(REMEMBERED + 1):
         quiet.answered(f"t{n}", PARKED, now=0.0)
-    assert len(quiet) == _QUIET_ENTRIES
+    assert len(quiet) == REMEMBERED
     quiet.answered("t0", PARKED, now=PERIOD + CAP)  # the oldest was forgotten: it starts anew
     assert not quiet.let_go("t0", TIMING.poll_interval_ms)
 

@@ -46,7 +46,6 @@ CONSTANTS: dict[str, str] = {
     "watch_idle": f"{WATCH}:_WATCH_IDLE",
     "refused_pause": f"{READ_PATH}:_REFUSED_PAUSE",
     "long_poll_period": "fastmcp_temporal.server._quiet:_LONG_POLL_PERIOD",
-    "quiet_entries": "fastmcp_temporal.server._quiet:_QUIET_ENTRIES",
     "default_poll_interval_ms": "fastmcp_temporal.workflows.models:DEFAULT_POLL_INTERVAL_MS milliseconds",
     "apply_wait": f"{HANDLERS}:_APPLY_WAIT",
     "apply_first_poll": f"{HANDLERS}:_APPLY_FIRST_POLL seconds",

@@ -125,7 +125,7 @@ class KnownTasks:
         self._closed: OrderedDict[str, Closed] = OrderedDict()
         self._reads: dict[str, asyncio.Future[Described]] = {}
         self._watches: dict[str, Watch] = {}
-        self._quiet = QuietTasks(settings.quiet_poll_interval)
+        self._quiet = QuietTasks(settings.quiet_poll_interval, settings.quiet_tasks)
         self._storeless = replace(client.data_converter, external_storage=None)
         self._follow_after = 0.0  # loop time before which no new task is followed (see _REFUSED_PAUSE)
 

@@ -17,7 +17,7 @@ of such a task is let go (`Quiet.let_go`), freeing a `watched_tasks` slot for a 
 interactive task, until its answer changes.
 
 Each server decides alone, from the answers it gave: `QuietTasks` remembers one small
-entry per running task it answered, at most `_QUIET_ENTRIES` of them (least recently read
+entry per running task it answered, at most `quiet_tasks` of them (least recently read
 first out; a task forgotten starts again from its own interval). Every decision is a
 function of an entry and the time passed in, with no I/O (unit-tested in tests/test_known.py).
 """
@@ -34,8 +34,6 @@ from fastmcp_temporal.server._watch import shown_of
 # Temporal answers a history long poll empty after this long (its default
 # `history.longPollExpirationInterval`): what following a quiet task costs a server.
 _LONG_POLL_PERIOD = timedelta(seconds=20)
-# Running tasks whose quiet each server remembers (about 0.3 KB each with its key: 16 MB at most).
-_QUIET_ENTRIES = 50_000
 _TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 
@@ -66,8 +64,9 @@ class Quiet:
 class QuietTasks:
     """The quiet of the running tasks one server answers, bounded; keyed by workflow id."""
 
-    def __init__(self, cap: timedelta) -> None:
+    def __init__(self, cap: timedelta, entries: int) -> None:
         self._cap = cap.total_seconds()
+        self._most = entries  # about 0.3 KB each with its key
         self._entries: OrderedDict[str, Quiet] = OrderedDict()
 
     def __len__(self) -> int:
@@ -86,7 +85,7 @@ class QuietTasks:
             since = before.since if before.shown == seen else now
             quiet = Quiet(seen, since, answered_at=now, apart=now - before.answered_at)
         self._entries[key] = quiet
-        while len(self._entries) > _QUIET_ENTRIES:
+        while len(self._entries) > self._most:
             self._entries.popitem(last=False)
         return quiet
 
