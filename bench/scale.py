@@ -90,7 +90,7 @@ class Task:
 
     @property
     def settled(self) -> str:
-        """The status the task rests in while the bench holds it (a released probe: once it has asked or closed)."""
+        """The status the task rests in while the bench holds it (a released probe: asked or closed)."""
         if self.then == "park" or (self.released and self.then == "ask"):
             return "input_required"
         return "completed" if self.released else "working"

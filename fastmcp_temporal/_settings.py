@@ -293,7 +293,8 @@ class TemporalTasksSettings(BaseSettings):
         ge=0,
         description="How many running tasks' quiet one server remembers (about 0.3 KB each), least recently "
         "read forgotten first; a task forgotten asks for its own interval again. Behind a load balancer that "
-        "spreads reads every server sees every task: keep this above the running tasks. See "
+        "spreads reads every server sees every task: keep this above the running tasks (0: none, every task "
+        "keeps its own interval). See "
         "[Reads at scale](performance.md#reads-at-scale).",
     )
 

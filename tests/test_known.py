@@ -522,6 +522,9 @@ def test_a_server_remembers_the_quiet_of_a_bounded_number_of_tasks() -> None:
     assert len(quiet) == REMEMBERED
     quiet.answered("t0", PARKED, now=PERIOD + CAP)  # the oldest was forgotten: it starts anew
     assert not quiet.let_go("t0", TIMING.poll_interval_ms)
+    none = QuietTasks(timedelta(seconds=CAP), 0)  # quiet_tasks=0: every task keeps its own interval
+    none.answered("t", PARKED, now=0.0)
+    assert none.advertised(PARKED, none.answered("t", PARKED, now=3 * CAP), now=3 * CAP) is PARKED
 
 
 async def test_a_quiet_watched_task_read_seldom_is_let_go_and_not_followed_until_it_changes() -> None:
