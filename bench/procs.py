@@ -97,10 +97,14 @@ class CallCounter:
         self.buffer = MetricBuffer(1_000_000)
         self.runtime = Runtime(telemetry=TelemetryConfig(metrics=self.buffer))
         self.totals: collections.Counter[str] = collections.Counter()
+        self.failures: collections.Counter[str] = collections.Counter()  # retried ones among them
 
     def snapshot(self) -> dict[str, int]:
-        """The calls made so far on clients created with `self.runtime`."""
+        """The calls made so far on clients created with `self.runtime` (`self.failures`: those that failed)."""
         for update in self.buffer.retrieve_updates():
-            if update.metric.name in ("temporal_request", "temporal_long_request"):
-                self.totals[str(update.attributes.get("operation"))] += int(update.value)
+            name, operation = update.metric.name, str(update.attributes.get("operation"))
+            if name in ("temporal_request", "temporal_long_request"):
+                self.totals[operation] += int(update.value)
+            elif name in ("temporal_request_failure", "temporal_long_request_failure"):
+                self.failures[operation] += int(update.value)
         return dict(self.totals)

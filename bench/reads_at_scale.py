@@ -12,11 +12,16 @@ parked on input (`parked`, the cheapest), or in a leg that waits (`leg`); or com
 poll interval after it was filled, then after 2, 4 ... intervals, at most a minute apart). Then, for
 each mode, fresh API servers and in-memory `fastmcp.Client`s read every task with
 `tasks/get`, each read of a task on the next API server in turn (a load balancer), the first
-reads spread evenly over 5 s, each next one a task's last advertised `pollIntervalMs` later
-(as `fastmcp.Client` waits at most): a round per server, or `--warmup` seconds, to warm up,
-then the window. Reports the API servers' Temporal requests per second, per task per 30 s
-(by operation), read latency, and the poll intervals the last reads advertised (how late a
-change could reach a client).
+reads spread evenly over 5 s, each next one a task's last advertised `pollIntervalMs` after
+the answer came (as `fastmcp.Client` waits once a task has run a while): a round per server,
+or `--warmup` seconds, to warm up, then the window. Reports the API servers' Temporal
+requests per second, per task per 30 s (by operation) and per read, reads per task per 30 s,
+read latency, and the poll intervals the last reads advertised (how late a change could
+reach a client). Requests and completed reads are counted between the same two instants.
+Half-way through the window, `--probes` running tasks are cancelled through the worker's
+server (another server than the readers'): it reports how long each cancel took to show
+at its client, and every read begun after a cancel was acknowledged that still showed the
+task running (`stale_reads`, which must be 0: a change reaches the next poll).
 
 - `describe`: `watched_tasks=0` and `quiet_poll_interval=0`, a `describe()` per read every
   5 s: what every read of a task older than 30 s cost before reads were watched;
@@ -44,14 +49,21 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench_server import ask_ok  # bench/ is the script's own folder on sys.path
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
-from fastmcp_tasks.client_models import ClientGetTaskResult, GetTaskRequest, GetTaskRequestParams
-from mcp_types import InputRequiredResult
+from fastmcp_tasks.client_models import (
+    CancelTaskRequest,
+    CancelTaskRequestParams,
+    ClientGetTaskResult,
+    GetTaskRequest,
+    GetTaskRequestParams,
+)
+from mcp_types import InputRequiredResult, Result
 from procs import CallCounter
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
@@ -129,45 +141,82 @@ async def start_tasks(client: Client, shape: str, n: int) -> list[str]:
     return ids
 
 
+@dataclass
+class Reads:
+    """What the readers saw: reads completed, and of the reads begun in the window their latency
+    and errors, and each task's last advertised interval."""
+
+    completed: int = 0
+    errors: int = 0
+    latencies: list[float] = field(default_factory=list)
+    advertised: list[float] = field(default_factory=list)
+    probed: dict[str, list[tuple[float, float, str]]] = field(default_factory=dict)  # began, ended, status
+
+
+def _probe_report(reads: Reads, cancelled_at: dict[str, float]) -> dict[str, Any]:
+    """How long each cancel took to reach its client's reads, and the reads begun after it that missed it."""
+    shown, stale = [], 0
+    for task_id, acked in cancelled_at.items():
+        after = [(began, ended, status) for began, ended, status in reads.probed[task_id] if began >= acked]
+        stale += sum(status != "cancelled" for _, _, status in after)
+        shown += [ended - acked for _, ended, status in after[:1] if status == "cancelled"]
+    return {
+        "probes": len(cancelled_at),
+        "probes_shown": len(shown),
+        "stale_reads": stale,
+        "cancel_shown_s_p50": round(statistics.median(shown), 2) if shown else None,
+        "cancel_shown_s_max": round(max(shown), 2) if shown else None,
+    }
+
+
 async def poll_reads(
-    clients: list[list[Client]],
-    ids: list[str],
-    measured_from: float,
-    until: float,
-    latencies: list[float],
-    advertised: list[float],
-) -> int:
+    clients: list[list[Client]], ids: list[str], measured_from: float, until: float, reads: Reads
+) -> None:
     """Read every task, the first reads spread evenly over `POLL_INTERVAL`, each next one the task's
-    advertised `pollIntervalMs` later, each read on the next server, until `until`; reads from
-    `measured_from` on count in `latencies` (and their errors), and `advertised` gets each task's last."""
-    errors = 0
+    advertised `pollIntervalMs` after the answer, each read on the next server, until `until`, into
+    `reads`. A slow answer so delays the next read, as it does a `fastmcp.Client`'s."""
     start = time.monotonic()
 
     async def reader(index: int, task_id: str) -> None:
-        nonlocal errors
         due = start + POLL_INTERVAL * index / len(ids)
         n, interval = index, POLL_INTERVAL
         while due < until:
             await asyncio.sleep(max(0.0, due - time.monotonic()))
             server = clients[n % len(clients)]
-            began, measured = time.perf_counter(), time.monotonic() >= measured_from
+            began = time.monotonic()
+            measured = began >= measured_from
             try:
                 read = await tasks_get(server[index % len(server)], task_id)
                 interval = (read.poll_interval_ms or POLL_INTERVAL * 1000) / 1000
+                if task_id in reads.probed:
+                    reads.probed[task_id].append((began, time.monotonic(), read.status))
             except Exception:
-                errors += measured
+                reads.errors += measured
+            reads.completed += 1
             if measured:
-                latencies.append(time.perf_counter() - began)
-            due += interval
+                reads.latencies.append(time.monotonic() - began)
+            due = time.monotonic() + interval
             n += 1
-        advertised.append(interval)
+        reads.advertised.append(interval)
 
     await asyncio.gather(*(reader(i, task_id) for i, task_id in enumerate(ids)))
-    return errors
 
 
-async def measure(address: str, mode: str, ids: list[str], args: argparse.Namespace) -> dict[str, Any]:
-    """Fresh API servers in `mode` read every task for a warm-up round, then for `args.window` seconds."""
+async def cancel_tasks(client: Client, ids: list[str]) -> dict[str, float]:
+    """Cancel each task through `client`'s server; when each cancel was acknowledged."""
+    acked = {}
+    for task_id in ids:
+        request = CancelTaskRequest(params=CancelTaskRequestParams(task_id=task_id))
+        await client.session.send_request(request, Result)
+        acked[task_id] = time.monotonic()
+    return acked
+
+
+async def measure(
+    address: str, mode: str, ids: list[str], probes: list[str], canceller: Client, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Fresh API servers in `mode` read every task for a warm-up round, then for `args.window` seconds;
+    `probes` are cancelled through `canceller` half-way through the window."""
     requests = CallCounter()
     if mode == "long-poll":
         plain = await TemporalClient.connect(address, runtime=requests.runtime)
@@ -189,15 +238,18 @@ async def measure(address: str, mode: str, ids: list[str], args: argparse.Namesp
         # every server reads every task once, or reads go on for --warmup; then the window, same schedule
         warmup = max(POLL_INTERVAL * args.servers, args.warmup)
         began = time.monotonic() + warmup
-        latencies: list[float] = []
-        advertised: list[float] = []
-        window = began + args.window
-        reads = asyncio.ensure_future(poll_reads(clients, ids, began, window, latencies, advertised))
+        reads = Reads(probed={task_id: [] for task_id in probes})
+        reading = asyncio.ensure_future(poll_reads(clients, ids, began, began + args.window, reads))
         await asyncio.sleep(warmup)
-        before = _requests_so_far(requests)
-        errors = await reads
+        before, completed_before = _requests_so_far(requests), reads.completed
+        failed_before = requests.failures.total()
+        await asyncio.sleep(args.window / 2)
+        cancelled_at = await cancel_tasks(canceller, probes)
+        await asyncio.sleep(max(0.0, began + args.window - time.monotonic()))
+        used, completed = _requests_so_far(requests) - before, reads.completed - completed_before
+        failed = requests.failures.total() - failed_before
         elapsed = time.monotonic() - began
-        used = _requests_so_far(requests) - before
+        await reading
     finally:
         for row in clients:
             for client in row:
@@ -207,12 +259,16 @@ async def measure(address: str, mode: str, ids: list[str], args: argparse.Namesp
         "watched_tasks": watched,
         **quiet,
         "warmup_s": warmup,
-        "reads_per_s": len(latencies) / elapsed,
-        "advertised_s_p50": statistics.median(advertised),
-        "advertised_s_max": max(advertised),
-        "read_errors": errors,
-        "read_ms_p50": round(statistics.median(latencies) * 1000, 2),
-        "read_ms_p95": round(statistics.quantiles(latencies, n=20)[18] * 1000, 2),
+        "reads_per_s": round(completed / elapsed, 2),
+        "reads_per_task_per_30s": round(completed / elapsed * 30 / len(ids), 3),
+        "requests_per_read": round(used.total() / completed, 3),
+        "advertised_s_p50": statistics.median(reads.advertised),
+        "advertised_s_max": max(reads.advertised),
+        "read_errors": reads.errors,
+        "failed_requests": failed,
+        "read_ms_p50": round(statistics.median(reads.latencies) * 1000, 2),
+        "read_ms_p95": round(statistics.quantiles(reads.latencies, n=20)[18] * 1000, 2),
+        **_probe_report(reads, cancelled_at),
     }
 
 
@@ -281,8 +337,11 @@ async def run(address: str, args: argparse.Namespace) -> dict[str, Any]:
         ids = await start_tasks(client, shape, args.tasks)
         print(f"{len(ids)} tasks {args.shape} in {time.monotonic() - began:.0f} s", flush=True)
         results = []
+        running = ids if args.shape != "closed" else []
         for mode in args.modes:
-            result = await measure(address, mode, ids, args)
+            probes = [] if mode == "long-poll" else running[: args.probes]
+            running = running[len(probes) :]
+            result = await measure(address, mode, ids, probes, client, args)
             print(json.dumps(result), flush=True)
             results.append(result)
         _release.set()
@@ -313,6 +372,7 @@ def main() -> None:
     parser.add_argument(
         "--quiet-poll-interval", type=float, default=None, help="seconds, in `quiet` mode (default: the setting's)"
     )
+    parser.add_argument("--probes", type=int, default=20, help="running tasks cancelled in each mode's window")
     parser.add_argument("--out", default="reads_at_scale.json", help="file name under bench/results")
     args = parser.parse_args()
     dynamic = {"history.longPollExpirationInterval": f'"{args.long_poll_expiry}s"'} if args.long_poll_expiry else {}
