@@ -12,6 +12,11 @@ It also reports the ack itself (update sent -> ack). The ack waits until the wor
 shows the answer applied, so the leg may start before the ack returns; that shows up
 as a negative "ack -> leg start".
 
+Then, end to end through `client.call_tool` with an elicitation handler (the client
+polls and answers as any FastMCP client does), `SAMPLES` times each: a tool whose legs
+run `LEG_SECONDS` and ask, `ASKS` times, before a last leg returns (1.2 s of legs); and
+a tool that asks at once, then returns (one round, no leg time).
+
     .venv/bin/python bench/input_roundtrip.py
 """
 
@@ -21,6 +26,7 @@ import asyncio
 import statistics
 import time
 import uuid
+from typing import Any
 
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
@@ -33,6 +39,9 @@ from fastmcp_temporal.devserver._server import start_dev_server
 ROUNDS = 30
 LEG_HOLD = 0.1  # each resumed leg stays `working` this long before asking again
 POLL = 0.002
+SAMPLES = 7
+ASKS = 4
+LEG_SECONDS = 0.3
 
 
 def _ask(n: int) -> InputRequiredResult:
@@ -105,6 +114,37 @@ async def _measure(address: str) -> dict[str, list[float]]:
     return figures
 
 
+async def _end_to_end(address: str) -> dict[str, list[float]]:
+    """Seconds from `call_tool` to its result, for the two tools that ask, through an elicitation handler."""
+    mcp = FastMCP("bench")
+    mcp.add_extension(TemporalTasksExtension(address=address, task_queue=f"bench-{uuid.uuid4().hex[:8]}"))
+
+    @mcp.tool(task=True)
+    async def four_rounds(ctx: Context) -> str | InputRequiredResult:
+        done = int(ctx.request_state or 0)
+        if done == ASKS:
+            return "done"
+        await asyncio.sleep(LEG_SECONDS)
+        return _ask(done + 1)
+
+    @mcp.tool(task=True)
+    async def asks_at_once(ctx: Context) -> str | InputRequiredResult:
+        return "done" if ctx.request_state else _ask(1)
+
+    async def answer(message: str, response_type: Any, params: Any, context: Any) -> dict[str, str]:
+        return {"value": "y"}
+
+    figures: dict[str, list[float]] = {f"{ASKS} rounds of {LEG_SECONDS} s legs": [], "asks at once": []}
+    async with Client(mcp, elicitation_handler=answer) as client:
+        for _ in range(SAMPLES):
+            for name, tool in zip(figures, ("four_rounds", "asks_at_once")):
+                began = time.perf_counter()
+                result = await client.call_tool(tool)
+                figures[name].append(time.perf_counter() - began)
+                assert result.data == "done", result
+    return figures
+
+
 def _report(figures: dict[str, list[float]]) -> None:
     print(f"{ROUNDS} rounds, one task, worker in process, local dev server")
     for name, samples in figures.items():
@@ -113,10 +153,17 @@ def _report(figures: dict[str, list[float]]) -> None:
         print(f"  {name:<20} p50 {statistics.median(ms):7.1f} ms   p95 {p95:7.1f} ms   max {max(ms):7.1f} ms")
 
 
+def _report_end_to_end(figures: dict[str, list[float]]) -> None:
+    print(f"end to end through an elicitation handler, {SAMPLES} calls each")
+    for name, samples in figures.items():
+        print(f"  {name:<24} p50 {statistics.median(samples):5.2f} s   max {max(samples):5.2f} s")
+
+
 def main() -> None:
     server = start_dev_server(ui=False)
     try:
         _report(asyncio.run(_measure(server.address)))
+        _report_end_to_end(asyncio.run(_end_to_end(server.address)))
     finally:
         server.stop()
 
