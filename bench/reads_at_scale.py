@@ -18,10 +18,11 @@ or `--warmup` seconds, to warm up, then the window. Reports the API servers' Tem
 requests per second, per task per 30 s (by operation) and per read, reads per task per 30 s,
 read latency, and the poll intervals the last reads advertised (how late a change could
 reach a client). Requests and completed reads are counted between the same two instants.
-Half-way through the window, `--probes` running tasks are cancelled through the worker's
-server (another server than the readers'): it reports how long each cancel took to show
-at its client, and every read begun after a cancel was acknowledged that still showed the
-task running (`stale_reads`, which must be 0: a change reaches the next poll).
+In the window's middle half, `--probes` running tasks are cancelled, each at a random
+moment, through the worker's server (another server than the readers'): it reports how
+long each cancel took to show at its client, and every read begun after a cancel was
+acknowledged that still showed the task running (`stale_reads`, which must be 0: a
+change reaches the next poll). A client stops reading a task once it shows cancelled.
 
 - `describe`: `watched_tasks=0` and `quiet_poll_interval=0`, a `describe()` per read every
   5 s: what every read of a task older than 30 s cost before reads were watched;
@@ -45,6 +46,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import statistics
 import time
 from collections import Counter
@@ -190,6 +192,8 @@ async def poll_reads(
                 interval = (read.poll_interval_ms or POLL_INTERVAL * 1000) / 1000
                 if task_id in reads.probed:
                     reads.probed[task_id].append((began, time.monotonic(), read.status))
+                    if read.status == "cancelled":
+                        return
             except Exception:
                 reads.errors += measured
             reads.completed += 1
@@ -202,13 +206,17 @@ async def poll_reads(
     await asyncio.gather(*(reader(i, task_id) for i, task_id in enumerate(ids)))
 
 
-async def cancel_tasks(client: Client, ids: list[str]) -> dict[str, float]:
-    """Cancel each task through `client`'s server; when each cancel was acknowledged."""
+async def cancel_tasks(client: Client, ids: list[str], earliest: float, latest: float) -> dict[str, float]:
+    """Cancel each task through `client`'s server at a random moment between `earliest` and `latest`
+    (so no cancel falls in step with the reads); when each cancel was acknowledged."""
     acked = {}
-    for task_id in ids:
-        request = CancelTaskRequest(params=CancelTaskRequestParams(task_id=task_id))
-        await client.session.send_request(request, Result)
+
+    async def cancel(task_id: str) -> None:
+        await asyncio.sleep(max(0.0, random.uniform(earliest, latest) - time.monotonic()))
+        await client.session.send_request(CancelTaskRequest(params=CancelTaskRequestParams(task_id=task_id)), Result)
         acked[task_id] = time.monotonic()
+
+    await asyncio.gather(*(cancel(task_id) for task_id in ids))
     return acked
 
 
@@ -216,7 +224,7 @@ async def measure(
     address: str, mode: str, ids: list[str], probes: list[str], canceller: Client, args: argparse.Namespace
 ) -> dict[str, Any]:
     """Fresh API servers in `mode` read every task for a warm-up round, then for `args.window` seconds;
-    `probes` are cancelled through `canceller` half-way through the window."""
+    `probes` are cancelled through `canceller` in the window's middle half."""
     requests = CallCounter()
     if mode == "long-poll":
         plain = await TemporalClient.connect(address, runtime=requests.runtime)
@@ -243,12 +251,13 @@ async def measure(
         await asyncio.sleep(warmup)
         before, completed_before = _requests_so_far(requests), reads.completed
         failed_before = requests.failures.total()
-        await asyncio.sleep(args.window / 2)
-        cancelled_at = await cancel_tasks(canceller, probes)
-        await asyncio.sleep(max(0.0, began + args.window - time.monotonic()))
+        middle = (began + args.window / 4, began + args.window * 3 / 4)
+        cancelling = asyncio.ensure_future(cancel_tasks(canceller, probes, *middle))
+        await asyncio.sleep(args.window)
         used, completed = _requests_so_far(requests) - before, reads.completed - completed_before
         failed = requests.failures.total() - failed_before
         elapsed = time.monotonic() - began
+        cancelled_at = await cancelling
         await reading
     finally:
         for row in clients:
