@@ -346,11 +346,11 @@ async def run(address: str, args: argparse.Namespace) -> dict[str, Any]:
         ids = await start_tasks(client, shape, args.tasks)
         print(f"{len(ids)} tasks {args.shape} in {time.monotonic() - began:.0f} s", flush=True)
         results = []
-        running = ids if args.shape != "closed" else []
+        read = ids  # a client stops polling a task it saw cancelled: later modes skip earlier probes
         for mode in args.modes:
-            probes = [] if mode == "long-poll" else running[: args.probes]
-            running = running[len(probes) :]
-            result = await measure(address, mode, ids, probes, client, args)
+            probes = [] if mode == "long-poll" or args.shape == "closed" else read[: args.probes]
+            result = await measure(address, mode, read, probes, client, args)
+            read = read[len(probes) :]
             print(json.dumps(result), flush=True)
             results.append(result)
         _release.set()
