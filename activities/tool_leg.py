@@ -56,6 +56,7 @@ from temporalio import activity
 from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 from temporalio.converter import DataConverter
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError
 
 from fastmcp_temporal import _fastmcp_private
@@ -105,6 +106,7 @@ _STATE_ONLY_ERROR = (
     "with no input_requests). Tasks cannot continue without asking the client "
     "something; include at least one input request, or run the tool synchronously."
 )
+_TASK_CLOSED = "The task closed while this leg ran (cancelled or expired); the leg stopped."
 
 
 MAX_INPUT_REQUESTS = 100
@@ -277,7 +279,9 @@ class ToolLegActivities:
         """Heartbeat until the body's outcome; whether Temporal gave up on this attempt meanwhile.
 
         A real cancel (the task's, or the worker's shutdown) cancels the body; an attempt
-        Temporal abandoned keeps waiting, so the body's work is not lost.
+        Temporal abandoned keeps waiting, so the body's work is not lost. A task that closed
+        meanwhile (its cancel closes it without waiting for the leg) ends the attempt with a
+        benign error, which the SDK logs at DEBUG: nothing failed, and nobody takes the outcome.
         """
         async with Ticker(run.tool, run.progress, run.cadence).running() as ticker:
             try:
@@ -285,8 +289,17 @@ class ToolLegActivities:
             except asyncio.CancelledError:
                 await _stop_body(run)
                 _forget(key, run)
+                if _task_closed():
+                    raise ApplicationError(_TASK_CLOSED, category=ApplicationErrorCategory.BENIGN) from None
                 raise
         return outcome, abandoned or ticker.timed_out
+
+
+def _task_closed() -> bool:
+    """Whether Temporal stopped this attempt because it no longer knows it, with the worker up: its
+    task closed (the ticker tells a timed-out attempt apart before this is asked)."""
+    details = activity.cancellation_details()
+    return details is not None and details.not_found and not activity.is_worker_shutdown()
 
 
 async def _outcome_in_place(run: _LegRun) -> LegOutcome | RawValue:

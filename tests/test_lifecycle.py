@@ -12,6 +12,7 @@ stopped; and that shutting a server down with a running or parked task does not 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
@@ -100,6 +101,30 @@ async def test_cancel_reaches_the_running_tool_body(make_extension) -> None:
         assert (await task.status()).status == "cancelled"
         with pytest.raises(ToolError, match="was cancelled"):
             await task.result()
+
+
+async def test_a_cancelled_running_leg_stops_without_a_warning_from_the_worker(
+    make_extension, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the cancel closes the task without waiting for the leg, whose next heartbeat finds no task
+    caplog.set_level(logging.DEBUG, logger="temporalio.activity")
+    events: list[str] = []
+    server = server_with(make_extension(), cancellable_sleeper(events))
+    async with Client(server) as client:
+        task = await call_tool_task(client, "sleeper")
+        await eventually(lambda: f"started:{task.task_id}" in events)
+        await task.cancel()
+        await status_becomes(task, "cancelled")
+        await eventually(lambda: any(_completing(record) for record in caplog.records))
+
+    assert "cancelled" in events
+    completions = [record for record in caplog.records if _completing(record)]
+    assert [record.levelname for record in completions] == ["DEBUG"], [r.getMessage() for r in completions]
+
+
+def _completing(record: logging.LogRecord) -> bool:
+    """The SDK's line for how it completed an activity attempt."""
+    return record.name == "temporalio.activity" and record.getMessage().startswith("Completing")
 
 
 async def test_transparent_call_of_a_cancelled_task_raises_tool_error(make_extension) -> None:
