@@ -106,7 +106,7 @@ _STATE_ONLY_ERROR = (
     "with no input_requests). Tasks cannot continue without asking the client "
     "something; include at least one input request, or run the tool synchronously."
 )
-_TASK_CLOSED = "The task closed while this leg ran (cancelled or expired); the leg stopped."
+_TASK_CLOSED = "The task closed while this leg ran (cancelled, expired or terminated); the leg stopped."
 
 
 MAX_INPUT_REQUESTS = 100
