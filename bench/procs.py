@@ -97,10 +97,11 @@ class CallCounter:
         self.buffer = MetricBuffer(1_000_000)
         self.runtime = Runtime(telemetry=TelemetryConfig(metrics=self.buffer))
         self.totals: collections.Counter[str] = collections.Counter()
-        self.failures: collections.Counter[str] = collections.Counter()  # retried ones among them
+        self.failures: collections.Counter[str] = collections.Counter()  # of those, the ones that failed
 
     def snapshot(self) -> dict[str, int]:
-        """The calls made so far on clients created with `self.runtime` (`self.failures`: those that failed)."""
+        """The calls made so far on clients created with `self.runtime`, by operation; `self.failures`
+        gets those that failed (the SDK retries some, and counts each attempt)."""
         for update in self.buffer.retrieve_updates():
             name, operation = update.metric.name, str(update.attributes.get("operation"))
             if name in ("temporal_request", "temporal_long_request"):

@@ -145,8 +145,8 @@ async def start_tasks(client: Client, shape: str, n: int) -> list[str]:
 
 @dataclass
 class Reads:
-    """What the readers saw: reads completed, and of the reads begun in the window their latency
-    and errors, and each task's last advertised interval."""
+    """What the readers saw: reads completed; of the reads begun in the window, their latency and
+    errors; each task's last advertised interval; and every read of a probe."""
 
     completed: int = 0
     errors: int = 0
@@ -186,19 +186,20 @@ async def poll_reads(
             await asyncio.sleep(max(0.0, due - time.monotonic()))
             server = clients[n % len(clients)]
             began = time.monotonic()
-            measured = began >= measured_from
+            measured, cancelled = began >= measured_from, False
             try:
                 read = await tasks_get(server[index % len(server)], task_id)
                 interval = (read.poll_interval_ms or POLL_INTERVAL * 1000) / 1000
                 if task_id in reads.probed:
                     reads.probed[task_id].append((began, time.monotonic(), read.status))
-                    if read.status == "cancelled":
-                        return
+                    cancelled = read.status == "cancelled"
             except Exception:
                 reads.errors += measured
             reads.completed += 1
             if measured:
                 reads.latencies.append(time.monotonic() - began)
+            if cancelled:
+                return
             due = time.monotonic() + interval
             n += 1
         reads.advertised.append(interval)
@@ -213,7 +214,8 @@ async def cancel_tasks(client: Client, ids: list[str], earliest: float, latest: 
 
     async def cancel(task_id: str) -> None:
         await asyncio.sleep(max(0.0, random.uniform(earliest, latest) - time.monotonic()))
-        await client.session.send_request(CancelTaskRequest(params=CancelTaskRequestParams(task_id=task_id)), Result)
+        request = CancelTaskRequest(params=CancelTaskRequestParams(task_id=task_id))
+        await client.session.send_request(request, Result)
         acked[task_id] = time.monotonic()
 
     await asyncio.gather(*(cancel(task_id) for task_id in ids))
