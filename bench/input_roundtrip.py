@@ -61,11 +61,17 @@ def _ask(n: int) -> InputRequiredResult:
     )
 
 
+def _server(address: str) -> FastMCP:
+    """A FastMCP server with the extension and its worker, on a task queue of its own."""
+    mcp = FastMCP("bench")
+    mcp.add_extension(TemporalTasksExtension(address=address, task_queue=f"bench-{uuid.uuid4().hex[:8]}"))
+    return mcp
+
+
 async def _measure(address: str) -> dict[str, list[float]]:
     leg_started: list[float] = []
 
-    mcp = FastMCP("bench")
-    mcp.add_extension(TemporalTasksExtension(address=address, task_queue=f"bench-{uuid.uuid4().hex[:8]}"))
+    mcp = _server(address)
 
     @mcp.tool(task=True)
     async def rounds(ctx: Context) -> str | InputRequiredResult:
@@ -116,8 +122,7 @@ async def _measure(address: str) -> dict[str, list[float]]:
 
 async def _end_to_end(address: str) -> dict[str, list[float]]:
     """Seconds from `call_tool` to its result, for the two tools that ask, through an elicitation handler."""
-    mcp = FastMCP("bench")
-    mcp.add_extension(TemporalTasksExtension(address=address, task_queue=f"bench-{uuid.uuid4().hex[:8]}"))
+    mcp = _server(address)
 
     @mcp.tool(task=True)
     async def four_rounds(ctx: Context) -> str | InputRequiredResult:
