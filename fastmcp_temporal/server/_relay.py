@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import mcp_types
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -104,6 +105,8 @@ class Relay:
     context: Context
     channel: CallerChannel
     input_bytes: int
+    run: WorkflowHandle[Any, Any] | None = None
+    """The run followed last: the one whose close ends the call."""
     _relayed: dict[str, int] = field(default_factory=dict)  # the last notice relayed, per stream
     _sending: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -112,6 +115,7 @@ class Relay:
         client = self.backend.client
         run = client.get_workflow_handle(handle.id, run_id=handle.result_run_id)
         while True:
+            self.run = run
             closed = await self._follow_run(run)
             if closed is None or not closed.HasField("workflow_execution_continued_as_new_event_attributes"):
                 return await handle.result()
@@ -119,24 +123,43 @@ class Relay:
             run = client.get_workflow_handle(handle.id, run_id=new_run)
 
     async def _follow_run(self, run: WorkflowHandle[Any, Any]) -> HistoryEvent | None:
-        """Relay one run's events; its close event."""
+        """Relay one run's events; its close event.
+
+        A round's questions are asked beside the history, not in its way: the run's close
+        ends the questions still open, and an ask that fails ends the following.
+        """
         leg: asyncio.Task[None] | None = None
         last: HistoryEvent | None = None
+        failed: list[Exception] = []
         try:
-            async for event in run.fetch_history_events(wait_new_event=True, skip_archival=True):
-                last = event
-                if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-                    leg = asyncio.create_task(self._watch_leg(run))
-                elif event.event_type in _LEG_ENDS:
-                    await _stop(leg)
-                    leg = None
-                    if event.HasField("activity_task_completed_event_attributes"):
-                        await self._relay_outcome(event)
-                elif event.HasField("workflow_properties_modified_event_attributes"):
-                    await self._relay_ask(run, event)
+            async with anyio.create_task_group() as asking:
+                async for event in run.fetch_history_events(wait_new_event=True, skip_archival=True):
+                    last = event
+                    if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                        leg = asyncio.create_task(self._watch_leg(run))
+                    elif event.event_type in _LEG_ENDS:
+                        await _stop(leg)
+                        leg = None
+                        if event.HasField("activity_task_completed_event_attributes"):
+                            await self._relay_outcome(event)
+                    elif event.HasField("workflow_properties_modified_event_attributes"):
+                        asking.start_soon(self._relay_ask_or_stop, run, event, asking.cancel_scope, failed)
+                asking.cancel_scope.cancel()  # the run closed: nobody can answer its open questions
         finally:
             await _stop(leg)
+        if failed:
+            raise failed[0]
         return last
+
+    async def _relay_ask_or_stop(
+        self, run: WorkflowHandle[Any, Any], event: HistoryEvent, following: anyio.CancelScope, failed: list[Exception]
+    ) -> None:
+        """`_relay_ask`; an error it raises stops following the run, to be raised in its place."""
+        try:
+            await self._relay_ask(run, event)
+        except Exception as exc:
+            failed.append(exc)
+            following.cancel()
 
     # --- notices -------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import suppress
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -23,6 +24,7 @@ import mcp_types
 from fastmcp.tools.base import InputRequiredToolResult, ToolResult
 from mcp.shared.exceptions import MCPError
 from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import CancelledError, TerminatedError, TimeoutError
 from temporalio.service import RPCError
 
 from fastmcp_temporal._fastmcp_private import cancel_requested
@@ -59,7 +61,8 @@ async def call_through_workflow(
         started = await start_tool_workflow(backend, tool, arguments, context, kind="call", relay=channel)
     relay = Relay(backend, context, channel, started.input_bytes)
     try:
-        return _answer(await _outcome(started.handle, cancel_requested(context), relay))
+        outcome = await _outcome(started.handle, cancel_requested(context), relay)
+        return _answer(outcome, started.handle.id, timedelta(milliseconds=backend.ttl_ms))
     except AskNotCarried as refused:
         return InputRequiredToolResult(refused.ask)  # FastMCP refuses it as it refuses an inline ask
 
@@ -81,10 +84,8 @@ async def _outcome(
         await _cancel(handle)
         raise
     except WorkflowFailureError as exc:
-        raise MCPError(
-            code=mcp_types.INTERNAL_ERROR,
-            message=f"The call's workflow {handle.id} ended without a result ({exc.cause or exc}); call the tool again.",
-        ) from None
+        ended_by = await _ended_by(relay.run or handle, exc.cause)
+        raise MCPError(code=mcp_types.INTERNAL_ERROR, message=ended_by) from None
     finally:
         if watch is not None:
             watch.cancel()
@@ -100,8 +101,40 @@ async def _cancel(handle: WorkflowHandle[Any, TaskOutcome]) -> None:
         await handle.cancel()  # fails harmlessly when the workflow has just closed
 
 
-def _answer(outcome: TaskOutcome) -> ToolResult:
+async def _ended_by(run: WorkflowHandle[Any, Any], cause: BaseException | None) -> str:
+    """Why the call's workflow closed without a result, as its close event says (`cause`); a
+    terminated run the workflow's description says was reset, as a reset."""
+    if isinstance(cause, CancelledError):
+        how = "was cancelled (tasks/cancel, or an operator in Temporal)"
+    elif isinstance(cause, TerminatedError):
+        reset_to = await _reset_to(run)
+        by = f"reset by an operator, who started it again as run {reset_to}" if reset_to else "terminated"
+        how = f"was {by} (reason: {cause.message})"
+    elif isinstance(cause, TimeoutError):
+        how = "timed out"
+    else:
+        how = f"failed ({cause})"
+    return f"The call's workflow {run.id} {how} before the tool finished; call the tool again."
+
+
+async def _reset_to(run: WorkflowHandle[Any, Any]) -> str:
+    """The run a reset started in place of `run`; empty when it was not reset (or cannot be read now)."""
+    try:
+        return (await run.describe()).raw_description.workflow_extended_info.reset_run_id
+    except RPCError:
+        return ""
+
+
+def _answer(outcome: TaskOutcome, workflow_id: str, ttl: timedelta) -> ToolResult:
     """The inline call's answer: its result, its ask, or its JSON-RPC error."""
+    if outcome.expired:
+        raise MCPError(
+            code=mcp_types.INTERNAL_ERROR,
+            message=(
+                f"The tool's question expired: the caller did not answer within the call's task_ttl of "
+                f"{ttl.total_seconds():g}s, so its workflow {workflow_id} ended; call the tool again."
+            ),
+        )
     if outcome.error is not None:
         error = outcome.error
         raise MCPError(code=error["code"], message=error["message"], data=error.get("data"))

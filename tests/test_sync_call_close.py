@@ -1,0 +1,170 @@
+"""A durable call ends when its workflow closes, whatever its relayed question is doing.
+
+A handshake-era `fastmcp.Client` that declares elicitation calls a `task=True` tool of a
+server with `sync_calls="workflow"`; the tool asks one question, relayed to the caller as an
+`elicitation/create` on the open call, and the caller holds it unanswered. Its answer is
+released only once the call has ended, so a call that waited for the answer (as before)
+never ends and fails the test's deadline. Whatever closes the workflow ends the call, with a
+-32603 that names the cause read from Temporal: the question's TTL, an operator's cancel or
+terminate, or a reset. The caller's late answer reaches no workflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import anyio
+import mcp_types
+import pytest
+from fastmcp import Client, Context
+from fastmcp.client.elicitation import ElicitResult
+from mcp.shared.exceptions import MCPError
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
+
+from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal.devserver._server import DevServer
+from helpers.servers import server_with
+from helpers.temporal import call_workflows, reset_workflow, temporal_client
+from helpers.waits import DEADLINE
+from helpers.wire import ask
+
+pytestmark = pytest.mark.anyio
+
+TTL = timedelta(seconds=3)
+
+
+async def asks_once(ctx: Context) -> str | mcp_types.InputRequiredResult:
+    if ctx.input_responses is None:
+        return ask("name?")
+    return "answered"
+
+
+@dataclass
+class HeldQuestion:
+    """A caller that gets the question and answers only once `release` is set."""
+
+    asked: anyio.Event = field(default_factory=anyio.Event)
+    release: anyio.Event = field(default_factory=anyio.Event)
+
+    async def handler(self, message: str, response_type: Any, params: Any, context: Any) -> ElicitResult[Any]:
+        self.asked.set()
+        await self.release.wait()
+        return ElicitResult(action="accept", content={"value": "too late"})
+
+
+@dataclass
+class Call:
+    extension: TemporalTasksExtension
+    caller: HeldQuestion
+    handle: WorkflowHandle[Any, Any] | None = None
+    error: MCPError | None = None
+    status: WorkflowExecutionStatus | None = None  # how the run that asked closed
+    events: list[HistoryEvent] = field(default_factory=list)  # that run's history
+    outcome: Any = None  # its result, when it completed
+
+
+@asynccontextmanager
+async def a_held_question(make_extension: Callable[..., TemporalTasksExtension]) -> AsyncIterator[Call]:
+    """A durable call whose question is open on the caller; on exit, its error once the call ended.
+
+    The answer is released only after the call has ended (or at the deadline, which then fails)."""
+    extension = make_extension(sync_calls="workflow", task_ttl=TTL)
+    server = server_with(extension, asks_once)
+    caller = HeldQuestion()
+    call = Call(extension, caller)
+    async with Client(server, mode="legacy", elicitation_handler=caller.handler) as client:
+
+        async def calls() -> None:
+            with pytest.raises(MCPError) as raised:
+                await client.call_tool("asks_once")
+            call.error = raised.value
+
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as group:
+                group.start_soon(calls)
+                await caller.asked.wait()
+                (execution,) = await call_workflows(extension)
+                call.handle = temporal_client(extension).get_workflow_handle(execution.id)
+                yield call
+                while call.error is None:  # the call must end before its question is answered
+                    await anyio.sleep(0.05)
+                caller.release.set()
+            await closed(call)
+
+
+async def closed(call: Call) -> None:
+    """How the run that asked closed, and its history."""
+    assert call.handle is not None
+    while (status := (await call.handle.describe()).status) == WorkflowExecutionStatus.RUNNING:
+        await anyio.sleep(0.05)
+    call.status, call.events = status, (await call.handle.fetch_history()).events
+    if status == WorkflowExecutionStatus.COMPLETED:
+        call.outcome = await call.handle.result()
+
+
+def signals(events: list[HistoryEvent]) -> list[HistoryEvent]:
+    return [event for event in events if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED]
+
+
+async def first_run(call: Call) -> WorkflowHandle[Any, Any]:
+    """The run that asked: what `call.handle` reads from now on."""
+    assert call.handle is not None
+    description = await call.handle.describe()
+    call.handle = temporal_client(call.extension).get_workflow_handle(call.handle.id, run_id=description.run_id)
+    return call.handle
+
+
+async def test_a_question_nobody_answers_ends_the_call_when_its_ttl_ends_the_workflow(make_extension) -> None:
+    async with a_held_question(make_extension) as call:
+        await first_run(call)
+
+    assert call.status == WorkflowExecutionStatus.COMPLETED
+    assert call.outcome["expired"]
+    assert not signals(call.events)  # no answer reached the workflow
+    assert call.error is not None and call.error.error.code == mcp_types.INTERNAL_ERROR
+    assert call.error.error.message == (
+        f"The tool's question expired: the caller did not answer within the call's task_ttl of 3s, "
+        f"so its workflow {call.handle.id} ended; call the tool again."  # type: ignore[union-attr]
+    )
+
+
+Operator = Callable[[DevServer, WorkflowHandle[Any, Any]], Awaitable[None]]
+
+
+async def cancels(temporal_server: DevServer, handle: WorkflowHandle[Any, Any]) -> None:
+    await handle.cancel()
+
+
+async def terminates(temporal_server: DevServer, handle: WorkflowHandle[Any, Any]) -> None:
+    await handle.terminate(reason="stuck on a question")
+
+
+async def resets(temporal_server: DevServer, handle: WorkflowHandle[Any, Any]) -> None:
+    await reset_workflow(temporal_server, handle.id)
+
+
+@pytest.mark.parametrize(
+    ("operator", "status", "cause"),
+    [
+        (cancels, WorkflowExecutionStatus.CANCELED, "was cancelled (tasks/cancel, or an operator in Temporal)"),
+        (terminates, WorkflowExecutionStatus.TERMINATED, "was terminated (reason: stuck on a question)"),
+        (resets, WorkflowExecutionStatus.TERMINATED, "was reset by an operator, who started it again as run "),
+    ],
+    ids=["cancel", "terminate", "reset"],
+)
+async def test_an_operator_closing_the_workflow_ends_the_call_with_the_cause_while_its_question_is_open(
+    make_extension, temporal_server: DevServer, operator: Operator, status: WorkflowExecutionStatus, cause: str
+) -> None:
+    async with a_held_question(make_extension) as call:
+        await operator(temporal_server, await first_run(call))
+
+    assert call.status == status
+    assert not signals(call.events)
+    assert call.error is not None and call.error.error.code == mcp_types.INTERNAL_ERROR
+    assert cause in call.error.error.message, call.error.error.message
