@@ -29,6 +29,8 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.workflows.task import STATUS_ATTRIBUTE
+from helpers.cli import listed
 from helpers.servers import server_with
 from helpers.temporal import call_workflows, reset_workflow, temporal_client
 from helpers.waits import DEADLINE
@@ -168,3 +170,38 @@ async def test_an_operator_closing_the_workflow_ends_the_call_with_the_cause_whi
     assert not signals(call.events)
     assert call.error is not None and call.error.error.code == mcp_types.INTERNAL_ERROR
     assert cause in call.error.error.message, call.error.error.message
+
+
+# --- a call refused because its caller cannot answer: failed, not completed -------------------
+
+
+async def test_a_call_refused_because_its_client_cannot_answer_shows_failed_in_temporal_and_tasks_list(
+    make_extension, temporal_server: DevServer
+) -> None:
+    """A client that declares no elicitation (as the MCP Inspector on 2025-11-25) gets the inline refusal;
+    operators see the call failed, with the reason."""
+    extension = make_extension(sync_calls="workflow")
+    server = server_with(extension, asks_once)
+
+    async with Client(server, mode="legacy") as client:
+        with anyio.fail_after(DEADLINE), pytest.raises(MCPError) as raised:
+            await client.call_tool("asks_once")
+        (execution,) = await call_workflows(extension)
+        handle = temporal_client(extension).get_workflow_handle(execution.id)
+        description = await handle.describe()
+        outcome = await handle.result()
+
+    assert raised.value.error.code == mcp_types.INVALID_PARAMS
+    assert "only exists at MCP 2026-07-28" in raised.value.error.message  # what the inline call answers
+    assert description.typed_search_attributes.get(STATUS_ATTRIBUTE) == "failed"
+    assert outcome["error"]["message"] == (
+        "Tool 'asks_once' asked its caller (elicitation/create), but the caller's connection cannot carry "
+        "that request (a handshake-era client that did not declare the capability, or stateless HTTP); the "
+        "call was refused as the same call inline is."
+    )
+    def this_call(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [row for row in rows if row["workflowId"] == execution.id and row["closedAt"]]
+
+    (row,) = this_call(await listed(temporal_server, "--kind", "call", until=lambda rows: bool(this_call(rows))))
+    assert row["status"] == "failed"
+

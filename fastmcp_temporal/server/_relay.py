@@ -16,9 +16,12 @@ and gives the caller what the same tool gives inline:
   stateful session whose client declared elicitation, sampling or roots), a tool's ask
   parks the workflow as a task's does. The server sees the park (the memo upsert event),
   sends each request to the caller on the open call, and delivers the answers as the one
-  `submit_input` signal `tasks/update` sends (`_handlers.submit_answers`). An ask the
-  connection cannot carry gets the inline call's refusal, an invalid answer the -32602
-  `tasks/update` gives, a client's error is the call's error; each cancels the workflow.
+  `submit_input` signal `tasks/update` sends (`_handlers.submit_answers`). An invalid
+  answer gets the -32602 `tasks/update` gives, a client's error is the call's error; each
+  cancels the workflow. An ask the connection cannot carry (`CallerChannel.carried_asks`)
+  never parks: the leg fails the workflow with the reason, and the call gets the inline
+  call's refusal (one a worker of an earlier release parks gets it too, and is cancelled).
+  The run's close withdraws the questions still open: whatever closes it ends the call.
 """
 
 from __future__ import annotations
@@ -77,24 +80,32 @@ class CallerChannel:
 
     progress: bool
     """The request carries a `progressToken`."""
-    asks: bool
-    """Server-to-client requests reach the caller (a stateful handshake-era session with the capability)."""
+    carried_asks: list[str] | None = None
+    """The ask methods server-to-client requests carry to a handshake-era caller (a stateful session
+    with the capability); None for a 2026-07-28 caller, who answers an ask by calling again (SEP-2322)."""
+
+    @property
+    def asks(self) -> bool:
+        """An ask reaches the caller on the open call."""
+        return bool(self.carried_asks)
 
     @classmethod
     def of(cls, context: Context) -> CallerChannel:
         request = context.request_context
         if request is None:
-            return cls(progress=False, asks=False)
+            return cls(progress=False)
         progress = (request.meta or {}).get("progressToken") is not None
-        return cls(progress=progress, asks=_carries_asks(request.session, request.protocol_version))
+        return cls(progress=progress, carried_asks=_carried_asks(request.session, request.protocol_version))
 
 
-def _carries_asks(session: ServerSession, protocol_version: str) -> bool:
-    """A 2026-07-28 caller answers an ask by calling again (SEP-2322); an earlier one needs a back-channel."""
-    if protocol_version in MODERN_PROTOCOL_VERSIONS or not session.can_send_request:
-        return False
+def _carried_asks(session: ServerSession, protocol_version: str) -> list[str] | None:
+    """The ask methods a handshake-era caller's back-channel carries: those of its declared capabilities."""
+    if protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return None
     capabilities = session.client_capabilities
-    return capabilities is not None and any(getattr(capabilities, name) for name in _CAPABILITY_OF.values())
+    if not session.can_send_request or capabilities is None:
+        return []
+    return [method for method, name in _CAPABILITY_OF.items() if getattr(capabilities, name)]
 
 
 @dataclass

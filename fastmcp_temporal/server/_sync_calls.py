@@ -5,7 +5,9 @@ A client that did not opt in to tasks still gets one `tools/call` answer, but wi
 workflow, policy, caller snapshot and scope), under an `mcp-call/<scope>/<id>`
 workflow id with memo `kind: call`. The server long-polls the workflow's result and
 answers with the result an inline call would have sent. A caller that withdraws the
-request cancels the workflow; a server that dies leaves it to finish on its own.
+request cancels the workflow; a server that dies leaves it to finish on its own. A
+workflow that closes without a result (the TTL of an unanswered question, a cancel, a
+terminate, a reset) ends the call at once, with an error that names the cause.
 While it waits, the server relays the body's log messages, progress and questions to
 the caller (`_relay.py`). On a 2026-07-28 connection a tool's ask (`InputRequiredResult`)
 ends the run and goes back to the caller, as an inline call's does, and the caller's
@@ -33,7 +35,7 @@ from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.server._backend import Backend
 from fastmcp_temporal.server._creation import start_tool_workflow, task_component
 from fastmcp_temporal.server._relay import AskNotCarried, CallerChannel, Relay
-from fastmcp_temporal.workflows.models import TaskOutcome
+from fastmcp_temporal.workflows.models import REFUSED_ASK, TaskOutcome
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -137,6 +139,8 @@ def _answer(outcome: TaskOutcome, workflow_id: str, ttl: timedelta) -> ToolResul
         )
     if outcome.error is not None:
         error = outcome.error
+        if (refused := (error.get("data") or {}).get(REFUSED_ASK)) is not None:
+            return InputRequiredToolResult(mcp_types.InputRequiredResult.model_validate(refused))  # refused inline
         raise MCPError(code=error["code"], message=error["message"], data=error.get("data"))
     if outcome.result is None:
         raise MCPError(code=mcp_types.INTERNAL_ERROR, message="The call's workflow ended without a result.")
