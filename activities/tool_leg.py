@@ -107,6 +107,13 @@ _STATE_ONLY_ERROR = (
     "with no input_requests). Tasks cannot continue without asking the client "
     "something; include at least one input request, or run the tool synchronously."
 )
+_ELICIT_IN_A_CALL = (
+    "ctx.elicit() cannot ask from a durable call (sync_calls=\"workflow\"): the tool runs on a worker, "
+    "which does not hold the caller's connection. Ask with the guard pattern instead: return an "
+    "InputRequiredResult (with input_requests) and read ctx.input_responses when the tool runs again; "
+    "the call relays the question to its caller. Or serve the tool inline: "
+    "@execution_policy(sync_calls=\"inline\")."
+)
 _TASK_CLOSED = "The task closed while this leg ran (cancelled, expired or terminated); the leg stopped."
 
 
@@ -457,6 +464,8 @@ async def _run_component(component: Tool, owner: FastMCP, call: ToolCall) -> Leg
     try:
         value = await component.run(call.arguments)
     except FastMCPError as exc:
+        if synchronous and _fastmcp_private.is_task_elicit_refusal(exc):
+            return LegOutcome(result=error_result_json(_ELICIT_IN_A_CALL))
         return LegOutcome(result=error_result_json(str(exc)))
     except RuntimeError as exc:
         failed = _fastmcp_private.unresolved_dependency(exc)

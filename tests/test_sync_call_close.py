@@ -7,6 +7,10 @@ released only once the call has ended, so a call that waited for the answer (as 
 never ends and fails the test's deadline. Whatever closes the workflow ends the call, with a
 -32603 that names the cause read from Temporal: the question's TTL, an operator's cancel or
 terminate, or a reset. The caller's late answer reaches no workflow.
+
+A call refused because its client cannot answer (no elicitation declared) is recorded as
+failed, with the reason, in Temporal and in `fastmcp-temporal tasks list`; `ctx.elicit()`
+refused in a durable call says what to do instead.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.workflows.task import STATUS_ATTRIBUTE
 from helpers.cli import listed
 from helpers.servers import server_with
-from helpers.temporal import call_workflows, reset_workflow, temporal_client
+from helpers.temporal import call_workflows, closed_status, reset_workflow, temporal_client
 from helpers.waits import DEADLINE
 from helpers.wire import ask
 
@@ -205,3 +209,27 @@ async def test_a_call_refused_because_its_client_cannot_answer_shows_failed_in_t
     (row,) = this_call(await listed(temporal_server, "--kind", "call", until=lambda rows: bool(this_call(rows))))
     assert row["status"] == "failed"
 
+
+# --- ctx.elicit() in a durable call ---------------------------------------------------------------
+
+
+async def elicits(ctx: Context) -> str:
+    answer = await ctx.elicit("Your name?", str)
+    return f"hi {answer}"
+
+
+async def test_ctx_elicit_refused_in_a_durable_call_says_what_to_do_instead(make_extension) -> None:
+    extension = make_extension(sync_calls="workflow")
+    server = server_with(extension, elicits)
+
+    async with Client(server, mode="legacy", elicitation_handler=HeldQuestion().handler) as client:
+        with anyio.fail_after(DEADLINE):
+            result = await client.call_tool("elicits", raise_on_error=False)
+        (execution,) = await call_workflows(extension)
+        assert await closed_status(extension) == WorkflowExecutionStatus.COMPLETED  # ran on a worker
+
+    assert result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert "background task" not in text
+    assert text.startswith('ctx.elicit() cannot ask from a durable call (sync_calls="workflow")')
+    assert "return an InputRequiredResult" in text and '@execution_policy(sync_calls="inline")' in text
