@@ -10,7 +10,8 @@ terminate, or a reset. The caller's late answer reaches no workflow.
 
 A call refused because its client cannot answer (no elicitation declared) is recorded as
 failed, with the reason, in Temporal and in `fastmcp-temporal tasks list`; `ctx.elicit()`
-refused in a durable call says what to do instead.
+refused in a durable call says what to do instead. A `tasks/get` held for a running task's
+change ends at its close by an operator too.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import mcp_types
 import pytest
 from fastmcp import Client, Context
 from fastmcp.client.elicitation import ElicitResult
+from fastmcp.server.middleware import Middleware, MiddlewareContext
+from fastmcp_tasks.client import call_tool_task
 from mcp.shared.exceptions import MCPError
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
@@ -35,10 +38,10 @@ from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.workflows.task import STATUS_ATTRIBUTE
 from helpers.cli import listed
-from helpers.servers import server_with
-from helpers.temporal import call_workflows, closed_status, reset_workflow, temporal_client
+from helpers.servers import gated_tool, server_with
+from helpers.temporal import call_workflows, closed_status, reset_workflow, task_handle, temporal_client
 from helpers.waits import DEADLINE
-from helpers.wire import ask
+from helpers.wire import ask, tasks_get
 
 pytestmark = pytest.mark.anyio
 
@@ -233,3 +236,70 @@ async def test_ctx_elicit_refused_in_a_durable_call_says_what_to_do_instead(make
     assert "background task" not in text
     assert text.startswith('ctx.elicit() cannot ask from a durable call (sync_calls="workflow")')
     assert "return an InputRequiredResult" in text and '@execution_policy(sync_calls="inline")' in text
+
+
+# --- a held tasks/get ends at the close too ------------------------------------------------------
+
+LONG_HOLD = timedelta(seconds=DEADLINE * 4)
+
+
+class ReadsArrive(Middleware):
+    """Sets `arrived` when a `tasks/get` reaches the server."""
+
+    def __init__(self) -> None:
+        self.arrived = anyio.Event()
+
+    async def on_request(self, context: MiddlewareContext[Any], call_next: Callable[..., Any]) -> Any:
+        if context.method == "tasks/get":
+            self.arrived.set()
+        return await call_next(context)
+
+
+async def terminates_task(handle: WorkflowHandle[Any, Any]) -> None:
+    await handle.terminate(reason="stuck on a question")
+
+
+async def cancels_task(handle: WorkflowHandle[Any, Any]) -> None:
+    await handle.cancel()
+
+
+@pytest.mark.parametrize(
+    ("closes", "status", "answer"),
+    [
+        (terminates_task, WorkflowExecutionStatus.TERMINATED, "failed"),
+        (cancels_task, WorkflowExecutionStatus.CANCELED, "cancelled"),
+    ],
+    ids=["terminate", "cancel"],
+)
+async def test_a_held_read_of_a_running_task_ends_at_its_close_by_an_operator(
+    make_extension, closes: Callable[[WorkflowHandle[Any, Any]], Awaitable[None]],
+    status: WorkflowExecutionStatus, answer: str,
+) -> None:
+    """A read held for a change (`reread_hold`, here longer than the test) answers the close as it comes,
+    the tool still running."""
+    extension = make_extension(read_hold=timedelta(0), reread_hold=LONG_HOLD, read_recheck=LONG_HOLD)
+    started, never = anyio.Event(), anyio.Event()
+    server = server_with(extension, gated_tool(started, never))
+    reads = ReadsArrive()
+    server.add_middleware(reads)
+    seen: list[str] = []
+
+    async with Client(server) as client:
+        task = await call_tool_task(client, "gated")
+        handle = task_handle(extension, task.task_id)
+        with anyio.fail_after(DEADLINE):
+            await started.wait()
+            assert (await tasks_get(client, task.task_id)).status == "working"
+            reads.arrived = anyio.Event()
+            async with anyio.create_task_group() as group:
+
+                async def held_read() -> None:
+                    seen.append((await tasks_get(client, task.task_id)).status)
+
+                group.start_soon(held_read)
+                await reads.arrived.wait()
+                await closes(handle)
+        closed_as = (await handle.describe()).status
+
+    assert seen == [answer]
+    assert closed_as == status
