@@ -6,7 +6,8 @@ server with `sync_calls="workflow"`; the tool asks one question, relayed to the 
 released only once the call has ended, so a call that waited for the answer (as before)
 never ends and fails the test's deadline. Whatever closes the workflow ends the call, with a
 -32603 that names the cause read from Temporal: the question's TTL, an operator's cancel or
-terminate, or a reset. The caller's late answer reaches no workflow.
+terminate, or a reset. The question is withdrawn from the caller (`notifications/cancelled`),
+and its late answer reaches no workflow.
 
 A call refused because its client cannot answer (no elicitation declared) is recorded as
 failed, with the reason, in Temporal and in `fastmcp-temporal tasks list`; `ctx.elicit()`
@@ -60,10 +61,15 @@ class HeldQuestion:
 
     asked: anyio.Event = field(default_factory=anyio.Event)
     release: anyio.Event = field(default_factory=anyio.Event)
+    withdrawn: anyio.Event = field(default_factory=anyio.Event)  # the server cancelled the question
 
     async def handler(self, message: str, response_type: Any, params: Any, context: Any) -> ElicitResult[Any]:
         self.asked.set()
-        await self.release.wait()
+        try:
+            await self.release.wait()
+        except anyio.get_cancelled_exc_class():
+            self.withdrawn.set()
+            raise
         return ElicitResult(action="accept", content={"value": "too late"})
 
 
@@ -133,6 +139,7 @@ async def test_a_question_nobody_answers_ends_the_call_when_its_ttl_ends_the_wor
     async with a_held_question(make_extension) as call:
         await first_run(call)
 
+    assert call.caller.withdrawn.is_set()
     assert call.status == WorkflowExecutionStatus.COMPLETED
     assert call.outcome["expired"]
     assert not signals(call.events)  # no answer reached the workflow
@@ -173,6 +180,7 @@ async def test_an_operator_closing_the_workflow_ends_the_call_with_the_cause_whi
     async with a_held_question(make_extension) as call:
         await operator(temporal_server, await first_run(call))
 
+    assert call.caller.withdrawn.is_set()  # the caller was told its question is withdrawn
     assert call.status == status
     assert not signals(call.events)
     assert call.error is not None and call.error.error.code == mcp_types.INTERNAL_ERROR
