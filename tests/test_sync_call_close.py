@@ -17,6 +17,7 @@ change ends at its close by an operator too.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.workflows.task import STATUS_ATTRIBUTE
-from helpers.cli import listed
+from helpers.cli import cli, listed
 from helpers.servers import gated_tool, server_with
 from helpers.temporal import call_workflows, closed_status, reset_workflow, task_handle, temporal_client
 from helpers.waits import DEADLINE
@@ -219,6 +220,11 @@ async def test_a_call_refused_because_its_client_cannot_answer_shows_failed_in_t
 
     (row,) = this_call(await listed(temporal_server, "--kind", "call", until=lambda rows: bool(this_call(rows))))
     assert row["status"] == "failed"
+    code, out, err = await cli(temporal_server, "show", "--json", execution.id)
+    assert code == 0, err
+    shown = json.loads(out)
+    assert shown["status"] == "failed"
+    assert shown["error"]["message"] == outcome["error"]["message"]
 
 
 # --- ctx.elicit() in a durable call ---------------------------------------------------------------
