@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -29,6 +29,7 @@ import mcp_types
 import pytest
 from fastmcp import Client, Context
 from fastmcp.client.elicitation import ElicitResult
+from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 from fastmcp_tasks.client import call_tool_task
 from mcp.shared.exceptions import MCPError
@@ -40,7 +41,7 @@ from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.workflows.task import STATUS_ATTRIBUTE
 from helpers.cli import cli, listed
-from helpers.servers import gated_tool, server_with
+from helpers.servers import gated_tool, server_with, serving_http
 from helpers.temporal import call_workflows, closed_status, reset_workflow, task_handle, temporal_client
 from helpers.waits import DEADLINE
 from helpers.wire import ask, tasks_get
@@ -86,15 +87,22 @@ class Call:
 
 
 @asynccontextmanager
-async def a_held_question(make_extension: Callable[..., TemporalTasksExtension]) -> AsyncIterator[Call]:
-    """A durable call whose question is open on the caller; on exit, its error once the call ended.
+async def a_held_question(
+    make_extension: Callable[..., TemporalTasksExtension], *, http: bool = False
+) -> AsyncIterator[Call]:
+    """A durable call (over streamable HTTP with `http`) whose question is open on the caller; on exit,
+    its error once the call ended.
 
     The answer is released only after the call has ended (or at the deadline, which then fails)."""
     extension = make_extension(sync_calls="workflow", task_ttl=TTL)
     server = server_with(extension, asks_once)
     caller = HeldQuestion()
     call = Call(extension, caller)
-    async with Client(server, mode="legacy", elicitation_handler=caller.handler) as client:
+    async with AsyncExitStack() as stack:
+        target: Any = server
+        if http:
+            target = StreamableHttpTransport(await stack.enter_async_context(serving_http(server)))
+        client = await stack.enter_async_context(Client(target, mode="legacy", elicitation_handler=caller.handler))
 
         async def calls() -> None:
             with pytest.raises(MCPError) as raised:
@@ -136,8 +144,11 @@ async def first_run(call: Call) -> WorkflowHandle[Any, Any]:
     return call.handle
 
 
-async def test_a_question_nobody_answers_ends_the_call_when_its_ttl_ends_the_workflow(make_extension) -> None:
-    async with a_held_question(make_extension) as call:
+@pytest.mark.parametrize("http", [False, True], ids=["in-memory", "http"])
+async def test_a_question_nobody_answers_ends_the_call_when_its_ttl_ends_the_workflow(
+    make_extension, http: bool
+) -> None:
+    async with a_held_question(make_extension, http=http) as call:
         await first_run(call)
 
     assert call.caller.withdrawn.is_set()
