@@ -26,7 +26,8 @@ import mcp_types
 from fastmcp.tools.base import InputRequiredToolResult, ToolResult
 from mcp.shared.exceptions import MCPError
 from temporalio.client import WorkflowFailureError, WorkflowHandle
-from temporalio.exceptions import CancelledError, TerminatedError, TimeoutError
+from temporalio.exceptions import CancelledError, TerminatedError
+from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
 from temporalio.service import RPCError
 
 from fastmcp_temporal._fastmcp_private import cancel_requested
@@ -112,7 +113,7 @@ async def _ended_by(run: WorkflowHandle[Any, Any], cause: BaseException | None) 
         reset_to = await _reset_to(run)
         by = f"reset by an operator, who started it again as run {reset_to}" if reset_to else "terminated"
         how = f"was {by} (reason: {cause.message})"
-    elif isinstance(cause, TimeoutError):
+    elif isinstance(cause, WorkflowTimeoutError):
         how = "timed out"
     else:
         how = f"failed ({cause})"
