@@ -12,7 +12,8 @@ and its late answer reaches no workflow.
 A call refused because its client cannot answer (no elicitation declared) is recorded as
 failed, with the reason, in Temporal and in `fastmcp-temporal tasks list`; `ctx.elicit()`
 refused in a durable call says what to do instead. A `tasks/get` held for a running task's
-change ends at its close by an operator too.
+change ends at its close by an operator too, and a read of a closed task answers the run it
+found closed, not a run an operator's reset started since (it waited for that run's close).
 """
 
 from __future__ import annotations
@@ -35,7 +36,15 @@ from fastmcp_tasks.client import call_tool_task
 from mcp.shared.exceptions import MCPError
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import Client as TemporalClient
+from temporalio.client import (
+    DescribeWorkflowInput,
+    Interceptor,
+    OutboundInterceptor,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+)
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver._server import DevServer
@@ -328,3 +337,63 @@ async def test_a_held_read_of_a_running_task_ends_at_its_close_by_an_operator(
 
     assert seen == [answer]
     assert closed_as == status
+
+
+# --- a read of a closed task answers that run, whatever runs after it ----------------------------
+
+
+class ResetAfterDescribe(Interceptor):
+    """Resets a workflow right after a `describe()` found it closed, once armed: an operator's reset
+    landing between a read's `describe()` and its reading of the result."""
+
+    def __init__(self, temporal_server: DevServer) -> None:
+        self.temporal_server = temporal_server
+        self.armed = False
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        return _ResetsAfterDescribe(next, self)
+
+
+class _ResetsAfterDescribe(OutboundInterceptor):
+    def __init__(self, next: OutboundInterceptor, owner: ResetAfterDescribe) -> None:
+        super().__init__(next)
+        self._owner = owner
+
+    async def describe_workflow(self, input: DescribeWorkflowInput) -> WorkflowExecutionDescription:
+        description = await super().describe_workflow(input)
+        if self._owner.armed and description.status != WorkflowExecutionStatus.RUNNING:
+            self._owner.armed = False
+            await reset_workflow(self._owner.temporal_server, input.id)
+        return description
+
+
+async def test_a_read_of_a_closed_task_answers_its_close_while_a_reset_run_works(
+    make_extension, temporal_server: DevServer
+) -> None:
+    """The read answers the run it found closed at once, not the new run's result when that one ends."""
+    runs: list[str] = []
+    never = anyio.Event()
+
+    async def twice() -> str:
+        runs.append("run")
+        if len(runs) > 1:
+            await never.wait()  # the reset's run works on
+        return "first"
+
+    runner = make_extension(read_hold=timedelta(0))
+    reset_after_describe = ResetAfterDescribe(temporal_server)
+    temporal = await TemporalClient.connect(temporal_server.address, interceptors=[reset_after_describe])
+    reader = make_extension(client=temporal, worker=False)
+    async with Client(server_with(runner, twice)) as creator, Client(server_with(reader, twice)) as other:
+        task = await call_tool_task(creator, "twice")
+        with anyio.fail_after(DEADLINE):
+            while (await tasks_get(creator, task.task_id)).status != "completed":
+                pass
+            reset_after_describe.armed = True
+            answer = await tasks_get(other, task.task_id)  # through a server that never followed it
+            while len(runs) < 2:  # the reset's run is at work
+                await anyio.sleep(0.05)
+            assert (await task_handle(runner, task.task_id).describe()).status == WorkflowExecutionStatus.RUNNING
+
+    assert answer.status == "completed"
+    assert answer.result["structuredContent"] == {"result": "first"}
