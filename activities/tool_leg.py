@@ -87,6 +87,7 @@ from fastmcp_temporal.worker._progress import LegProgress, progress_scope
 from fastmcp_temporal.worker._store_outage import until_store_answers
 from fastmcp_temporal.workflows.models import (
     LEG_OUTCOME_SIGNAL,
+    REFUSED_ASK,
     RUN_TOOL_LEG,
     LateLegOutcome,
     LegInput,
@@ -105,6 +106,13 @@ _STATE_ONLY_ERROR = (
     "A background task returned a state-only InputRequiredResult (request_state "
     "with no input_requests). Tasks cannot continue without asking the client "
     "something; include at least one input request, or run the tool synchronously."
+)
+_ELICIT_IN_A_CALL = (
+    "ctx.elicit() cannot ask from a durable call (sync_calls=\"workflow\"): the tool runs on a worker, "
+    "which does not hold the caller's connection. Ask with the guard pattern instead: return an "
+    "InputRequiredResult (with input_requests) and read ctx.input_responses when the tool runs again; "
+    "the call relays the question to its caller. Or serve the tool inline: "
+    "@execution_policy(sync_calls=\"inline\")."
 )
 _TASK_CLOSED = "The task closed while this leg ran (cancelled, expired or terminated); the leg stopped."
 
@@ -456,6 +464,8 @@ async def _run_component(component: Tool, owner: FastMCP, call: ToolCall) -> Leg
     try:
         value = await component.run(call.arguments)
     except FastMCPError as exc:
+        if synchronous and _fastmcp_private.is_task_elicit_refusal(exc):
+            return LegOutcome(result=error_result_json(_ELICIT_IN_A_CALL))
         return LegOutcome(result=error_result_json(str(exc)))
     except RuntimeError as exc:
         failed = _fastmcp_private.unresolved_dependency(exc)
@@ -478,6 +488,8 @@ async def _run_component(component: Tool, owner: FastMCP, call: ToolCall) -> Leg
     ask = _input_required(value)
     if ask is None:
         return LegOutcome(result=call_tool_result_json(component, value))
+    if synchronous and _not_carried(ask, call.carried_asks):
+        return LegOutcome(error=_refused_ask(component.name, ask))
     if synchronous and not (call.relay_asks and ask.input_requests):
         return LegOutcome(result=input_required_json(ask))  # the caller answers and calls again (SEP-2322)
     if not ask.input_requests:
@@ -488,6 +500,24 @@ async def _run_component(component: Tool, owner: FastMCP, call: ToolCall) -> Leg
         input_requests=serialize_requests(ask.input_requests),
         request_state=ask.request_state,
     )
+
+
+def _not_carried(ask: mcp_types.InputRequiredResult, carried: list[str] | None) -> bool:
+    """Whether a handshake-era caller cannot answer the ask (`carried` None: a 2026-07-28 caller can)."""
+    if carried is None:
+        return False
+    return not ask.input_requests or any(request.method not in carried for request in ask.input_requests.values())
+
+
+def _refused_ask(tool: str, ask: mcp_types.InputRequiredResult) -> dict[str, Any]:
+    """The error that fails a durable call whose caller cannot answer its tool's ask (`REFUSED_ASK`)."""
+    methods = sorted({request.method for request in (ask.input_requests or {}).values()}) or ["state only"]
+    message = (
+        f"Tool {tool!r} asked its caller ({', '.join(methods)}), but the caller's connection cannot "
+        "carry that request (a handshake-era client that did not declare the capability, or stateless "
+        "HTTP); the call was refused as the same call inline is."
+    )
+    return {"code": mcp_types.INVALID_PARAMS, "message": message, "data": {REFUSED_ASK: input_required_json(ask)}}
 
 
 def _raised(component: Tool, owner: FastMCP, exc: BaseException, synchronous: bool) -> LegOutcome:

@@ -282,6 +282,13 @@ def inline_error_text(server: FastMCP, tool_name: str, exc: BaseException) -> st
     return tool_error_text(server, tool_name, exc)
 
 
+def is_task_elicit_refusal(exc: Exception) -> bool:
+    """Whether `exc` is FastMCP's refusal of `ctx.elicit()` in a background task, known by its text."""
+    from fastmcp.server.context import _TASK_ELICIT_ERROR
+
+    return str(exc) == _TASK_ELICIT_ERROR
+
+
 _UNRESOLVED_DEPENDENCIES_TEXT = "Failed to resolve dependencies for parameter(s): "
 
 
@@ -715,6 +722,12 @@ _ANSWERS = "answers stop reaching the tool, which asks its question again for ev
 _PROGRESS = "a task's progress and checkpoints silently stop reaching tasks/get, the UI and retries"
 
 RELIANCES: tuple[Reliance, ...] = (
+    Reliance(
+        "fastmcp.server.context:_TASK_ELICIT_ERROR",
+        "tell FastMCP's refusal of ctx.elicit() in a durable call's leg apart, to word it for a call",
+        "ctx.elicit() in a durable call is refused as in a background task, a task the caller never made",
+        lambda text: None if isinstance(text, str) else "it is no longer a message string",
+    ),
     Reliance(
         "fastmcp.server.context:Context",
         "read a task's answers through ctx.input_responses",

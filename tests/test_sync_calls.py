@@ -436,7 +436,7 @@ async def test_an_operator_cancelling_the_workflow_ends_the_call_with_an_error(m
                 with pytest.raises(MCPError) as raised:
                     await client.call_tool_mcp("wait_forever", {})
     assert raised.value.error.code == mcp_types.INTERNAL_ERROR
-    assert "ended without a result" in raised.value.error.message
+    assert "was cancelled (tasks/cancel, or an operator in Temporal)" in raised.value.error.message
 
 
 async def test_a_leg_that_gives_up_ends_the_call_with_the_reason(make_extension) -> None:

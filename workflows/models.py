@@ -16,6 +16,9 @@ WORKFLOW_NAME = "McpTaskWorkflow"
 RUN_TOOL_LEG = "run_tool_leg"
 SUBMIT_INPUT_SIGNAL = "submit_input"
 LEG_OUTCOME_SIGNAL = "leg_outcome"
+# The `data` key of a durable call's error that refuses an ask its caller cannot answer: the ask,
+# which the waiting server hands FastMCP to refuse with the inline call's own error.
+REFUSED_ASK = "refusedAsk"
 
 # Keyword search attributes tasks are indexed by, by name and type (a dev server we start is
 # launched with them; `connection._search_attributes` registers those a server lacks).
@@ -198,6 +201,10 @@ class ToolCall:
     relay_asks: bool = False
     """The waiting caller's connection carries server-to-client requests: an ask parks the workflow,
     as a task's does, and the server relays it to the caller, instead of ending the run."""
+    carried_asks: list[str] | None = None
+    """The ask methods a handshake-era caller's connection carries (none on stateless HTTP or
+    without the capability); None on a 2026-07-28 one, where any ask goes back as the result.
+    An ask it cannot carry fails the call's workflow (`REFUSED_ASK`), as an inline call refuses it."""
 
 
 @dataclass

@@ -131,6 +131,7 @@ async def start_tool_workflow(
         relay_logs=relay is not None,
         relay_progress=relay is not None and relay.progress,
         relay_asks=relay is not None and relay.asks,
+        carried_asks=relay.carried_asks if relay is not None else None,
     )
     task = TaskInput(
         call=call,
@@ -188,6 +189,9 @@ class Relayed(Protocol):
 
     @property
     def asks(self) -> bool: ...
+
+    @property
+    def carried_asks(self) -> list[str] | None: ...
 
 
 async def task_component(server: FastMCP, tool: Tool) -> Tool:

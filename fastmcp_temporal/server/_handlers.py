@@ -241,8 +241,11 @@ class TaskMethods:
         # once the wire said cancelled, it stays so
         if mcp_status(status, cancel_requested=task.cancel_requested) == "cancelled":
             return "cancelled", {}
+        closed_run = self._backend.client.get_workflow_handle(
+            task.handle.id, run_id=task.description.run_id, result_type=TaskOutcome
+        )  # the run described closed: never a run a reset has started since, which may run on
         if status == Status.COMPLETED:
-            outcome = await task.handle.result()
+            outcome = await closed_run.result(follow_runs=False)
             if isinstance(outcome, UnreadablePayload):
                 lost = f"task {task.task_id} completed, but its result is lost. {outcome.reason}"
                 raise UnreadablePayloadError(lost)
@@ -250,7 +253,7 @@ class TaskMethods:
             if state is None:
                 raise task_not_found(task.task_id)
             return state
-        failure = await _failure(task)
+        failure = await _failure(closed_run)
         if status == Status.TERMINATED and failure["message"] == EXPIRED_REASON:  # ended by `_stalled`
             raise task_not_found(task.task_id)
         return "failed", _failed_fields(failure)
@@ -382,9 +385,9 @@ def _failed_fields(error: dict[str, Any]) -> dict[str, Any]:
     return {"status_message": error.get("message"), "error": error}
 
 
-async def _failure(task: _Task) -> dict[str, Any]:
+async def _failure(closed_run: WorkflowHandle[Any, TaskOutcome]) -> dict[str, Any]:
     try:
-        await task.handle.result()
+        await closed_run.result(follow_runs=False)
     except WorkflowFailureError as exc:
         cause = exc.cause
         message = str(cause.message if hasattr(cause, "message") else cause)

@@ -16,9 +16,12 @@ and gives the caller what the same tool gives inline:
   stateful session whose client declared elicitation, sampling or roots), a tool's ask
   parks the workflow as a task's does. The server sees the park (the memo upsert event),
   sends each request to the caller on the open call, and delivers the answers as the one
-  `submit_input` signal `tasks/update` sends (`_handlers.submit_answers`). An ask the
-  connection cannot carry gets the inline call's refusal, an invalid answer the -32602
-  `tasks/update` gives, a client's error is the call's error; each cancels the workflow.
+  `submit_input` signal `tasks/update` sends (`_handlers.submit_answers`). An invalid
+  answer gets the -32602 `tasks/update` gives, a client's error is the call's error; each
+  cancels the workflow. An ask the connection cannot carry (`CallerChannel.carried_asks`)
+  never parks: the leg fails the workflow with the reason, and the call gets the inline
+  call's refusal (one a worker of an earlier release parks gets it too, and is cancelled).
+  The run's close withdraws the questions still open: whatever closes it ends the call.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import mcp_types
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -76,24 +80,32 @@ class CallerChannel:
 
     progress: bool
     """The request carries a `progressToken`."""
-    asks: bool
-    """Server-to-client requests reach the caller (a stateful handshake-era session with the capability)."""
+    carried_asks: list[str] | None = None
+    """The ask methods server-to-client requests carry to a handshake-era caller (a stateful session
+    with the capability); None for a 2026-07-28 caller, who answers an ask by calling again (SEP-2322)."""
+
+    @property
+    def asks(self) -> bool:
+        """An ask reaches the caller on the open call."""
+        return bool(self.carried_asks)
 
     @classmethod
     def of(cls, context: Context) -> CallerChannel:
         request = context.request_context
         if request is None:
-            return cls(progress=False, asks=False)
+            return cls(progress=False)
         progress = (request.meta or {}).get("progressToken") is not None
-        return cls(progress=progress, asks=_carries_asks(request.session, request.protocol_version))
+        return cls(progress=progress, carried_asks=_carried_asks(request.session, request.protocol_version))
 
 
-def _carries_asks(session: ServerSession, protocol_version: str) -> bool:
-    """A 2026-07-28 caller answers an ask by calling again (SEP-2322); an earlier one needs a back-channel."""
-    if protocol_version in MODERN_PROTOCOL_VERSIONS or not session.can_send_request:
-        return False
+def _carried_asks(session: ServerSession, protocol_version: str) -> list[str] | None:
+    """The ask methods a handshake-era caller's back-channel carries: those of its declared capabilities."""
+    if protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return None
     capabilities = session.client_capabilities
-    return capabilities is not None and any(getattr(capabilities, name) for name in _CAPABILITY_OF.values())
+    if not session.can_send_request or capabilities is None:
+        return []
+    return [method for method, name in _CAPABILITY_OF.items() if getattr(capabilities, name)]
 
 
 @dataclass
@@ -104,6 +116,8 @@ class Relay:
     context: Context
     channel: CallerChannel
     input_bytes: int
+    run: WorkflowHandle[Any, Any] | None = None
+    """The run followed last: the one whose close ends the call."""
     _relayed: dict[str, int] = field(default_factory=dict)  # the last notice relayed, per stream
     _sending: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -112,6 +126,7 @@ class Relay:
         client = self.backend.client
         run = client.get_workflow_handle(handle.id, run_id=handle.result_run_id)
         while True:
+            self.run = run
             closed = await self._follow_run(run)
             if closed is None or not closed.HasField("workflow_execution_continued_as_new_event_attributes"):
                 return await handle.result()
@@ -119,24 +134,43 @@ class Relay:
             run = client.get_workflow_handle(handle.id, run_id=new_run)
 
     async def _follow_run(self, run: WorkflowHandle[Any, Any]) -> HistoryEvent | None:
-        """Relay one run's events; its close event."""
+        """Relay one run's events; its close event.
+
+        A round's questions are asked beside the history, not in its way: the run's close
+        ends the questions still open, and an ask that fails ends the following.
+        """
         leg: asyncio.Task[None] | None = None
         last: HistoryEvent | None = None
+        failed: list[Exception] = []
         try:
-            async for event in run.fetch_history_events(wait_new_event=True, skip_archival=True):
-                last = event
-                if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-                    leg = asyncio.create_task(self._watch_leg(run))
-                elif event.event_type in _LEG_ENDS:
-                    await _stop(leg)
-                    leg = None
-                    if event.HasField("activity_task_completed_event_attributes"):
-                        await self._relay_outcome(event)
-                elif event.HasField("workflow_properties_modified_event_attributes"):
-                    await self._relay_ask(run, event)
+            async with anyio.create_task_group() as asking:
+                async for event in run.fetch_history_events(wait_new_event=True, skip_archival=True):
+                    last = event
+                    if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                        leg = asyncio.create_task(self._watch_leg(run))
+                    elif event.event_type in _LEG_ENDS:
+                        await _stop(leg)
+                        leg = None
+                        if event.HasField("activity_task_completed_event_attributes"):
+                            await self._relay_outcome(event)
+                    elif event.HasField("workflow_properties_modified_event_attributes"):
+                        asking.start_soon(self._relay_ask_or_stop, run, event, asking.cancel_scope, failed)
+                asking.cancel_scope.cancel()  # the run closed: nobody can answer its open questions
         finally:
             await _stop(leg)
+        if failed:
+            raise failed[0]
         return last
+
+    async def _relay_ask_or_stop(
+        self, run: WorkflowHandle[Any, Any], event: HistoryEvent, following: anyio.CancelScope, failed: list[Exception]
+    ) -> None:
+        """`_relay_ask`; an error it raises stops following the run, to be raised in its place."""
+        try:
+            await self._relay_ask(run, event)
+        except Exception as exc:
+            failed.append(exc)
+            following.cancel()
 
     # --- notices -------------------------------------------------------------------------
 

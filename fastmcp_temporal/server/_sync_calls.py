@@ -5,7 +5,9 @@ A client that did not opt in to tasks still gets one `tools/call` answer, but wi
 workflow, policy, caller snapshot and scope), under an `mcp-call/<scope>/<id>`
 workflow id with memo `kind: call`. The server long-polls the workflow's result and
 answers with the result an inline call would have sent. A caller that withdraws the
-request cancels the workflow; a server that dies leaves it to finish on its own.
+request cancels the workflow; a server that dies leaves it to finish on its own. A
+workflow that closes without a result (the TTL of an unanswered question, a cancel, a
+terminate, a reset) ends the call at once, with an error that names the cause.
 While it waits, the server relays the body's log messages, progress and questions to
 the caller (`_relay.py`). On a 2026-07-28 connection a tool's ask (`InputRequiredResult`)
 ends the run and goes back to the caller, as an inline call's does, and the caller's
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import suppress
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -23,6 +26,8 @@ import mcp_types
 from fastmcp.tools.base import InputRequiredToolResult, ToolResult
 from mcp.shared.exceptions import MCPError
 from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import CancelledError, TerminatedError
+from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
 from temporalio.service import RPCError
 
 from fastmcp_temporal._fastmcp_private import cancel_requested
@@ -31,7 +36,7 @@ from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.server._backend import Backend
 from fastmcp_temporal.server._creation import start_tool_workflow, task_component
 from fastmcp_temporal.server._relay import AskNotCarried, CallerChannel, Relay
-from fastmcp_temporal.workflows.models import TaskOutcome
+from fastmcp_temporal.workflows.models import REFUSED_ASK, TaskOutcome
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -59,7 +64,8 @@ async def call_through_workflow(
         started = await start_tool_workflow(backend, tool, arguments, context, kind="call", relay=channel)
     relay = Relay(backend, context, channel, started.input_bytes)
     try:
-        return _answer(await _outcome(started.handle, cancel_requested(context), relay))
+        outcome = await _outcome(started.handle, cancel_requested(context), relay)
+        return _answer(outcome, started.handle.id, timedelta(milliseconds=backend.ttl_ms))
     except AskNotCarried as refused:
         return InputRequiredToolResult(refused.ask)  # FastMCP refuses it as it refuses an inline ask
 
@@ -81,10 +87,8 @@ async def _outcome(
         await _cancel(handle)
         raise
     except WorkflowFailureError as exc:
-        raise MCPError(
-            code=mcp_types.INTERNAL_ERROR,
-            message=f"The call's workflow {handle.id} ended without a result ({exc.cause or exc}); call the tool again.",
-        ) from None
+        ended_by = await _ended_by(relay.run or handle, exc.cause)
+        raise MCPError(code=mcp_types.INTERNAL_ERROR, message=ended_by) from None
     finally:
         if watch is not None:
             watch.cancel()
@@ -100,10 +104,44 @@ async def _cancel(handle: WorkflowHandle[Any, TaskOutcome]) -> None:
         await handle.cancel()  # fails harmlessly when the workflow has just closed
 
 
-def _answer(outcome: TaskOutcome) -> ToolResult:
+async def _ended_by(run: WorkflowHandle[Any, Any], cause: BaseException | None) -> str:
+    """Why the call's workflow closed without a result, as its close event says (`cause`); a
+    terminated run the workflow's description says was reset, as a reset."""
+    if isinstance(cause, CancelledError):
+        how = "was cancelled (tasks/cancel, or an operator in Temporal)"
+    elif isinstance(cause, TerminatedError):
+        reset_to = await _reset_to(run)
+        by = f"reset by an operator, who started it again as run {reset_to}" if reset_to else "terminated"
+        how = f"was {by} (reason: {cause.message})"
+    elif isinstance(cause, WorkflowTimeoutError):
+        how = "timed out"
+    else:
+        how = f"failed ({cause})"
+    return f"The call's workflow {run.id} {how} before the tool finished; call the tool again."
+
+
+async def _reset_to(run: WorkflowHandle[Any, Any]) -> str:
+    """The run a reset started in place of `run`; empty when it was not reset (or cannot be read now)."""
+    try:
+        return (await run.describe()).raw_description.workflow_extended_info.reset_run_id
+    except RPCError:
+        return ""
+
+
+def _answer(outcome: TaskOutcome, workflow_id: str, ttl: timedelta) -> ToolResult:
     """The inline call's answer: its result, its ask, or its JSON-RPC error."""
+    if outcome.expired:
+        raise MCPError(
+            code=mcp_types.INTERNAL_ERROR,
+            message=(
+                f"The tool's question expired: the caller did not answer within the call's task_ttl of "
+                f"{ttl.total_seconds():g}s, so its workflow {workflow_id} ended; call the tool again."
+            ),
+        )
     if outcome.error is not None:
         error = outcome.error
+        if (refused := (error.get("data") or {}).get(REFUSED_ASK)) is not None:
+            return InputRequiredToolResult(mcp_types.InputRequiredResult.model_validate(refused))  # refused inline
         raise MCPError(code=error["code"], message=error["message"], data=error.get("data"))
     if outcome.result is None:
         raise MCPError(code=mcp_types.INTERNAL_ERROR, message="The call's workflow ended without a result.")
