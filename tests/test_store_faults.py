@@ -386,3 +386,29 @@ async def test_a_store_that_is_not_the_one_the_task_wrote_to_delays_it_and_loses
 def _key_of(store: Store, name: str) -> str:
     """A name relative to the store as `Store.keys()` lists it."""
     return str(store.folder / name) if isinstance(store, FolderStore) else f"tasks/{name}"
+
+
+@pytest.mark.slow
+async def test_a_task_cancelled_while_its_store_is_wiped_closes(
+    make_extension, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The whole store, its marker too, is gone under a parked task (an empty mount point): the
+    workflow cannot replay, yet a cancel closes it, with a reason that names the store."""
+    caplog.set_level(logging.ERROR, logger="fastmcp_temporal")
+    extension, runs = _extension(make_extension, store, heartbeat_timeout=timedelta(seconds=30)), []
+    async with Client(_server(extension, runs)) as client:
+        task = await call_tool_task(client, "two_rounds", {"blob": "a" * BIG, "rounds": 1})
+        await task.wait(state="input_required", timeout=30)
+        store.take_away()
+        await tasks_cancel(client, task.task_id)
+        handle = task_handle(extension, task.task_id)
+        await workflow_closed(extension, task.task_id)
+        described = await handle.describe()
+        assert described.status == WorkflowExecutionStatus.TERMINATED
+        history = await handle.fetch_history()
+        (ended,) = [e for e in history.events if e.HasField("workflow_execution_terminated_event_attributes")]
+        reason = ended.workflow_execution_terminated_event_attributes.reason
+        assert "payload store" in reason and "has no marker" in reason, reason
+        assert (await tasks_get(client, task.task_id)).status == "cancelled"
+        await no_workflow_running(extension)
+    assert runs == ["two_rounds"]

@@ -18,6 +18,10 @@ only when the marker names this cluster and namespace and was written into a sto
 that already held payloads then (so it is the store earlier releases wrote to, not an
 empty mount point). `payloads gc` refuses a store whose marker names another cluster or
 namespace, and one with tasks but no marker.
+
+A read that fails because the store is away or does not answer is told to the store's
+listeners with the task it was for (`when_unreadable`): a worker uses it to close a task
+whose cancel its workflow cannot run without the store (`worker/_store_away_cancels`).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import json
 import logging
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
@@ -41,6 +45,10 @@ logger = logging.getLogger("fastmcp_temporal")
 MARKER_NAME = ".fastmcp-temporal-store.json"
 STORE_CLAIM_KEY = "store"
 """The claim key naming the store id a payload was written to."""
+
+
+UnreadableListener = Callable[[str, str, BaseException], None]
+"""Told the namespace and workflow id of a task whose payload the store could not give, and why."""
 
 
 class StoreAwayError(ConnectionError):
@@ -93,6 +101,7 @@ class MarkedStore(ABC):
         self._identity: StoreIdentity | None = None
         self._store_ids: dict[str, str] = {}
         self._logged: set[str] = set()
+        self._unreadable_listeners: list[UnreadableListener] = []
 
     @property
     def identified(self) -> bool:
@@ -101,6 +110,18 @@ class MarkedStore(ABC):
     def identify(self, identity: StoreIdentity) -> None:
         """Write markers and judge missing payloads as the cluster and namespace of `identity`."""
         self._identity = identity
+
+    def when_unreadable(self, listener: UnreadableListener) -> Callable[[], None]:
+        """Tell `listener` of every read that fails because the store is away or does not answer,
+        until the returned function is called."""
+        self._unreadable_listeners.append(listener)
+        return lambda: self._unreadable_listeners.remove(listener)
+
+    def tell_unreadable(self, tasks: Iterable[tuple[str, str]], reason: BaseException) -> None:
+        """A read for `tasks` (namespace, workflow id) failed with `reason`, and no payload is lost."""
+        for namespace, workflow_id in set(tasks):
+            for listener in self._unreadable_listeners:
+                listener(namespace, workflow_id, reason)
 
     @abstractmethod
     def marker_location(self, namespace: str) -> str:
