@@ -12,7 +12,8 @@ claim names; no marker, or another one, means the store answering is not the one
 payload went to: the read raises `StoreAwayError`, a `ConnectionError`, so the workflow
 or activity task is retried, and the reason (with the path and the fix) is logged once.
 
-The marker is written at a process's first stored payload in a namespace, never
+The marker is read at every stored payload and written when it is missing (at a
+process's first stored payload in a namespace, or after it was deleted), never
 overwritten. A claim written before markers existed names no store: it is judged lost
 only when the marker names this cluster and namespace and was written into a store
 that already held payloads then (so it is the store earlier releases wrote to, not an
@@ -99,7 +100,6 @@ class MarkedStore(ABC):
 
     def __init__(self) -> None:
         self._identity: StoreIdentity | None = None
-        self._store_ids: dict[str, str] = {}
         self._logged: set[str] = set()
         self._unreadable_listeners: list[UnreadableListener] = []
 
@@ -145,16 +145,15 @@ class MarkedStore(ABC):
         return None if data is None else StoreMarker.parse(data, self.marker_location(namespace))
 
     async def claim_marks(self, namespace: str) -> dict[str, str]:
-        """What a claim written now in `namespace` adds: the store id (the marker is written the first time).
+        """What a claim written now in `namespace` adds: the store id (the marker is written when missing).
 
-        Read once per namespace and process; nothing when the process has no identity.
+        The marker is read at every store, so one deleted under a running process is written
+        again at its next stored payload; nothing when the process has no identity.
         """
         identity = self._identity
         if identity is None or namespace != identity.namespace:
             return {}
-        if namespace not in self._store_ids:
-            self._store_ids[namespace] = (await self._own_marker(identity)).store_id
-        return {STORE_CLAIM_KEY: self._store_ids[namespace]}
+        return {STORE_CLAIM_KEY: (await self._own_marker(identity)).store_id}
 
     async def _own_marker(self, identity: StoreIdentity) -> StoreMarker:
         namespace = identity.namespace
