@@ -37,10 +37,10 @@ from fastmcp_temporal.workflows.models import (
     LateLegOutcome,
     LegOutcome,
 )
-from helpers.cli import fastmcp_temporal_cli
+from helpers.cli import fastmcp_temporal_cli, listed
 from helpers.stores import FolderStore, S3Store, Store
 from helpers.temporal import anonymous_workflow_id, no_workflow_running, task_handle, workflow_closed
-from helpers.waits import DEADLINE, eventually, status_becomes
+from helpers.waits import DEADLINE, eventually, polled_until, status_becomes
 from helpers.wire import accept, ask, tasks_cancel, tasks_get, tasks_update
 
 pytestmark = pytest.mark.anyio
@@ -412,3 +412,34 @@ async def test_a_task_cancelled_while_its_store_is_wiped_closes(
         assert (await tasks_get(client, task.task_id)).status == "cancelled"
         await no_workflow_running(extension)
     assert runs == ["two_rounds"]
+
+
+@pytest.mark.slow
+async def test_a_leg_that_cannot_store_its_result_in_another_clusters_store_is_listed_stuck_with_the_cause(
+    make_extension, temporal_server: DevServer, store: Store
+) -> None:
+    """The leg waits for the store (its body ran once); `tasks/get` and `tasks list --stuck` say why,
+    while Temporal shows its first attempt still running; once the store is this cluster's, it completes."""
+    _another_clusters_store(store)
+    extension, runs = _extension(make_extension, store), []
+    async with Client(_server(extension, runs)) as client:
+        task = await call_tool_task(client, "produce", {"size": BIG})
+        said = await polled_until(
+            lambda: tasks_get(client, task.task_id), "working", lambda got: "another-cluster" in str(got.status_message)
+        )
+        assert "Waiting for the payload store while storing the tool's result" in said.status_message
+        workflow = anonymous_workflow_id(task.task_id)
+        (row,) = await listed(
+            temporal_server, "--stuck", "--tool", "produce", until=lambda rows: workflow in str(rows)
+        )
+        assert row["workflowId"] == workflow
+        assert "belongs to Temporal cluster 'another-cluster'" in row["reason"]
+        assert "FASTMCP_TEMPORAL_PAYLOAD_STORE" in row["fix"]
+        described = await task_handle(extension, task.task_id).describe()
+        assert described.status == WorkflowExecutionStatus.RUNNING
+        (leg,) = described.raw_description.pending_activities
+        assert leg.attempt == 1
+        store.remove(_marker_of(store))  # the foreign marker goes: the leg marks the store as this cluster's
+        assert (await task.result()).data == "r" * BIG
+        await no_workflow_running(extension)
+    assert runs == ["produce"]

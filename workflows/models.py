@@ -16,6 +16,8 @@ WORKFLOW_NAME = "McpTaskWorkflow"
 RUN_TOOL_LEG = "run_tool_leg"
 SUBMIT_INPUT_SIGNAL = "submit_input"
 LEG_OUTCOME_SIGNAL = "leg_outcome"
+STORE_WAITING_DETAIL = "payloadStore"
+"""The key of a leg's heartbeat details that says why it waits for its payload store, while it does."""
 
 # Keyword search attributes tasks are indexed by, by name and type (a dev server we start is
 # launched with them; `connection._search_attributes` registers those a server lacks).

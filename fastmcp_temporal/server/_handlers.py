@@ -49,6 +49,7 @@ from fastmcp_temporal.server._status import mcp_status
 from fastmcp_temporal.server._watch import Timing
 from fastmcp_temporal.workflows.models import (
     DEFAULT_POLL_INTERVAL_MS,
+    STORE_WAITING_DETAIL,
     SUBMIT_INPUT_SIGNAL,
     InputAnswers,
     TaskMemo,
@@ -260,7 +261,9 @@ class TaskMethods:
         for pending in task.description.raw_description.pending_activities:
             if pending.heartbeat_details.payloads:
                 (details,) = await converter.decode(pending.heartbeat_details.payloads)
-                return details.get("statusMessage") if isinstance(details, dict) else None
+                if not isinstance(details, dict):
+                    return None
+                return details.get(STORE_WAITING_DETAIL) or details.get("statusMessage")  # the store blocks it
         return None
 
     def _unanswered(self, task: _Task) -> dict[str, Any]:
