@@ -11,6 +11,7 @@ finding no RUNNING workflow on its queue, and counts the tool's real runs.
 from __future__ import annotations
 
 import logging
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -418,28 +419,55 @@ async def test_a_task_cancelled_while_its_store_is_wiped_closes(
 async def test_a_leg_that_cannot_store_its_result_in_another_clusters_store_is_listed_stuck_with_the_cause(
     make_extension, temporal_server: DevServer, store: Store
 ) -> None:
-    """The leg waits for the store (its body ran once); `tasks/get` and `tasks list --stuck` say why,
-    while Temporal shows its first attempt still running; once the store is this cluster's, it completes."""
+    """Once the foreign marker goes, the leg marks the store as this cluster's and completes."""
     _another_clusters_store(store)
+    await _blocked_leg_is_listed_stuck(
+        make_extension, temporal_server, store, "belongs to Temporal cluster 'another-cluster'",
+        unblock=lambda: store.remove(_marker_of(store)),
+    )
+
+
+@pytest.mark.slow
+async def test_a_leg_that_cannot_store_its_result_in_a_read_only_folder_is_listed_stuck_with_the_cause(
+    make_extension, temporal_server: DevServer, tmp_path: Path
+) -> None:
+    """The store folder is immutable (`chattr +i`: read-only even for root, as tests run here)."""
+    folder = tmp_path / "payloads"
+    folder.mkdir(mode=0o700)
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True, check=False).returncode:
+        pytest.skip("chattr +i is not available on this file system")
+    try:
+        await _blocked_leg_is_listed_stuck(
+            make_extension, temporal_server, FolderStore(folder), "Operation not permitted",
+            unblock=lambda: subprocess.run(["chattr", "-i", str(folder)], check=True),
+        )
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=False)
+
+
+async def _blocked_leg_is_listed_stuck(
+    make_extension, temporal_server: DevServer, store: Store, cause: str, unblock: Callable[[], object]
+) -> None:
+    """The leg waits for the store (its body ran once); `tasks/get` and `tasks list --stuck` say why,
+    while Temporal shows its first attempt still running; once `unblock` runs, it completes."""
     extension, runs = _extension(make_extension, store), []
     async with Client(_server(extension, runs)) as client:
         task = await call_tool_task(client, "produce", {"size": BIG})
         said = await polled_until(
-            lambda: tasks_get(client, task.task_id), "working", lambda got: "another-cluster" in str(got.status_message)
+            lambda: tasks_get(client, task.task_id), "working", lambda got: cause in str(got.status_message)
         )
-        assert "Waiting for the payload store while storing the tool's result" in said.status_message
+        assert "Waiting for the payload store while storing the tool's result" in str(said.status_message)
         workflow = anonymous_workflow_id(task.task_id)
         (row,) = await listed(
             temporal_server, "--stuck", "--tool", "produce", until=lambda rows: workflow in str(rows)
         )
         assert row["workflowId"] == workflow
-        assert "belongs to Temporal cluster 'another-cluster'" in row["reason"]
-        assert "FASTMCP_TEMPORAL_PAYLOAD_STORE" in row["fix"]
+        assert cause in row["reason"] and "FASTMCP_TEMPORAL_PAYLOAD_STORE" in row["fix"]
         described = await task_handle(extension, task.task_id).describe()
         assert described.status == WorkflowExecutionStatus.RUNNING
         (leg,) = described.raw_description.pending_activities
         assert leg.attempt == 1
-        store.remove(_marker_of(store))  # the foreign marker goes: the leg marks the store as this cluster's
+        unblock()
         assert (await task.result()).data == "r" * BIG
         await no_workflow_running(extension)
     assert runs == ["produce"]
