@@ -32,6 +32,7 @@ from temporalio.worker import Worker
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension
 from fastmcp_temporal.connection._store_marker import MARKER_NAME, StoreMarker
 from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.server._stalled import CANCELLED_REASON
 from fastmcp_temporal.workflows.models import (
     LEG_OUTCOME_SIGNAL,
     SUBMIT_INPUT_SIGNAL,
@@ -409,7 +410,8 @@ async def test_a_task_cancelled_while_its_store_is_wiped_closes(
         history = await handle.fetch_history()
         (ended,) = [e for e in history.events if e.HasField("workflow_execution_terminated_event_attributes")]
         reason = ended.workflow_execution_terminated_event_attributes.reason
-        assert "payload store" in reason and "has no marker" in reason, reason
+        # the worker's reason, naming the store; a server that sees the workflow task failing may end it first
+        assert ("payload store" in reason and "has no marker" in reason) or reason == CANCELLED_REASON, reason
         assert (await tasks_get(client, task.task_id)).status == "cancelled"
         await no_workflow_running(extension)
     assert runs == ["two_rounds"]
