@@ -163,7 +163,7 @@ class _LegRun:
     def keeping(self) -> asyncio.Future[LegOutcome | RawValue]:
         """The keep step of the body's outcome: the one in flight or done, or a new one after a failure."""
         if self.kept is None or (self.kept.done() and (self.kept.cancelled() or self.kept.exception())):
-            self.kept = asyncio.create_task(_kept_outcome(self.body, self.call, self.progress.notices))
+            self.kept = asyncio.create_task(_kept_outcome(self.body, self.call, self.progress))
         return self.kept
 
 
@@ -239,10 +239,10 @@ class ToolLegActivities:
         converter = activity.client().data_converter
         fetch = partial(fetch_leg_input, converter, reference)
         if progress is None:
-            payload = await until_store_answers(fetch, "reading its stored input")
+            payload = await until_store_answers(fetch, "reading its stored input", None)
         else:
             async with Ticker("(reading its input)", progress, self._cadence).running():
-                payload = await until_store_answers(fetch, "reading its stored input")
+                payload = await until_store_answers(fetch, "reading its stored input", progress)
             # Decoding a big input holds the loop, as Temporal's own decode did before the first beat.
             activity.heartbeat(progress.details())
         if converter.payload_codec is None:
@@ -445,7 +445,7 @@ def _tool_cadence(component: Tool, default: HeartbeatCadence) -> HeartbeatCadenc
 
 
 async def _kept_outcome(
-    body: asyncio.Future[LegOutcome], call: ToolCall, notices: LegNotices | None
+    body: asyncio.Future[LegOutcome], call: ToolCall, progress: LegProgress
 ) -> LegOutcome | RawValue:
     """The body's outcome as it will be kept: size-checked and stored while the leg still heartbeats,
     waiting for a store that is away.
@@ -453,10 +453,12 @@ async def _kept_outcome(
     A durable call's outcome also carries the notices its last heartbeat may have missed.
     """
     outcome = await asyncio.shield(body)
-    if notices is not None:
-        outcome = replace(outcome, notices=notices.window())
+    if progress.notices is not None:
+        outcome = replace(outcome, notices=progress.notices.window())
     converter = activity.client().data_converter
-    return await until_store_answers(lambda: keepable(outcome, call, converter), "storing the tool's result")
+    return await until_store_answers(
+        lambda: keepable(outcome, call, converter), "storing the tool's result", progress
+    )
 
 
 async def _run_component(component: Tool, owner: FastMCP, call: ToolCall) -> LegOutcome:

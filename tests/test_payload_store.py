@@ -13,6 +13,7 @@ other users can open is refused at startup.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from abc import ABC, abstractmethod
@@ -439,3 +440,26 @@ async def test_gc_refuses_a_store_with_tasks_and_no_marker(temporal_server: DevS
     assert "holds 1 task(s) of namespace 'default' but no marker" in refused
     assert "nothing was removed" in refused
     assert (task / ("0" * 64)).exists()
+
+
+async def test_a_marker_deleted_under_a_running_server_is_written_at_its_next_stored_payload(
+    make_extension, temporal_server: DevServer, tmp_path: Path
+) -> None:
+    """As the docs promise: no restart needed, and gc takes the store again."""
+    folder = tmp_path / "payloads"
+    marker = folder / "default" / MARKER_NAME
+    extension = make_extension(payload_store=str(folder))
+    async with Client(server_with(extension, produce)) as client:
+        first = await call_tool_task(client, "produce", {"size": RESULT_SIZE})
+        await status_becomes(first, "completed")
+        first_store = json.loads(marker.read_bytes())["store_id"]
+        marker.unlink()
+        second = await call_tool_task(client, "produce", {"size": RESULT_SIZE})
+        assert text_of(await status_becomes(second, "completed")) == "r" * RESULT_SIZE
+        assert marker.exists(), "the running server stored a payload and wrote no marker"
+        assert json.loads(marker.read_bytes())["store_id"] != first_store
+        code, out, err = await fastmcp_temporal_cli(
+            temporal_server, "payloads", "gc", "--payload-store", str(folder), "--grace", "0"
+        )
+    assert code == 0, err
+    assert "Kept 2 task(s) Temporal still has" in out

@@ -9,6 +9,7 @@ kept is refused before anything runs and no workflow is left running.
 from __future__ import annotations
 
 import dataclasses
+import re
 import secrets
 import stat
 from collections.abc import AsyncIterator, Awaitable, Sequence
@@ -28,6 +29,7 @@ from mcp_types import InputRequiredResult
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client as TemporalClient
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.converter import (
     ExternalStorage,
     StorageDriver,
@@ -45,7 +47,7 @@ from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, InputAnswers
 from helpers.servers import serving_http
 from helpers.temporal import anonymous_workflow_id, no_workflow_running, task_handle, workflows_listed
 from helpers.waits import DEADLINE, status_becomes
-from helpers.wire import question, tasks_get, tasks_update
+from helpers.wire import question, tasks_get, tasks_update, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -471,3 +473,45 @@ async def test_big_input_requests_are_stored_too(make_extension, tmp_path: Path)
         assert request["params"]["message"] == message
         assert (await task.result()).data == "answered"
         await no_workflow_running(extension)
+
+
+async def test_a_round_of_many_questions_can_always_be_finished_within_the_answer_bound(make_extension) -> None:
+    """100 questions in one round, no store: an answer that would leave no room to decline the other
+    99 is refused, saying so, so the round can still be finished (the issue's dead end: the answer
+    that filled the bound was taken, and every later answer, a decline too, was refused until the TTL)."""
+    extension = make_extension(payload_limit=256 * 1024)
+    mcp = FastMCP("answer-bound")
+    mcp.add_extension(extension)
+
+    @mcp.tool(task=True)
+    async def survey(ctx: Context) -> str | InputRequiredResult:
+        if ctx.input_responses is None:
+            questions = {f"q{number}": question(f"q{number}") for number in range(tool_leg.MAX_INPUT_REQUESTS)}
+            return InputRequiredResult(result_type="input_required", input_requests=questions)
+        actions = [answer.action for answer in ctx.input_responses.values()]
+        return f"{actions.count('accept')} accepted, {actions.count('decline')} declined"
+
+    async with Client(mcp) as client:
+        task = await call_tool_task(client, "survey")
+        parked = await status_becomes(task, "input_required", until=lambda r: len(r.input_requests or {}) == 100)
+        first, *others = parked.input_requests or {}
+        probe = 300 * 1024
+        with pytest.raises(MCPError) as refused:
+            await tasks_update(client, task.task_id, {first: _accepting(probe)})
+        over, limit = (int(n.replace(",", "")) for n in re.findall(r"([\d,]+) bytes", refused.value.error.message)[:2])
+        filling = probe - (over - limit) - 3000  # leaves 3,000 bytes: too few to decline 99 questions
+        with pytest.raises(MCPError) as refused:
+            await tasks_update(client, task.task_id, {first: _accepting(filling)})
+        assert refused.value.error.code == mcp_types.INVALID_PARAMS
+        message = refused.value.error.message
+        assert "the round's 99 other open question(s) need" in message and "could never be finished" in message
+        await tasks_update(client, task.task_id, {first: _accepting(filling - 20 * 1024)})
+        await tasks_update(client, task.task_id, {key: {"action": "decline"} for key in others})
+        assert text_of(await status_becomes(task, "completed")) == "1 accepted, 99 declined"
+        described = await task_handle(extension, task.task_id).describe()
+        assert described.status == WorkflowExecutionStatus.COMPLETED
+        await no_workflow_running(extension)
+
+
+def _accepting(size: int) -> dict[str, Any]:
+    return {"action": "accept", "content": {"value": "v" * size}}

@@ -11,6 +11,7 @@ finding no RUNNING workflow on its queue, and counts the tool's real runs.
 from __future__ import annotations
 
 import logging
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -31,16 +32,17 @@ from temporalio.worker import Worker
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension
 from fastmcp_temporal.connection._store_marker import MARKER_NAME, StoreMarker
 from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.server._stalled import CANCELLED_REASON
 from fastmcp_temporal.workflows.models import (
     LEG_OUTCOME_SIGNAL,
     SUBMIT_INPUT_SIGNAL,
     LateLegOutcome,
     LegOutcome,
 )
-from helpers.cli import fastmcp_temporal_cli
+from helpers.cli import fastmcp_temporal_cli, listed
 from helpers.stores import FolderStore, S3Store, Store
 from helpers.temporal import anonymous_workflow_id, no_workflow_running, task_handle, workflow_closed
-from helpers.waits import DEADLINE, eventually, status_becomes
+from helpers.waits import DEADLINE, eventually, polled_until, status_becomes
 from helpers.wire import accept, ask, tasks_cancel, tasks_get, tasks_update
 
 pytestmark = pytest.mark.anyio
@@ -386,3 +388,88 @@ async def test_a_store_that_is_not_the_one_the_task_wrote_to_delays_it_and_loses
 def _key_of(store: Store, name: str) -> str:
     """A name relative to the store as `Store.keys()` lists it."""
     return str(store.folder / name) if isinstance(store, FolderStore) else f"tasks/{name}"
+
+
+@pytest.mark.slow
+async def test_a_task_cancelled_while_its_store_is_wiped_closes(
+    make_extension, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The whole store, its marker too, is gone under a parked task (an empty mount point): the
+    workflow cannot replay, yet a cancel closes it, with a reason that names the store."""
+    caplog.set_level(logging.ERROR, logger="fastmcp_temporal")
+    extension, runs = _extension(make_extension, store, heartbeat_timeout=timedelta(seconds=30)), []
+    async with Client(_server(extension, runs)) as client:
+        task = await call_tool_task(client, "two_rounds", {"blob": "a" * BIG, "rounds": 1})
+        await task.wait(state="input_required", timeout=30)
+        store.take_away()
+        await tasks_cancel(client, task.task_id)
+        handle = task_handle(extension, task.task_id)
+        await workflow_closed(extension, task.task_id)
+        described = await handle.describe()
+        assert described.status == WorkflowExecutionStatus.TERMINATED
+        history = await handle.fetch_history()
+        (ended,) = [e for e in history.events if e.HasField("workflow_execution_terminated_event_attributes")]
+        reason = ended.workflow_execution_terminated_event_attributes.reason
+        # the worker's reason, naming the store; a server that sees the workflow task failing may end it first
+        assert ("payload store" in reason and "has no marker" in reason) or reason == CANCELLED_REASON, reason
+        assert (await tasks_get(client, task.task_id)).status == "cancelled"
+        await no_workflow_running(extension)
+    assert runs == ["two_rounds"]
+
+
+@pytest.mark.slow
+async def test_a_leg_that_cannot_store_its_result_in_another_clusters_store_is_listed_stuck_with_the_cause(
+    make_extension, temporal_server: DevServer, store: Store
+) -> None:
+    """Once the foreign marker goes, the leg marks the store as this cluster's and completes."""
+    _another_clusters_store(store)
+    await _blocked_leg_is_listed_stuck(
+        make_extension, temporal_server, store, "belongs to Temporal cluster 'another-cluster'",
+        unblock=lambda: store.remove(_marker_of(store)),
+    )
+
+
+@pytest.mark.slow
+async def test_a_leg_that_cannot_store_its_result_in_a_read_only_folder_is_listed_stuck_with_the_cause(
+    make_extension, temporal_server: DevServer, tmp_path: Path
+) -> None:
+    """The store folder is immutable (`chattr +i`: read-only even for root, as tests run here)."""
+    folder = tmp_path / "payloads"
+    folder.mkdir(mode=0o700)
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True, check=False).returncode:
+        pytest.skip("chattr +i is not available on this file system")
+    try:
+        await _blocked_leg_is_listed_stuck(
+            make_extension, temporal_server, FolderStore(folder), "Operation not permitted",
+            unblock=lambda: subprocess.run(["chattr", "-i", str(folder)], check=True),
+        )
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=False)
+
+
+async def _blocked_leg_is_listed_stuck(
+    make_extension, temporal_server: DevServer, store: Store, cause: str, unblock: Callable[[], object]
+) -> None:
+    """The leg waits for the store (its body ran once); `tasks/get` and `tasks list --stuck` say why,
+    while Temporal shows its first attempt still running; once `unblock` runs, it completes."""
+    extension, runs = _extension(make_extension, store), []
+    async with Client(_server(extension, runs)) as client:
+        task = await call_tool_task(client, "produce", {"size": BIG})
+        said = await polled_until(
+            lambda: tasks_get(client, task.task_id), "working", lambda got: cause in str(got.status_message)
+        )
+        assert "Waiting for the payload store while storing the tool's result" in str(said.status_message)
+        workflow = anonymous_workflow_id(task.task_id)
+        (row,) = await listed(
+            temporal_server, "--stuck", "--tool", "produce", until=lambda rows: workflow in str(rows)
+        )
+        assert row["workflowId"] == workflow
+        assert cause in row["reason"] and "FASTMCP_TEMPORAL_PAYLOAD_STORE" in row["fix"]
+        described = await task_handle(extension, task.task_id).describe()
+        assert described.status == WorkflowExecutionStatus.RUNNING
+        (leg,) = described.raw_description.pending_activities
+        assert leg.attempt == 1
+        unblock()
+        assert (await task.result()).data == "r" * BIG
+        await no_workflow_running(extension)
+    assert runs == ["produce"]

@@ -5,7 +5,7 @@ The store goes away for longer than the tool's whole retry budget (`maximum_atte
 (the moto server keeps the objects), or a folder moved away like an unmounted share. A
 leg that starts during the outage waits for its stored input, heartbeating; a leg whose
 3 MB result cannot be stored waits to store it. Temporal shows the same first attempt
-still pending; once the store is back both complete, each body having run once. A leg
+still pending, its heartbeats saying it waits for the store (as `tasks/get` does); once the store is back both complete, each body having run once. A leg
 whose deadline comes first ends with an error that names the outage.
 """
 
@@ -27,8 +27,8 @@ from temporalio.api.enums.v1 import PendingActivityState
 
 from fastmcp_temporal import TemporalTasksExtension, execution_policy
 from helpers.stores import S3Store
-from helpers.temporal import no_workflow_running, task_handle
-from helpers.waits import eventually
+from helpers.temporal import no_workflow_running, task_handle, temporal_client
+from helpers.waits import eventually, polled_until
 from helpers.wire import tasks_get
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -175,15 +175,21 @@ async def _pending_leg(extension: TemporalTasksExtension, task_id: str) -> Any:
     return pending[0] if pending else None
 
 
-async def _outlast_the_retry_budget(client: Client, extension: TemporalTasksExtension, task_id: str) -> None:
-    """Keep the store away past the leg's retry budget; the leg is still on its first attempt."""
+async def _outlast_the_retry_budget(
+    client: Client, extension: TemporalTasksExtension, task_id: str, doing: str
+) -> None:
+    """Keep the store away past the leg's retry budget; the leg is still on its first attempt, and its
+    heartbeats say it waits for the store (what only the leg's outage path says: not a client's own retries)."""
     heartbeat_timeout = extension.temporal_settings.heartbeat_timeout
     budget = ATTEMPTS * (heartbeat_timeout + RETRY_INTERVAL).total_seconds()
     await anyio.sleep(budget + 3)  # the outage's length is the fault itself, not a wait for something
-    assert (await tasks_get(client, task_id)).status == "working"
+    waiting = f"Waiting for the payload store while {doing}"
+    await polled_until(lambda: tasks_get(client, task_id), "working", lambda got: waiting in str(got.status_message))
     leg = await _pending_leg(extension, task_id)
     assert leg is not None and leg.attempt == 1
     assert leg.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+    (details,) = await temporal_client(extension).data_converter.decode(leg.heartbeat_details.payloads)
+    assert waiting in details["payloadStore"]
 
 
 async def test_a_leg_that_starts_during_a_store_outage_waits_for_its_input(
@@ -202,7 +208,7 @@ async def test_a_leg_that_starts_during_a_store_outage_waits_for_its_input(
         outage.begin()
         release.set()  # the leg starts now, with the store away
         assert (await holder.result()).data == "released"
-        await _outlast_the_retry_budget(client, extension, task.task_id)
+        await _outlast_the_retry_budget(client, extension, task.task_id, "reading its stored input")
         outage.end()
         assert (await task.result()).data == ARGUMENTS
         await no_workflow_running(extension)
@@ -217,7 +223,7 @@ async def test_a_result_stored_during_an_outage_is_kept_once_the_store_is_back(
     async with Client(_server(extension, runs, anyio.Event(), s3_outage)) as client:
         task = await call_tool_task(client, "produce")
         await eventually(lambda: runs == ["produce"])
-        await _outlast_the_retry_budget(client, extension, task.task_id)
+        await _outlast_the_retry_budget(client, extension, task.task_id, "storing the tool's result")
         s3_outage.end()
         assert (await task.result()).data == "r" * RESULT
         await no_workflow_running(extension)

@@ -19,6 +19,8 @@ LEG_OUTCOME_SIGNAL = "leg_outcome"
 # The `data` key of a durable call's error that refuses an ask its caller cannot answer: the ask,
 # which the waiting server hands FastMCP to refuse with the inline call's own error.
 REFUSED_ASK = "refusedAsk"
+STORE_WAITING_DETAIL = "payloadStore"
+"""The key of a leg's heartbeat details that says why it waits for its payload store, while it does."""
 
 # Keyword search attributes tasks are indexed by, by name and type (a dev server we start is
 # launched with them; `connection._search_attributes` registers those a server lacks).

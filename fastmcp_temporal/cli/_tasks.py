@@ -12,7 +12,7 @@ without running its cleanup (and `cancel` terminates a task no worker runs, as
 move, whatever the cause (a worker without the key, a store it cannot reach, a bug in
 workflow code, a build with no workers left): running tasks whose workflow task has
 failed at least once and is being retried, or has waited for a worker past the grace,
-with the reason and the fix. Tables print caller and tool text verbatim (`_plain`).
+or whose leg waits for its payload store (its heartbeats say so), with the reason and the fix. Tables print caller and tool text verbatim (`_plain`).
 `--json` output is stable (docs/operations.md).
 
 The connection options are local to this module for now; they read the same
@@ -63,7 +63,12 @@ from fastmcp_temporal.server._stalled import (
     waiting_for_worker,
 )
 from fastmcp_temporal.server._status import Ending, mcp_status
-from fastmcp_temporal.workflows.models import INPUT_REQUESTS_MEMO, SUBMIT_INPUT_SIGNAL, WORKFLOW_NAME
+from fastmcp_temporal.workflows.models import (
+    INPUT_REQUESTS_MEMO,
+    STORE_WAITING_DETAIL,
+    SUBMIT_INPUT_SIGNAL,
+    WORKFLOW_NAME,
+)
 from fastmcp_temporal.workflows.task import SCOPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOOL_ATTRIBUTE
 
 if TYPE_CHECKING:
@@ -362,6 +367,8 @@ async def _stuck_row(client: Client, execution: WorkflowExecution) -> dict[str, 
         reason, fix = await _workflow_task_problem(client, execution), _FIX_FAILING
     elif stalled(description, datetime.now(timezone.utc)):
         reason, fix = await _no_worker_problem(client, description)
+    elif (waiting := await _store_waiting(client, description)) is not None:
+        reason, fix = waiting, _FIX_STORE
     else:
         return None
     row = _row(execution)
@@ -373,6 +380,22 @@ _FIX_FAILING = (
     "Fix what the reason names on the workers (Temporal keeps retrying the workflow task), "
     "or end the task: fastmcp-temporal tasks terminate."
 )
+
+
+_FIX_STORE = (
+    "Make the store FASTMCP_TEMPORAL_PAYLOAD_STORE names reachable and writable from the workers (mounted, "
+    "this cluster's, not read-only); the leg goes on by itself, or end the task: fastmcp-temporal tasks cancel."
+)
+
+
+async def _store_waiting(client: Client, description: WorkflowExecutionDescription) -> str | None:
+    """Why a running leg of the task waits for its payload store, as its last heartbeat says."""
+    for pending in description.raw_description.pending_activities:
+        if pending.heartbeat_details.payloads:
+            details = await _decoded(client, pending.heartbeat_details.payloads)
+            if isinstance(details, dict) and isinstance(waiting := details.get(STORE_WAITING_DETAIL), str):
+                return waiting
+    return None
 
 
 async def _no_worker_problem(client: Client, description: WorkflowExecutionDescription) -> tuple[str, str]:

@@ -12,12 +12,17 @@ claim names; no marker, or another one, means the store answering is not the one
 payload went to: the read raises `StoreAwayError`, a `ConnectionError`, so the workflow
 or activity task is retried, and the reason (with the path and the fix) is logged once.
 
-The marker is written at a process's first stored payload in a namespace, never
+The marker is read at every stored payload and written when it is missing (at a
+process's first stored payload in a namespace, or after it was deleted), never
 overwritten. A claim written before markers existed names no store: it is judged lost
 only when the marker names this cluster and namespace and was written into a store
 that already held payloads then (so it is the store earlier releases wrote to, not an
 empty mount point). `payloads gc` refuses a store whose marker names another cluster or
 namespace, and one with tasks but no marker.
+
+A read that fails because the store is away or does not answer is told to the store's
+listeners with the task it was for (`when_unreadable`): a worker uses it to close a task
+whose cancel its workflow cannot run without the store (`worker/_store_away_cancels`).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import json
 import logging
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
@@ -41,6 +46,10 @@ logger = logging.getLogger("fastmcp_temporal")
 MARKER_NAME = ".fastmcp-temporal-store.json"
 STORE_CLAIM_KEY = "store"
 """The claim key naming the store id a payload was written to."""
+
+
+UnreadableListener = Callable[[str, str, BaseException], None]
+"""Told the namespace and workflow id of a task whose payload the store could not give, and why."""
 
 
 class StoreAwayError(ConnectionError):
@@ -91,8 +100,8 @@ class MarkedStore(ABC):
 
     def __init__(self) -> None:
         self._identity: StoreIdentity | None = None
-        self._store_ids: dict[str, str] = {}
         self._logged: set[str] = set()
+        self._unreadable_listeners: list[UnreadableListener] = []
 
     @property
     def identified(self) -> bool:
@@ -101,6 +110,18 @@ class MarkedStore(ABC):
     def identify(self, identity: StoreIdentity) -> None:
         """Write markers and judge missing payloads as the cluster and namespace of `identity`."""
         self._identity = identity
+
+    def when_unreadable(self, listener: UnreadableListener) -> Callable[[], None]:
+        """Tell `listener` of every read that fails because the store is away or does not answer,
+        until the returned function is called."""
+        self._unreadable_listeners.append(listener)
+        return lambda: self._unreadable_listeners.remove(listener)
+
+    def tell_unreadable(self, tasks: Iterable[tuple[str, str]], reason: BaseException) -> None:
+        """A read for `tasks` (namespace, workflow id) failed with `reason`, and no payload is lost."""
+        for namespace, workflow_id in set(tasks):
+            for listener in self._unreadable_listeners:
+                listener(namespace, workflow_id, reason)
 
     @abstractmethod
     def marker_location(self, namespace: str) -> str:
@@ -124,16 +145,15 @@ class MarkedStore(ABC):
         return None if data is None else StoreMarker.parse(data, self.marker_location(namespace))
 
     async def claim_marks(self, namespace: str) -> dict[str, str]:
-        """What a claim written now in `namespace` adds: the store id (the marker is written the first time).
+        """What a claim written now in `namespace` adds: the store id (the marker is written when missing).
 
-        Read once per namespace and process; nothing when the process has no identity.
+        The marker is read at every store, so one deleted under a running process is written
+        again at its next stored payload; nothing when the process has no identity.
         """
         identity = self._identity
         if identity is None or namespace != identity.namespace:
             return {}
-        if namespace not in self._store_ids:
-            self._store_ids[namespace] = (await self._own_marker(identity)).store_id
-        return {STORE_CLAIM_KEY: self._store_ids[namespace]}
+        return {STORE_CLAIM_KEY: (await self._own_marker(identity)).store_id}
 
     async def _own_marker(self, identity: StoreIdentity) -> StoreMarker:
         namespace = identity.namespace

@@ -45,8 +45,8 @@ from temporalio.converter import (
 
 from fastmcp_temporal.connection._leg_inputs import LegInputsByReference, TasksExternalStorage
 from fastmcp_temporal.connection._s3_client import PrefixedS3Client
-from fastmcp_temporal.connection._store_marker import MARKER_NAME, MarkedStore
-from fastmcp_temporal.connection._unreadable import LostPayloadsAsUnreadable, missing_object
+from fastmcp_temporal.connection._store_marker import MARKER_NAME, MarkedStore, StoreAwayError
+from fastmcp_temporal.connection._unreadable import LostPayloadsAsUnreadable, lost_for_good, missing_object
 from fastmcp_temporal.workflows.models import WORKFLOW_NAME
 
 STORED_PAYLOAD_LIMIT = 50 * 1024 * 1024
@@ -149,7 +149,14 @@ class FolderStorageDriver(StorageDriver, MarkedStore):
         try:
             return await asyncio.to_thread(lambda: [self._read(claim) for claim in claims])
         except _MissingPayload as missing:
-            await self.judge_missing(missing.claim.claim_data.get("namespace"), missing.claim.claim_data)
+            try:
+                await self.judge_missing(missing.claim.claim_data.get("namespace"), missing.claim.claim_data)
+            except StoreAwayError as away:
+                self.tell_unreadable(_claimed_tasks(claims), away)
+                raise
+            raise
+        except ConnectionError as away:
+            self.tell_unreadable(_claimed_tasks(claims), away)
             raise
 
     def marker_location(self, namespace: str) -> str:
@@ -334,6 +341,16 @@ class TaskS3StorageDriver(S3StorageDriver, MarkedStore):
         self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
     ) -> list[Payload]:
         try:
+            return await self._retrieved(context, claims)
+        except Exception as exc:
+            if not lost_for_good(exc):
+                self.tell_unreadable(filter(None, map(_task_of_key, claims)), exc)
+            raise
+
+    async def _retrieved(
+        self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
+    ) -> list[Payload]:
+        try:
             return await super().retrieve(context, claims)
         except RuntimeError as exc:
             if not missing_object(exc):
@@ -394,6 +411,23 @@ class TaskS3StorageDriver(S3StorageDriver, MarkedStore):
 def _s3_segment(value: str) -> str:
     """`value` percent-encoded as the SDK's S3 driver encodes a key segment."""
     return quote(value, safe="!*'()").replace("~", "%7E")
+
+
+def _task_of_key(claim: StorageDriverClaim) -> TaskName | None:
+    """The task an S3 claim's key is stored under (`v0/ns/<namespace>/wt/<type>/wi/<workflow id>/...`)."""
+    parts = claim.claim_data.get("key", "").split("/")
+    if len(parts) > 6 and parts[:2] == ["v0", "ns"] and parts[3] == "wt" and parts[5] == "wi":
+        return unquote(parts[2]), unquote(parts[6])
+    return None
+
+
+def _claimed_tasks(claims: Sequence[StorageDriverClaim]) -> list[TaskName]:
+    """The tasks folder claims name (claims of the flat layout name none)."""
+    return [
+        (claim.claim_data["namespace"], claim.claim_data["workflow_id"])
+        for claim in claims
+        if "workflow_id" in claim.claim_data
+    ]
 
 
 def _namespace_of(key: str) -> str | None:

@@ -58,7 +58,7 @@ class LostPayloadsAsUnreadable(WrappedDriver):
         try:
             return await self._driver.retrieve(context, claims)
         except Exception as exc:
-            if not _lost_for_good(exc):
+            if not lost_for_good(exc):
                 raise
         return [await self._retrieve_one(context, claim) for claim in claims]  # which of them is lost
 
@@ -66,7 +66,7 @@ class LostPayloadsAsUnreadable(WrappedDriver):
         try:
             (payload,) = await self._driver.retrieve(context, [claim])
         except Exception as exc:
-            if not _lost_for_good(exc):
+            if not lost_for_good(exc):
                 raise
             return _stand_in(exc)
         return payload
@@ -88,7 +88,7 @@ def _describe(exc: BaseException) -> str:
     return f"{exc}: {cause}" if cause is not None and str(cause) not in str(exc) else str(exc)
 
 
-def _lost_for_good(exc: BaseException) -> bool:
+def lost_for_good(exc: BaseException) -> bool:
     """Missing, or present but not the bytes that were stored: no retry brings it back."""
     if isinstance(exc, (FileNotFoundError, DecodeError)):
         return True

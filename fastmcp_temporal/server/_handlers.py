@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from functools import partial
@@ -49,6 +50,7 @@ from fastmcp_temporal.server._status import mcp_status
 from fastmcp_temporal.server._watch import Timing
 from fastmcp_temporal.workflows.models import (
     DEFAULT_POLL_INTERVAL_MS,
+    STORE_WAITING_DETAIL,
     SUBMIT_INPUT_SIGNAL,
     InputAnswers,
     TaskMemo,
@@ -182,7 +184,8 @@ class TaskMethods:
             converter = self._backend.client.data_converter
             applied = await encoded_size_of(converter, task.memo.answered_bytes_in_round(task.outstanding()))
             carried = task.memo.input_bytes + applied
-            if not await submit_answers(self._backend, task.handle, answers, carried):
+            left_open = [key for key in outstanding if key not in answers]
+            if not await submit_answers(self._backend, task.handle, answers, carried, left_open):
                 return UpdateTaskResult()  # closed meanwhile: nothing is waiting for answers
             self._remember_answered(task_id, answers)
             self._written(task)
@@ -263,7 +266,9 @@ class TaskMethods:
         for pending in task.description.raw_description.pending_activities:
             if pending.heartbeat_details.payloads:
                 (details,) = await converter.decode(pending.heartbeat_details.payloads)
-                return details.get("statusMessage") if isinstance(details, dict) else None
+                if not isinstance(details, dict):
+                    return None
+                return details.get(STORE_WAITING_DETAIL) or details.get("statusMessage")  # the store blocks it
         return None
 
     def _unanswered(self, task: _Task) -> dict[str, Any]:
@@ -348,7 +353,11 @@ def invalid_answer(key: str, request: dict[str, Any], exc: ValidationError) -> M
 
 
 async def submit_answers(
-    backend: Backend, handle: WorkflowHandle[Any, Any], answers: dict[str, Any], carried_bytes: int
+    backend: Backend,
+    handle: WorkflowHandle[Any, Any],
+    answers: dict[str, Any],
+    carried_bytes: int,
+    left_open: Sequence[str] = (),
 ) -> bool:
     """Signal validated answers to a parked workflow (`submit_input`); False when it has closed.
 
@@ -356,12 +365,27 @@ async def submit_answers(
     input holds the arguments and every answer of this round (`carried_bytes` of them already
     applied or sent with the arguments), so it is measured whole, against the limit that will
     apply to it (Temporal's payload limit, or the store's); the workflow checks it again
-    before the leg.
+    before the leg. Refused too when they would leave too little room to decline the round's
+    questions `left_open`: a round the limit could no longer finish would wait for its TTL.
     """
-    value, size = await converted(backend.client.data_converter, InputAnswers(answers))
+    converter = backend.client.data_converter
+    value, size = await converted(converter, InputAnswers(answers))
     what = "The next leg's input (the task's arguments with this round's answers)"
     if refusal := backend.payload_limits.refusal(what, size + carried_bytes):
         raise MCPError(code=mcp_types.INVALID_PARAMS, message=refusal)
+    if left_open:
+        _, closing = await converted(converter, InputAnswers({**answers, **dict.fromkeys(left_open, _DECLINED)}))
+        if backend.payload_limits.refusal(what, closing + carried_bytes):
+            limit = backend.payload_limits.limit
+            raise MCPError(
+                code=mcp_types.INVALID_PARAMS,
+                message=(
+                    f"{what}: these answers leave {limit - size - carried_bytes:,} bytes under its limit of "
+                    f"{limit:,} bytes, and the round's {len(left_open)} other open question(s) need "
+                    f"{closing - size:,} bytes even declined, so the round could never be finished. "
+                    "Answer with less; any question can still be declined."
+                ),
+            )
     try:
         await handle.signal(SUBMIT_INPUT_SIGNAL, value)
     except RPCError as exc:
@@ -369,6 +393,10 @@ async def submit_answers(
             raise
         return False
     return True
+
+
+_DECLINED = encode_answer({"method": "elicitation/create"}, {"action": "decline"})
+"""The smallest answer a question takes: what the room kept for the round's open questions is measured with."""
 
 
 def _outcome_state(outcome: TaskOutcome) -> tuple[TaskStatus, dict[str, Any]] | None:

@@ -37,6 +37,7 @@ from fastmcp_temporal.connection._store_marker import identify_store
 from fastmcp_temporal.worker._heartbeat import HeartbeatCadence
 from fastmcp_temporal.worker._lost_payloads import EndTasksWithLostPayloads
 from fastmcp_temporal.worker._metrics import worker_interceptors
+from fastmcp_temporal.worker._store_away_cancels import CloseCancelsWhileStoreAway
 from fastmcp_temporal.workflows.task import McpTaskWorkflow
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ class McpTasksPlugin(SimplePlugin):
         self._server = server
         self._extension = tasks_extension(server)
         self._lost_payloads = EndTasksWithLostPayloads()
+        self._store_away_cancels = CloseCancelsWhileStoreAway()
         super().__init__(
             PLUGIN_NAME,
             data_converter=self._data_converter,
@@ -122,7 +124,7 @@ class McpTasksPlugin(SimplePlugin):
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """Run the worker inside the server's lifespan, the extension serving through its client."""
         await identify_store(worker.client)
-        async with self._lost_payloads.serving(worker.client):
+        async with self._lost_payloads.serving(worker.client), self._store_away_cancels.serving(worker.client):
             if not self._enter_server_lifespan:
                 await next(worker)
                 return

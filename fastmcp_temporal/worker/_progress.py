@@ -6,7 +6,9 @@ there is no other hook. While a leg runs that ContextVar holds a stand-in
 (`_fastmcp_private.docket_progress`) whose progress lands in `LegProgress`. The
 activity heartbeats it to Temporal, where `tasks/get` reads it as `statusMessage`,
 operators see it in the UI, and a retried attempt reads the last checkpoint back.
-A durable call's leg also heartbeats the notices it relays to its caller (`_notices`).
+A durable call's leg also heartbeats the notices it relays to its caller (`_notices`),
+and a leg waiting for its payload store says so (`payloadStore`, from `_store_outage`),
+which `tasks/get` and `tasks list --stuck` read.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 from fastmcp_temporal import _fastmcp_private
 from fastmcp_temporal.worker._notices import LegNotices
+from fastmcp_temporal.workflows.models import STORE_WAITING_DETAIL
 
 
 @dataclass
@@ -30,6 +33,8 @@ class LegProgress:
     message: str | None = None
     checkpoint: Any = None
     notices: LegNotices | None = None
+    store_waiting: str | None = None
+    """Why the leg waits for its payload store, while it does."""
 
     async def set_total(self, total: int) -> None:
         self.total = total
@@ -55,6 +60,8 @@ class LegProgress:
         }
         if self.notices is not None:
             details["notices"] = self.notices.window()
+        if self.store_waiting is not None:
+            details[STORE_WAITING_DETAIL] = self.store_waiting
         return details
 
 

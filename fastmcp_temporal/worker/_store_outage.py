@@ -8,6 +8,10 @@ body that finished runs no second time. Only the leg's own deadline, its
 `start_to_close_timeout`, ends the wait, with an error that says what the store was doing,
 for how long, and what to check. A store that answers with a refusal (a missing bucket,
 denied access) or a payload it lost is not waited for.
+
+While it waits, the leg's heartbeats say why (`LegProgress.store_waiting`): `tasks/get`
+shows it as the task's `statusMessage`, and `tasks list --stuck` lists the task with it,
+so a store that is away, another cluster's or read-only is seen before the leg's deadline.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from typing import TypeVar
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
+
+from fastmcp_temporal.worker._progress import LegProgress
 
 logger = logging.getLogger("fastmcp_temporal")
 
@@ -36,8 +42,9 @@ _TRANSIENT_S3_CODES = frozenset(
 )
 
 
-async def until_store_answers(step: Callable[[], Awaitable[T]], doing: str) -> T:
-    """Run `step` (which reads or writes the payload store) until the store answers it.
+async def until_store_answers(step: Callable[[], Awaitable[T]], doing: str, progress: LegProgress | None) -> T:
+    """Run `step` (which reads or writes the payload store) until the store answers it, saying why
+    in the heartbeats of `progress` (none for a local attempt) while it waits.
 
     Raises a non-retryable `ApplicationError` naming the outage when the leg's deadline comes first.
     """
@@ -53,6 +60,8 @@ async def until_store_answers(step: Callable[[], Awaitable[T]], doing: str) -> T
             if not store_unreachable(exc):
                 raise
             failures += 1
+            if progress is not None:
+                progress.store_waiting = _waiting(doing, exc)
             if failures == 1:
                 logger.warning("The payload store did not answer a leg %s; retrying: %s", doing, _said(exc))
             if deadline is not None and loop.time() + pause > deadline:
@@ -62,7 +71,18 @@ async def until_store_answers(step: Callable[[], Awaitable[T]], doing: str) -> T
             continue
         if failures:
             logger.warning("The payload store answered after %.0f s; the leg goes on", loop.time() - started)
+        if progress is not None:
+            progress.store_waiting = None
         return result
+
+
+def _waiting(doing: str, exc: BaseException) -> str:
+    """What a leg's heartbeats say while it waits for the store."""
+    return (
+        f"Waiting for the payload store while {doing}: {_said(exc)}. The task goes on by itself once "
+        "the store takes it: check that the workers reach the store FASTMCP_TEMPORAL_PAYLOAD_STORE names "
+        "(mounted, writable, this cluster's; for S3 the endpoint, network and credentials)."
+    )
 
 
 def store_unreachable(exc: BaseException) -> bool:

@@ -1,7 +1,7 @@
 """Payload stores a test damages: a folder or a bucket on the session's moto S3 server.
 
 Each lists the payload keys it holds (never the store's marker), damages one (deletes,
-truncates or alters it), writes one, or takes the whole store away and hands back what
+truncates or alters it), writes or removes one, or takes the whole store away and hands back what
 puts it back, so the fault tests do the same harm to either kind.
 """
 
@@ -24,6 +24,7 @@ class Store(Protocol):
     def damage(self, key: str, how: str) -> None: ...
     def take_away(self) -> Callable[[], None]: ...
     def put(self, name: str, data: bytes) -> None: ...
+    def remove(self, name: str) -> None: ...
 
 
 class FolderStore:
@@ -51,6 +52,10 @@ class FolderStore:
         """Write `data` as the store's `name` (relative to the store, as an S3 key is to the prefix)."""
         (self.folder / name).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         (self.folder / name).write_bytes(data)
+
+    def remove(self, name: str) -> None:
+        """Delete the store's `name` (relative to the store)."""
+        (self.folder / name).unlink()
 
     def damage(self, key: str, how: str) -> None:
         path = Path(key)
@@ -97,6 +102,9 @@ class S3Store:
 
     def put(self, name: str, data: bytes) -> None:
         self.s3.put_object(Bucket="faults", Key=f"tasks/{name}", Body=data)
+
+    def remove(self, name: str) -> None:
+        self.s3.delete_object(Bucket="faults", Key=f"tasks/{name}")
 
     def damage(self, key: str, how: str) -> None:
         data = self.s3.get_object(Bucket="faults", Key=key)["Body"].read()
