@@ -52,6 +52,7 @@ from fastmcp_temporal._settings import UI_URL_VARIABLE, TemporalTasksSettings
 from fastmcp_temporal.cli._options import add_connection_options, setting_overrides
 from fastmcp_temporal.connection._client import TemporalConnectionError, connect, resolve_profile
 from fastmcp_temporal.connection._stores import PayloadStoreError
+from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, WorkflowKind, workflow_id, workflow_id_prefix
 from fastmcp_temporal.server._stalled import (
     CANCELLED_REASON,
@@ -197,7 +198,7 @@ def _cancel(args: argparse.Namespace) -> None:
             return
         if not task.description.raw_description.workflow_extended_info.cancel_requested:
             await task.handle.cancel()
-        if await StalledTasks(client).close_cancelled(task.handle):
+        if await StalledTasks(client, TemporalClock()).close_cancelled(task.handle):
             print(f"Cancelled task {task.task_id}: no worker could run its cancel, so it was ended in Temporal.")
             return
         print(f"Cancellation requested for task {task.task_id}; it reports 'cancelled' from now on.")

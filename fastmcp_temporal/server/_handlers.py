@@ -40,6 +40,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from fastmcp_temporal._fastmcp_private import CancelTaskResult, GetTaskResult, TaskStatus, UpdateTaskResult
 from fastmcp_temporal._wire import encode_answer
 from fastmcp_temporal.connection._sizes import converted, encoded_size_of
+from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._backend import Backend, UnreadablePayloadError
 from fastmcp_temporal.server._creation import StartedWorkflow
 from fastmcp_temporal.server._known import Closed, KnownTasks, described
@@ -95,8 +96,9 @@ class TaskMethods:
         # Keys this process has delivered whose retirement the workflow has not
         # shown yet (no worker online); hidden from reads so nobody asks twice.
         self._answered: OrderedDict[str, set[str]] = OrderedDict()
-        self._known = KnownTasks(backend.client, backend.settings, _outcome_state)
-        self._stalled = StalledTasks(backend.client)
+        self._clock = TemporalClock()
+        self._known = KnownTasks(backend.client, backend.settings, _outcome_state, self._clock)
+        self._stalled = StalledTasks(backend.client, self._clock)
         self._progress_refresh = backend.settings.progress_refresh.total_seconds()
 
     def watch(self, started: StartedWorkflow) -> None:
@@ -191,11 +193,13 @@ class TaskMethods:
 
     async def cancel(self, task_id: str) -> CancelTaskResult:
         task = await self._find(task_id, shared=True)  # not a remembered close: a new run may be running
-        if task.running:
-            if not task.cancel_requested:
-                await task.handle.cancel()
-            await self._stalled.close_cancelled(task.handle)  # no worker may be left to run it
-            self._written(task)
+        if not task.running:
+            await self._close(task)  # -32602 as a read answers when the task has expired
+            return CancelTaskResult()
+        if not task.cancel_requested:
+            await task.handle.cancel()
+        await self._stalled.close_cancelled(task.handle)  # no worker may be left to run it
+        self._written(task)
         return CancelTaskResult()
 
     def _written(self, task: _Task) -> None:
@@ -218,7 +222,8 @@ class TaskMethods:
                 if exc.status == RPCStatusCode.NOT_FOUND and not _namespace_missing(exc):
                     continue
                 raise
-            if memo.scope != scope_tag or _expired(description, memo):
+            self._clock.saw_description(description)
+            if memo.scope != scope_tag or _expires_at(description, memo) < self._clock.now():
                 raise task_not_found(task_id)
             return _Task(task_id, handle, description, memo)
         raise task_not_found(task_id)
@@ -319,14 +324,10 @@ def _namespace_missing(exc: RPCError) -> bool:
 
 
 def _expires_at(description: WorkflowExecutionDescription, memo: TaskMemo) -> datetime:
-    assert description.close_time is not None
-    return description.close_time + timedelta(milliseconds=memo.ttl_ms or 0)
-
-
-def _expired(description: WorkflowExecutionDescription, memo: TaskMemo) -> bool:
+    """When the closed task's TTL ends (Temporal's time); never for a running one."""
     if description.close_time is None:
-        return False
-    return _expires_at(description, memo) < datetime.now(timezone.utc)
+        return datetime.max.replace(tzinfo=timezone.utc)
+    return description.close_time + timedelta(milliseconds=memo.ttl_ms or 0)
 
 
 def validated_answer(key: str, request: dict[str, Any], raw: Any) -> dict[str, Any]:

@@ -61,6 +61,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._quiet import QuietTasks
 from fastmcp_temporal.server._watch import Known, Timing, Watch
 from fastmcp_temporal.workflows.models import TaskMemo, TaskOutcome
@@ -118,8 +119,11 @@ Reread = Callable[[float], Awaitable[GetTaskResult]]
 class KnownTasks:
     """The watches, held reads, shared reads and remembered closes of one running extension."""
 
-    def __init__(self, client: Client, settings: TemporalTasksSettings, outcome_state: OutcomeState) -> None:
+    def __init__(
+        self, client: Client, settings: TemporalTasksSettings, outcome_state: OutcomeState, clock: TemporalClock
+    ) -> None:
         self._client = client
+        self._clock = clock  # Temporal's: a remembered close expires by it, and every event read sets it
         self._settings = settings
         self._outcome_state = outcome_state
         self._closed: OrderedDict[str, Closed] = OrderedDict()
@@ -279,6 +283,7 @@ class KnownTasks:
                 request = _history_request(client.namespace, watch)
                 continue
             for event in response.history.events:
+                self._clock.saw(event.event_time)
                 if not watch.run_id and event.HasField("workflow_execution_started_event_attributes"):
                     started = event.workflow_execution_started_event_attributes
                     watch.run_id = started.original_execution_run_id
@@ -340,7 +345,7 @@ class KnownTasks:
     def cached_closed(self, key: str) -> Closed | None:
         """The task's remembered close, unless its TTL has ended or its run is due a re-check."""
         closed = self._closed.get(key)
-        if closed is not None and closed.expires_at < datetime.now(timezone.utc):
+        if closed is not None and closed.expires_at < self._clock.now():
             del self._closed[key]
             return None
         if closed is not None and closed.due(asyncio.get_running_loop().time()):
