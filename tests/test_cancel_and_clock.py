@@ -11,7 +11,12 @@ reads), and a cancel of an expired task answers as a read does.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import re
 import sys
+import time
+import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,6 +33,7 @@ from temporalio.client import WorkflowExecutionStatus
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._stalled import CANCELLED_REASON, STALL_GRACE
+from helpers.cli import listed
 from helpers.servers import server_with, square
 from helpers.temporal import task_handle, workflow_closed
 from helpers.waits import DEADLINE, finished, status_becomes
@@ -133,6 +139,53 @@ async def test_a_cancel_of_an_expired_task_answers_not_found_as_a_read_does(
             await tasks_cancel(client, task.task_id)
         assert (cancel.value.error.code, cancel.value.error.message) == (read.error.code, read.error.message)
         assert read.error.code == INVALID_PARAMS
+
+
+SHIFTED_CLI = """
+import datetime, sys
+from fastmcp_temporal.cli import _tasks
+from fastmcp_temporal.cli._main import main
+
+class Shifted(datetime.datetime):
+    @classmethod
+    def now(cls, tz=None):
+        return datetime.datetime.now(tz) + datetime.timedelta(seconds=float(sys.argv[1]))
+
+_tasks.datetime = Shifted
+main(sys.argv[2:])
+"""
+
+
+async def shifted_cli(temporal_server: DevServer, skew: float, *args: str) -> tuple[int, str, str]:
+    """`fastmcp-temporal tasks ARGS` in a fresh process whose local clock reads `skew` seconds off."""
+    environment = {**os.environ, "FASTMCP_TEMPORAL_ADDRESS": temporal_server.address}
+    command = [sys.executable, "-c", SHIFTED_CLI, str(skew), "tasks", *args]
+    done = await anyio.run_process(command, env=environment, check=False)
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+async def test_the_cli_ages_a_task_waiting_for_a_restarting_worker_on_temporals_clock(
+    make_extension: Callable[..., TemporalTasksExtension], temporal_server: DevServer
+) -> None:
+    tool = f"asks_{uuid.uuid4().hex[:8]}"
+    api = server_with(make_extension(worker=False))  # no worker yet: its workflow task waits for one
+    api.tool(asks, name=tool, task=True)
+    async with Client(api) as client:
+        created = time.monotonic()
+        task = await call_tool_task(client, tool)
+        await listed(temporal_server, "--tool", tool, until=bool)
+        code, out, err = await shifted_cli(temporal_server, 60, "list", "--json", "--tool", tool)
+        assert code == 0, err
+        (row,) = json.loads(out)
+        assert row["taskId"] == task.task_id and row["durationSeconds"] <= time.monotonic() - created
+
+        await listed(temporal_server, "--stuck", "--tool", tool, until=bool)  # waited the grace
+        code, out, err = await shifted_cli(temporal_server, 60, "list", "--stuck", "--json", "--tool", tool)
+        assert code == 0, err
+        (row,) = json.loads(out)
+        waited = re.search(r"waited (\d+) s", row["reason"])
+        assert waited is not None and int(waited[1]) <= time.monotonic() - created, row["reason"]
+        await tasks_cancel(client, task.task_id)
 
 
 async def test_a_cancel_closes_a_task_whose_workflow_task_fails_on_every_attempt(

@@ -88,6 +88,8 @@ COMPLETED status says it, and a task that completes with an error outcome is pub
 _STUCK_FROM_ATTEMPT = 2
 """A workflow task on this attempt or later has failed or timed out before, and is retried."""
 _DESCRIBED_AT_ONCE = 20
+_TEMPORAL_CLOCK = TemporalClock()
+"""Temporal's clock, which every age this command prints or decides by is measured on (one command a process)."""
 _DECRYPTION_FAILURES = frozenset({"InvalidToken", "UnknownEncryptionKeyError"})
 """Failure types of a worker whose keys cannot decrypt a task (Fernet's, and ours naming the key id)."""
 
@@ -164,6 +166,7 @@ def _positive(text: str) -> int:
 
 def _list(args: argparse.Namespace) -> None:
     async def run(client: Client, _: str) -> None:
+        await _TEMPORAL_CLOCK.read_once(client)
         if args.stuck:
             rows = await _stuck_rows(client, args)
         else:
@@ -180,6 +183,7 @@ def _list(args: argparse.Namespace) -> None:
 
 def _show(args: argparse.Namespace) -> None:
     async def run(client: Client, ui_url: str) -> None:
+        await _TEMPORAL_CLOCK.read_once(client)
         task = await _find(client, args.task_id, args.scope, args.scan_limit)
         shown = await _inspect(client, task, ui_url)
         if args.json:
@@ -361,7 +365,7 @@ async def _stuck_row(client: Client, execution: WorkflowExecution) -> dict[str, 
     attempt = description.raw_description.pending_workflow_task.attempt
     if attempt >= _STUCK_FROM_ATTEMPT:
         reason, fix = await _workflow_task_problem(client, execution), _FIX_FAILING
-    elif stalled(description, datetime.now(timezone.utc)):
+    elif stalled(description, _TEMPORAL_CLOCK.now()):
         reason, fix = await _no_worker_problem(client, description)
     else:
         return None
@@ -379,7 +383,7 @@ _FIX_FAILING = (
 async def _no_worker_problem(client: Client, description: WorkflowExecutionDescription) -> tuple[str, str]:
     """Why no worker takes the task's workflow task (the build it is pinned or routed to, when that
     build's workers last polled), and what makes one take it."""
-    waited = waiting_for_worker(description, datetime.now(timezone.utc)) or timedelta()
+    waited = waiting_for_worker(description, _TEMPORAL_CLOCK.now()) or timedelta()
     waiting = f"Its workflow task has waited {waited.total_seconds():.0f} s for a worker"
     queue = description.task_queue
     request = DescribeTaskQueueRequest(
@@ -501,7 +505,7 @@ def _row(execution: WorkflowExecution) -> dict[str, Any]:
 
 
 def _duration(execution: WorkflowExecution) -> float:
-    end = execution.close_time or datetime.now(timezone.utc)
+    end = execution.close_time or _TEMPORAL_CLOCK.now()
     return round((end - execution.start_time).total_seconds(), 3)
 
 

@@ -113,6 +113,7 @@ class TaskMethods:
         self._known.close()
 
     async def get(self, task_id: str) -> GetTaskResult:
+        await self._clock.read_once(self._backend.client)  # before a remembered close's TTL is checked
         key = self._key(task_id)
         if (closed := self._known.cached_closed(key)) is not None:
             return self._closed_result(task_id, closed)
@@ -213,6 +214,7 @@ class TaskMethods:
         Writes (update, cancel) read fresh and drop the shared read, so no read that
         starts after their acknowledgement returns an older state.
         """
+        await self._clock.read_once(self._backend.client)
         # the tags under older keys, and the legacy tag, are tried only on NOT_FOUND
         for scope_tag in self._backend.caller_scope().lookup_tags:
             handle = self._handle(workflow_id(scope_tag, task_id))

@@ -17,7 +17,7 @@ so the cancel may never be processed) or waits past the grace is ended at once, 
 whose workflow task still waits for a worker when the grace is over is ended then. Reads
 and `tasks show` tell these terminations apart from an operator's by their reason. A
 healthy task never pays for this: only a stalled one has its history read, once per
-workflow task it waits on and once more when its TTL timer fires; a cancel reads one event.
+workflow task it waits on and once more when its TTL timer fires.
 
 Every age here is on Temporal's clock (`TemporalClock`), never the local one: a server
 whose clock runs ahead would otherwise see a workflow task a worker is about to take as
@@ -82,14 +82,12 @@ def pinned_build(description: WorkflowExecutionDescription) -> tuple[str, str] |
     return (version.deployment_name, version.build_id) if version.build_id else None
 
 
-async def newest_events_first(
-    client: Client, workflow_id: str, run_id: str, page_size: int = 100
-) -> AsyncIterator[HistoryEvent]:
+async def newest_events_first(client: Client, workflow_id: str, run_id: str) -> AsyncIterator[HistoryEvent]:
     """The run's history from its newest event back, a page at a time."""
     request = GetWorkflowExecutionHistoryReverseRequest(
         namespace=client.namespace,
         execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id),
-        maximum_page_size=page_size,
+        maximum_page_size=100,
     )
     while True:
         page = await client.workflow_service.get_workflow_execution_history_reverse(request)
@@ -130,6 +128,7 @@ class StalledTasks:
 
     async def expire_if_due(self, handle: WorkflowHandle[Any, Any], description: WorkflowExecutionDescription) -> bool:
         """End a stalled task whose TTL timer has fired; whether it did (the task reads as expired)."""
+        await self._clock.read_once(self._client)
         self._clock.saw_description(description)
         if not stalled(description, self._clock.now()):
             return False
@@ -156,7 +155,7 @@ class StalledTasks:
         within the grace; whether it ended the task."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + STALL_GRACE.total_seconds()
-        await self._read_clock(handle)
+        await self._clock.read_once(self._client)
         pause = _CANCEL_CHECK_FIRST
         while True:
             description = await handle.describe()
@@ -185,12 +184,6 @@ class StalledTasks:
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED:
                 return False
         return False
-
-    async def _read_clock(self, handle: WorkflowHandle[Any, Any]) -> None:
-        """Temporal's clock now: its newest event is the cancel just requested, or later."""
-        async for event in newest_events_first(self._client, handle.id, "", page_size=1):
-            self._clock.saw(event.event_time)
-            return
 
 
 def cannot_take_cancel(description: WorkflowExecutionDescription, now: datetime, *, out_of_time: bool) -> bool:
