@@ -18,7 +18,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import anyio
@@ -31,6 +31,7 @@ from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.server._stalled import CANCELLED_REASON, STALL_GRACE
 from helpers.cli import listed
@@ -56,6 +57,14 @@ def shift_local_clock(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
     for name, module in list(sys.modules.items()):
         if name.startswith("fastmcp_temporal") and getattr(module, "datetime", None) is datetime:
             monkeypatch.setattr(module, "datetime", Shifted)
+
+
+async def test_a_process_reads_temporals_clock_within_milliseconds(temporal_server: DevServer) -> None:
+    clock = TemporalClock()
+    before = datetime.now(timezone.utc)  # the dev server runs on this machine's clock
+    await clock.read_once(await TemporalClient.connect(temporal_server.address))
+    measured, after = clock.now(), datetime.now(timezone.utc)
+    assert before - timedelta(milliseconds=5) <= measured <= after + timedelta(milliseconds=5)
 
 
 async def asks(ctx: Context) -> str | InputRequiredResult:

@@ -60,7 +60,8 @@ class TemporalClock:
         """Read Temporal's clock, the first time this is called (later calls join or skip it)."""
         if self._first_read is None:
             self._first_read = asyncio.ensure_future(self._read(client))
-        await asyncio.shield(self._first_read)
+        if not self._first_read.done():
+            await asyncio.shield(self._first_read)
 
     async def _read(self, client: Client) -> None:
         """Poll a task queue of our own and read back when Temporal saw the poll start; on any
@@ -100,8 +101,8 @@ class TemporalClock:
         """The timestamps of a `describe()` just answered."""
         raw = description.raw_description
         info = raw.workflow_execution_info
-        for stamp in (info.start_time, info.close_time, raw.pending_workflow_task.scheduled_time,
-                      raw.pending_workflow_task.started_time):
+        # not when a workflow task is scheduled: a retry that backs off may be scheduled ahead
+        for stamp in (info.start_time, info.close_time, raw.pending_workflow_task.started_time):
             self.saw(stamp)
         for activity in raw.pending_activities:
             self.saw(activity.last_heartbeat_time)

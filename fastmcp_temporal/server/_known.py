@@ -22,7 +22,8 @@ the wait at once with the result, any other change shows at the next re-read
 read short with an error.
 
 Concurrent reads of one task share one `describe()`. A closed task is answered from a
-bounded cache (`Closed`) until its TTL ends; an operator can start a closed workflow again
+bounded cache (`Closed`) until its TTL ends on Temporal's clock (`TemporalClock`, which every
+event a watch reads moves on); an operator can start a closed workflow again
 (a reset), so a remembered close is re-checked one poll interval after it was last found
 current, then at doubling intervals up to `_CLOSED_RECHECK_MAX`. At most `watched_tasks`
 tasks are followed (each is one of the namespace's long polls, which Temporal caps; a
