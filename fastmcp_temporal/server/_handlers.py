@@ -6,7 +6,8 @@ signal that Temporal has persisted before we acknowledge it; the workflow applie
 it. Every lookup derives the workflow id from the caller's own scope tag (and, only
 when nothing is found under it, the caller's tags under the other listed encryption
 keys, then its legacy tag: see `_scope`), so a missing, expired or foreign task id all
-get the same -32602.
+get the same -32602, from a cancel as from a read. Whether a closed task's TTL has ended is
+judged on Temporal's clock (`TemporalClock`, read when the server starts), never the local one.
 
 A read answers from what this server knows of the task (`_known.KnownTasks`: its watch,
 a held read, the closed-answer cache) wherever that is as current as a `describe()`
@@ -107,6 +108,10 @@ class TaskMethods:
         poll_interval_ms = started.poll_interval_ms or DEFAULT_POLL_INTERVAL_MS
         timing = Timing(started.created_at, self._backend.ttl_ms, poll_interval_ms)
         self._known.watch_created(key, self._handle(key), timing, started.handle.result_run_id or "")
+
+    async def read_clock(self) -> None:
+        """Read Temporal's clock, which every age is measured on (at start, so no read waits for it)."""
+        await self._clock.read_once(self._backend.client)
 
     def close(self) -> None:
         """Stop every watch (the server is stopping)."""
