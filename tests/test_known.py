@@ -41,6 +41,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal import TemporalTasksSettings
 from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
+from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._known import _CLOSED_RECHECK_MAX, Closed, KnownTasks
 from fastmcp_temporal.server._quiet import _LONG_POLL_PERIOD, Quiet, QuietTasks
 from fastmcp_temporal.server._watch import (
@@ -342,7 +343,8 @@ class FakeClient:
 async def known_tasks(**settings: Any) -> AsyncIterator[tuple[KnownTasks, LongPolls]]:
     """A `KnownTasks` on the stand-in long poll, its watches stopped at the end."""
     polls = LongPolls()
-    tasks = KnownTasks(cast(Client, FakeClient(polls)), TemporalTasksSettings(**settings), _completed_state)
+    tasks = KnownTasks(cast(Client, FakeClient(polls)), TemporalTasksSettings(**settings), _completed_state,
+                       TemporalClock())
     try:
         yield tasks, polls
     finally:

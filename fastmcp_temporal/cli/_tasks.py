@@ -52,6 +52,7 @@ from fastmcp_temporal._settings import UI_URL_VARIABLE, TemporalTasksSettings
 from fastmcp_temporal.cli._options import add_connection_options, setting_overrides
 from fastmcp_temporal.connection._client import TemporalConnectionError, connect, resolve_profile
 from fastmcp_temporal.connection._stores import PayloadStoreError
+from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, WorkflowKind, workflow_id, workflow_id_prefix
 from fastmcp_temporal.server._stalled import (
     CANCELLED_REASON,
@@ -92,6 +93,8 @@ COMPLETED status says it, and a task that completes with an error outcome is pub
 _STUCK_FROM_ATTEMPT = 2
 """A workflow task on this attempt or later has failed or timed out before, and is retried."""
 _DESCRIBED_AT_ONCE = 20
+_TEMPORAL_CLOCK = TemporalClock()
+"""Temporal's clock, which every age this command prints or decides by is measured on (one command a process)."""
 _DECRYPTION_FAILURES = frozenset({"InvalidToken", "UnknownEncryptionKeyError"})
 """Failure types of a worker whose keys cannot decrypt a task (Fernet's, and ours naming the key id)."""
 
@@ -168,6 +171,7 @@ def _positive(text: str) -> int:
 
 def _list(args: argparse.Namespace) -> None:
     async def run(client: Client, _: str) -> None:
+        await _TEMPORAL_CLOCK.read_once(client)
         if args.stuck:
             rows = await _stuck_rows(client, args)
         else:
@@ -184,6 +188,7 @@ def _list(args: argparse.Namespace) -> None:
 
 def _show(args: argparse.Namespace) -> None:
     async def run(client: Client, ui_url: str) -> None:
+        await _TEMPORAL_CLOCK.read_once(client)
         task = await _find(client, args.task_id, args.scope, args.scan_limit)
         shown = await _inspect(client, task, ui_url)
         if args.json:
@@ -202,7 +207,7 @@ def _cancel(args: argparse.Namespace) -> None:
             return
         if not task.description.raw_description.workflow_extended_info.cancel_requested:
             await task.handle.cancel()
-        if await StalledTasks(client).close_cancelled(task.handle):
+        if await StalledTasks(client, TemporalClock()).close_cancelled(task.handle):
             print(f"Cancelled task {task.task_id}: no worker could run its cancel, so it was ended in Temporal.")
             return
         print(f"Cancellation requested for task {task.task_id}; it reports 'cancelled' from now on.")
@@ -365,7 +370,7 @@ async def _stuck_row(client: Client, execution: WorkflowExecution) -> dict[str, 
     attempt = description.raw_description.pending_workflow_task.attempt
     if attempt >= _STUCK_FROM_ATTEMPT:
         reason, fix = await _workflow_task_problem(client, execution), _FIX_FAILING
-    elif stalled(description, datetime.now(timezone.utc)):
+    elif stalled(description, _TEMPORAL_CLOCK.now()):
         reason, fix = await _no_worker_problem(client, description)
     elif (waiting := await _store_waiting(client, description)) is not None:
         reason, fix = waiting, _FIX_STORE
@@ -401,7 +406,7 @@ async def _store_waiting(client: Client, description: WorkflowExecutionDescripti
 async def _no_worker_problem(client: Client, description: WorkflowExecutionDescription) -> tuple[str, str]:
     """Why no worker takes the task's workflow task (the build it is pinned or routed to, when that
     build's workers last polled), and what makes one take it."""
-    waited = waiting_for_worker(description, datetime.now(timezone.utc)) or timedelta()
+    waited = waiting_for_worker(description, _TEMPORAL_CLOCK.now()) or timedelta()
     waiting = f"Its workflow task has waited {waited.total_seconds():.0f} s for a worker"
     queue = description.task_queue
     request = DescribeTaskQueueRequest(
@@ -523,7 +528,7 @@ def _row(execution: WorkflowExecution) -> dict[str, Any]:
 
 
 def _duration(execution: WorkflowExecution) -> float:
-    end = execution.close_time or datetime.now(timezone.utc)
+    end = execution.close_time or _TEMPORAL_CLOCK.now()
     return round((end - execution.start_time).total_seconds(), 3)
 
 

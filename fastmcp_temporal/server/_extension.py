@@ -272,6 +272,7 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
                 await stack.enter_async_context(_running_worker(client, server, self._settings))
             self._backend = Backend(client, self._settings, indexed, self._settings.worker)
             self._methods = TaskMethods(self._backend)
+            await self._methods.read_clock()
             try:
                 yield
             finally:

@@ -6,7 +6,8 @@ signal that Temporal has persisted before we acknowledge it; the workflow applie
 it. Every lookup derives the workflow id from the caller's own scope tag (and, only
 when nothing is found under it, the caller's tags under the other listed encryption
 keys, then its legacy tag: see `_scope`), so a missing, expired or foreign task id all
-get the same -32602.
+get the same -32602, from a cancel as from a read. Whether a closed task's TTL has ended is
+judged on Temporal's clock (`TemporalClock`, read when the server starts), never the local one.
 
 A read answers from what this server knows of the task (`_known.KnownTasks`: its watch,
 a held read, the closed-answer cache) wherever that is as current as a `describe()`
@@ -41,6 +42,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from fastmcp_temporal._fastmcp_private import CancelTaskResult, GetTaskResult, TaskStatus, UpdateTaskResult
 from fastmcp_temporal._wire import encode_answer
 from fastmcp_temporal.connection._sizes import converted, encoded_size_of
+from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._backend import Backend, UnreadablePayloadError
 from fastmcp_temporal.server._creation import StartedWorkflow
 from fastmcp_temporal.server._known import Closed, KnownTasks, described
@@ -97,8 +99,9 @@ class TaskMethods:
         # Keys this process has delivered whose retirement the workflow has not
         # shown yet (no worker online); hidden from reads so nobody asks twice.
         self._answered: OrderedDict[str, set[str]] = OrderedDict()
-        self._known = KnownTasks(backend.client, backend.settings, _outcome_state)
-        self._stalled = StalledTasks(backend.client)
+        self._clock = TemporalClock()
+        self._known = KnownTasks(backend.client, backend.settings, _outcome_state, self._clock)
+        self._stalled = StalledTasks(backend.client, self._clock)
         self._progress_refresh = backend.settings.progress_refresh.total_seconds()
 
     def watch(self, started: StartedWorkflow) -> None:
@@ -108,11 +111,16 @@ class TaskMethods:
         timing = Timing(started.created_at, self._backend.ttl_ms, poll_interval_ms)
         self._known.watch_created(key, self._handle(key), timing, started.handle.result_run_id or "")
 
+    async def read_clock(self) -> None:
+        """Read Temporal's clock, which every age is measured on (at start, so no read waits for it)."""
+        await self._clock.read_once(self._backend.client)
+
     def close(self) -> None:
         """Stop every watch (the server is stopping)."""
         self._known.close()
 
     async def get(self, task_id: str) -> GetTaskResult:
+        await self._clock.read_once(self._backend.client)  # before a remembered close's TTL is checked
         key = self._key(task_id)
         if (closed := self._known.cached_closed(key)) is not None:
             return self._closed_result(task_id, closed)
@@ -194,11 +202,13 @@ class TaskMethods:
 
     async def cancel(self, task_id: str) -> CancelTaskResult:
         task = await self._find(task_id, shared=True)  # not a remembered close: a new run may be running
-        if task.running:
-            if not task.cancel_requested:
-                await task.handle.cancel()
-            await self._stalled.close_cancelled(task.handle)  # no worker may be left to run it
-            self._written(task)
+        if not task.running:
+            await self._close(task)  # -32602 as a read answers when the task has expired
+            return CancelTaskResult()
+        if not task.cancel_requested:
+            await task.handle.cancel()
+        await self._stalled.close_cancelled(task.handle)  # no worker may be left to run it
+        self._written(task)
         return CancelTaskResult()
 
     def _written(self, task: _Task) -> None:
@@ -212,6 +222,7 @@ class TaskMethods:
         Writes (update, cancel) read fresh and drop the shared read, so no read that
         starts after their acknowledgement returns an older state.
         """
+        await self._clock.read_once(self._backend.client)
         # the tags under older keys, and the legacy tag, are tried only on NOT_FOUND
         for scope_tag in self._backend.caller_scope().lookup_tags:
             handle = self._handle(workflow_id(scope_tag, task_id))
@@ -221,7 +232,8 @@ class TaskMethods:
                 if exc.status == RPCStatusCode.NOT_FOUND and not _namespace_missing(exc):
                     continue
                 raise
-            if memo.scope != scope_tag or _expired(description, memo):
+            self._clock.saw_description(description)
+            if memo.scope != scope_tag or _expires_at(description, memo) < self._clock.now():
                 raise task_not_found(task_id)
             return _Task(task_id, handle, description, memo)
         raise task_not_found(task_id)
@@ -327,14 +339,10 @@ def _namespace_missing(exc: RPCError) -> bool:
 
 
 def _expires_at(description: WorkflowExecutionDescription, memo: TaskMemo) -> datetime:
-    assert description.close_time is not None
-    return description.close_time + timedelta(milliseconds=memo.ttl_ms or 0)
-
-
-def _expired(description: WorkflowExecutionDescription, memo: TaskMemo) -> bool:
+    """When the closed task's TTL ends (Temporal's time); never for a running one."""
     if description.close_time is None:
-        return False
-    return _expires_at(description, memo) < datetime.now(timezone.utc)
+        return datetime.max.replace(tzinfo=timezone.utc)
+    return description.close_time + timedelta(milliseconds=memo.ttl_ms or 0)
 
 
 def validated_answer(key: str, request: dict[str, Any], raw: Any) -> dict[str, Any]:

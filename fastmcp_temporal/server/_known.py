@@ -22,7 +22,8 @@ the wait at once with the result, any other change shows at the next re-read
 read short with an error.
 
 Concurrent reads of one task share one `describe()`. A closed task is answered from a
-bounded cache (`Closed`) until its TTL ends; an operator can start a closed workflow again
+bounded cache (`Closed`) until its TTL ends on Temporal's clock (`TemporalClock`, which every
+event a watch reads moves on); an operator can start a closed workflow again
 (a reset), so a remembered close is re-checked one poll interval after it was last found
 current, then at doubling intervals up to `_CLOSED_RECHECK_MAX`. At most `watched_tasks`
 tasks are followed (each is one of the namespace's long polls, which Temporal caps; a
@@ -61,6 +62,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._quiet import QuietTasks
 from fastmcp_temporal.server._watch import Known, Timing, Watch
 from fastmcp_temporal.workflows.models import TaskMemo, TaskOutcome
@@ -118,8 +120,11 @@ Reread = Callable[[float], Awaitable[GetTaskResult]]
 class KnownTasks:
     """The watches, held reads, shared reads and remembered closes of one running extension."""
 
-    def __init__(self, client: Client, settings: TemporalTasksSettings, outcome_state: OutcomeState) -> None:
+    def __init__(
+        self, client: Client, settings: TemporalTasksSettings, outcome_state: OutcomeState, clock: TemporalClock
+    ) -> None:
         self._client = client
+        self._clock = clock  # Temporal's: a remembered close expires by it, and every event read sets it
         self._settings = settings
         self._outcome_state = outcome_state
         self._closed: OrderedDict[str, Closed] = OrderedDict()
@@ -279,6 +284,7 @@ class KnownTasks:
                 request = _history_request(client.namespace, watch)
                 continue
             for event in response.history.events:
+                self._clock.saw(event.event_time)
                 if not watch.run_id and event.HasField("workflow_execution_started_event_attributes"):
                     started = event.workflow_execution_started_event_attributes
                     watch.run_id = started.original_execution_run_id
@@ -340,7 +346,7 @@ class KnownTasks:
     def cached_closed(self, key: str) -> Closed | None:
         """The task's remembered close, unless its TTL has ended or its run is due a re-check."""
         closed = self._closed.get(key)
-        if closed is not None and closed.expires_at < datetime.now(timezone.utc):
+        if closed is not None and closed.expires_at < self._clock.now():
             del self._closed[key]
             return None
         if closed is not None and closed.due(asyncio.get_running_loop().time()):
