@@ -125,7 +125,7 @@ def _add_worker(commands: Commands) -> None:
         help="this build of the server's code (with --deployment-name) [FASTMCP_TEMPORAL_BUILD_ID] "
         "(default: the server's setting, else none)",
     )
-    add_connection_options(worker)
+    add_connection_options(worker, embedded=True)
     worker.set_defaults(run=_run_worker)
 
 
