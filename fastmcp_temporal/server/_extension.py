@@ -42,6 +42,7 @@ from fastmcp_temporal._fastmcp_private import (
 )
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.connection._client import require_codec, require_reachable, searchable, temporal_client
+from fastmcp_temporal.connection._process_exit import end_without_finalizing_on_failure
 from fastmcp_temporal.server._backend import Backend, temporal_errors
 from fastmcp_temporal.server._creation import start_task
 from fastmcp_temporal.server._handlers import TaskMethods, task_not_found
@@ -259,6 +260,7 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
         if not [c for c in await server.get_tasks() if c.task_config.supports_tasks()]:
             yield
             return
+        end_without_finalizing_on_failure()
         async with AsyncExitStack() as stack:
             if self._client is not None:
                 require_codec(self._client, self._settings)
