@@ -79,7 +79,7 @@ async def stalled_upload(
     url: str, body: bytes, *, declared: int | None, token: str | None = None
 ) -> AsyncIterator[SocketStream]:
     """A POST to the MCP route that sends `body` (as its only chunk when `declared` is None) and
-    then nothing, its connection held open."""
+    then nothing, its connection held open: stalled when `body` is less than it declares."""
     target = urlsplit(url)
     headers = [
         f"POST {target.path} HTTP/1.1",
@@ -145,20 +145,23 @@ async def test_a_body_that_stalls_is_cut_after_request_body_timeout_and_holds_no
     make_extension,
 ) -> None:
     extension = make_extension(
-        request_body_timeout=timedelta(seconds=1), request_memory_budget=MIB, http_request_limit=2 * MIB
+        request_body_timeout=timedelta(seconds=3), request_memory_budget=MIB, http_request_limit=2 * MIB
     )
-    declared, chunked = b" " * (700 * KIB), b" " * (50 * KIB)
+    taken, chunked = b" " * (700 * KIB), b" " * (50 * KIB)
     async with (
-        serving(server_with(extension, weigh)) as (url, _),
-        stalled_upload(url, declared, declared=900 * KIB) as with_length,
+        serving(server_with(extension, weigh)) as (url, read),
+        stalled_upload(url, taken, declared=900 * KIB) as with_length,
         stalled_upload(url, chunked, declared=None) as without_length,
     ):
-        for stream in (with_length, without_length):
-            status, body = await response_of(stream, until_closed=True)
-            assert status == 408
-            assert body["error"]["code"] == INVALID_REQUEST
-            message = body["error"]["message"]
-            assert "stopped arriving" in message and "FASTMCP_TEMPORAL_REQUEST_BODY_TIMEOUT" in message
+        await eventually(lambda: read.total >= len(taken), what="the first upload to arrive")
+        # Past the caller's share with the first: refused, and then cut as it stalls too.
+        async with stalled_upload(url, b" " * (200 * KIB), declared=900 * KIB) as refused:
+            for stream in (with_length, without_length, refused):
+                status, body = await response_of(stream, until_closed=True)
+                assert status == 408
+                assert body["error"]["code"] == INVALID_REQUEST
+                message = body["error"]["message"]
+                assert "stopped arriving" in message and "FASTMCP_TEMPORAL_REQUEST_BODY_TIMEOUT" in message
         # Taken only if the cut uploads hold nothing: 900 KiB and their 700 KiB are past the 1 MiB budget.
         await served_task(url, None, "x" * (900 * KIB))
 
@@ -172,7 +175,7 @@ async def test_one_caller_holds_at_most_its_share_of_the_budget(make_extension) 
         stalled_upload(url, part, declared=3 * MIB, token="token-a"),
     ):
         await eventually(lambda: read.total >= len(part), what="the first upload to arrive")
-        async with stalled_upload(url, part, declared=3 * MIB, token="token-a") as past_its_share:
+        async with stalled_upload(url, part * 2, declared=3 * MIB, token="token-a") as past_its_share:
             status, body = await response_of(past_its_share, until_closed=False)
         assert status == 503 and body["error"]["code"] == INTERNAL_ERROR
         assert "FASTMCP_TEMPORAL_REQUEST_MEMORY_CALLER_SHARE" in body["error"]["message"]

@@ -14,17 +14,16 @@ processing (never what a Content-Length declares: a socket that declares 64 MiB 
 bytes holds 10), and refuses a request whose next bytes would take the count past
 `request_memory_budget`, or its caller's count past `request_memory_caller_share` of it, with a
 JSON-RPC error at HTTP 503 and `Retry-After`, before processing its body (the rest of the body is
-read and dropped, so the client can finish sending it and read the refusal): nothing of it has
-started, and the same request sent again later is taken. A request is always taken when no other
+read and dropped first, so the client can finish sending it and read the refusal): nothing of it
+has started, and the same request sent again later is taken. A request is always taken when no other
 holds bytes, so a budget below `http_request_limit` never refuses a request for good. The first
 `UNCOUNTED_BYTES` of each body are not counted, so small requests are never refused.
 
-A body whose next bytes do not come within `request_body_timeout` is cut: the request gets a
-JSON-RPC error at HTTP 408 and its connection is closed, so an upload that stalls lets go of its
-bytes and its socket. Bodies without a Content-Length (chunked) are counted and cut the same way.
-uvicorn bounds the rest of an idle connection's life on its own: `timeout_keep_alive` closes one
-that stays silent after its response (a refused request whose client stops sending), and
-`h11_max_incomplete_event_size` bounds the headers it buffers.
+A body whose next bytes do not come within `request_body_timeout` is cut, a refused one too: the
+request gets a JSON-RPC error at HTTP 408 and its connection is closed, so an upload that stalls
+lets go of its bytes and its socket. Bodies without a Content-Length (chunked) are counted and
+cut the same way. uvicorn bounds the rest of a connection's idle life itself: `timeout_keep_alive`
+closes one silent between requests, `h11_max_incomplete_event_size` bounds the headers it buffers.
 """
 
 from __future__ import annotations
@@ -145,8 +144,9 @@ class BodySizeLimit:
 
 
 class _OverBudget(Exception):
-    def __init__(self, refusal: str) -> None:
+    def __init__(self, refusal: str, body_complete: bool) -> None:
         self.refusal = refusal
+        self.body_complete = body_complete
 
 
 class RequestMemoryBudget:
@@ -180,7 +180,7 @@ class RequestMemoryBudget:
             if counted > held:
                 refusal = self._refusal(caller, held, counted - held, received)
                 if refusal is not None:
-                    raise _OverBudget(refusal)
+                    raise _OverBudget(refusal, body_complete=not message.get("more_body", False))
                 self._hold(caller, counted - held)
                 held = counted
             return message
@@ -188,6 +188,8 @@ class RequestMemoryBudget:
         try:
             await self.app(scope, receive_within_budget, send)
         except _OverBudget as over:
+            if not over.body_complete:
+                await _drain(receive)
             await self._refuse(over.refusal, scope, receive, send)
         finally:
             self._hold(caller, -held)
@@ -224,7 +226,6 @@ class RequestMemoryBudget:
         error = {"jsonrpc": "2.0", "id": None, "error": {"code": INTERNAL_ERROR, "message": refusal}}
         headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
         await JSONResponse(error, status_code=503, headers=headers)(scope, receive, send)
-        await _drain(receive)
 
 
 class _BodyStalled(Exception):
@@ -277,8 +278,9 @@ class StalledBodyCut:
 
 
 async def _drain(receive: Receive) -> None:
-    """Read the rest of a refused body and drop it, chunk by chunk: a client still sending a big
-    body reads the refusal once it is done, instead of losing its connection mid-upload."""
+    """Read the rest of a refused body and drop it, chunk by chunk, before the refusal is sent: a
+    client still sending a big body reads the refusal once it is done, instead of losing its
+    connection mid-upload, and one that stops sending is cut like any stalled body."""
     with suppress(_OverLimit):
         while (message := await receive())["type"] == "http.request" and message.get("more_body", False):
             pass
