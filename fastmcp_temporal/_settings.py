@@ -211,10 +211,31 @@ class TemporalTasksSettings(BaseSettings):
         default=128 * 1024 * 1024,
         ge=64 * 1024,
         description=(
-            "How many request body bytes one server process handles at once over streamable HTTP (each "
-            "request counts until it is answered). A request that would go past it gets -32603 at HTTP "
-            "503 with Retry-After, naming this setting, before its body is read; one request alone is "
-            "always taken. The process needs several times this in memory: see Large payloads."
+            "How many request body bytes one server process handles at once over streamable HTTP (the bytes "
+            "received, not declared, past a small allowance per body; each request counts until it is "
+            "answered). A request that would go past it gets -32603 at HTTP 503 with Retry-After, naming "
+            "this setting, before its body is processed; one request alone is always taken. The process "
+            "needs several times this in memory: see Large payloads."
+        ),
+    )
+    request_memory_caller_share: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description=(
+            "The part of request_memory_budget one caller's requests may hold at once (a caller: its "
+            "token's client id and sub, or its address when unauthenticated), so one caller's uploads "
+            "cannot shut every other caller out. A request past it gets -32603 at HTTP 503 with "
+            "Retry-After, naming this setting."
+        ),
+    )
+    request_body_timeout: timedelta = Field(
+        default=timedelta(seconds=30),
+        gt=timedelta(0),
+        description=(
+            "How long the server waits for the next bytes of a request body over streamable HTTP. A body "
+            "that stalls longer is cut: the request gets -32600 at HTTP 408, naming this setting, its "
+            "connection is closed and the bytes it held are released."
         ),
     )
     state_dir: Path | None = Field(

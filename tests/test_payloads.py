@@ -188,11 +188,11 @@ async def test_a_request_over_http_request_limit_is_refused_with_its_size_and_th
 _MCP_POST_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
 
-async def _post_without_length(url: str) -> httpx.Response:
-    """POST 1 MiB and one byte more as a stream, with no Content-Length."""
+async def _post_without_length(url: str, size: int = MB + 1) -> httpx.Response:
+    """POST `size` bytes (1 MiB and one byte more) as a stream of two chunks, with no Content-Length."""
 
     async def undeclared_length() -> AsyncIterator[bytes]:
-        yield b" " * MB
+        yield b" " * (size - 1)
         yield b" "
 
     async with httpx.AsyncClient() as raw:
@@ -205,6 +205,7 @@ async def test_requests_past_the_request_memory_budget_are_refused_retryably_and
     extension = make_extension(
         payload_store=str(tmp_path / "payloads"),
         request_memory_budget=3 * MB,
+        request_memory_caller_share=1,  # both clients are one caller: the budget alone refuses
         heartbeat_timeout=timedelta(seconds=30),  # a leg fetches its 8 MB input before it heartbeats
     )
     runs: list[str] = []
@@ -235,7 +236,7 @@ async def test_requests_past_the_request_memory_budget_are_refused_retryably_and
             assert "budget of 3,145,728 bytes" in message and "retry" in message
             assert "FASTMCP_TEMPORAL_REQUEST_MEMORY_BUDGET" in message
 
-            streamed = await _post_without_length(url)
+            streamed = await _post_without_length(url, 2 * MB)
             assert streamed.status_code == 503 and streamed.headers["retry-after"].isdigit()
             assert "REQUEST_MEMORY_BUDGET" in streamed.json()["error"]["message"]
 

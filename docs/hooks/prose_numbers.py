@@ -68,6 +68,7 @@ CONSTANTS: dict[str, str] = {
     "store_threshold": "fastmcp_temporal.connection._stores:STORE_THRESHOLD",
     "history_bytes_limit": "fastmcp_temporal.workflows.task:_HISTORY_BYTES_LIMIT",
     "codec_max_body": "fastmcp_temporal.cli._codec_server:MAX_BODY",
+    "uncounted_bytes": "fastmcp_temporal.server._http_limit:UNCOUNTED_BYTES",
 }
 """Comment name: `module:attribute`, then the unit (a `timedelta` keyword) of a plain number of time."""
 

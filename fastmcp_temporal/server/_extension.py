@@ -156,11 +156,10 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
         return {}
 
     def registered(self, server: FastMCP) -> None:
-        """Let the server's streamable-HTTP app take requests as large as `http_request_limit`, and
-        up to `request_memory_budget` bytes of them at once."""
-        limit_http_requests(
-            server, lambda: self._settings.http_request_limit, lambda: self._settings.request_memory_budget
-        )
+        """Let the server's streamable-HTTP app take requests as large as `http_request_limit`, up to
+        `request_memory_budget` bytes of them at once (a share of it per caller), each body stalling
+        no longer than `request_body_timeout`."""
+        limit_http_requests(server, lambda: self._settings)
 
     def methods(self) -> Sequence[MethodBinding]:
         return [

@@ -1,4 +1,5 @@
-"""How large a request the server takes over streamable HTTP, how many bytes at once, and the errors past them.
+"""How large a request the server takes over streamable HTTP, how many bytes at once, how long its
+body may stall, and the errors past them.
 
 mcp caps a streamable-HTTP request body at 4 MiB and answers a larger one with a bare
 413, which a client reports as "Server returned an error response". A task's arguments
@@ -8,22 +9,32 @@ over it with a JSON-RPC error (at HTTP 413) naming the size, the limit and the s
 
 A request's bytes are held several times over while it is parsed, validated, converted
 and stored, so a handful of maximal requests at once could take more memory than the
-process has. Each app therefore counts the body bytes of the requests it is processing
-(declared by Content-Length, or received so far) and refuses one that would take the
-count past `request_memory_budget` with a JSON-RPC error at HTTP 503 and `Retry-After`,
-before processing its body (the body is read and dropped, so the client can finish
-sending it and read the refusal): nothing of it has started, and the same request sent
-again later is taken. A request is always taken when no other is in flight, so a budget below
-`http_request_limit` never refuses a request for good.
+process has. Each app therefore counts the body bytes it has received of the requests it is
+processing (never what a Content-Length declares: a socket that declares 64 MiB and sends 10
+bytes holds 10), and refuses a request whose next bytes would take the count past
+`request_memory_budget`, or its caller's count past `request_memory_caller_share` of it, with a
+JSON-RPC error at HTTP 503 and `Retry-After`, before processing its body (the rest of the body is
+read and dropped first, so the client can finish sending it and read the refusal): nothing of it
+has started, and the same request sent again later is taken. A request is always taken when no other
+holds bytes, so a budget below `http_request_limit` never refuses a request for good. The first
+`UNCOUNTED_BYTES` of each body are not counted, so small requests are never refused.
+
+A body whose next bytes do not come within `request_body_timeout` is cut, a refused one too: the
+request gets a JSON-RPC error at HTTP 408 and its connection is closed, so an upload that stalls
+lets go of its bytes and its socket. Bodies without a Content-Length (chunked) are counted and
+cut the same way. uvicorn bounds the rest of a connection's idle life itself: `timeout_keep_alive`
+closes one silent between requests, `h11_max_incomplete_event_size` bounds the headers it buffers.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
@@ -36,33 +47,46 @@ if TYPE_CHECKING:
     from fastmcp.server.http import StarletteWithLifespan
     from starlette.routing import Route
 
+    from fastmcp_temporal._settings import TemporalTasksSettings
+
 SETTING = "FASTMCP_TEMPORAL_HTTP_REQUEST_LIMIT"
 BUDGET_SETTING = "FASTMCP_TEMPORAL_REQUEST_MEMORY_BUDGET"
+SHARE_SETTING = "FASTMCP_TEMPORAL_REQUEST_MEMORY_CALLER_SHARE"
+TIMEOUT_SETTING = "FASTMCP_TEMPORAL_REQUEST_BODY_TIMEOUT"
 RETRY_AFTER_SECONDS = 2
 """What a refused client is told to wait: about the time a maximal request takes to process."""
+UNCOUNTED_BYTES = 64 * 1024
+"""The bytes of each body the budget does not count: what uvicorn buffers of a connection's body
+whatever the app does (its flow-control high-water mark), and more than a read, an answer or a
+list takes, so those are never refused."""
 
 
-def limit_http_requests(server: FastMCP, limit: Callable[[], int], budget: Callable[[], int]) -> None:
-    """Take requests of up to `limit()` bytes, and up to `budget()` bytes of them at once, in every
-    streamable-HTTP app `server` builds."""
+def limit_http_requests(server: FastMCP, settings: Callable[[], TemporalTasksSettings]) -> None:
+    """Bound the requests of every streamable-HTTP app `server` builds by `settings()`:
+    `http_request_limit`, `request_memory_budget`, `request_memory_caller_share` and
+    `request_body_timeout`."""
     build = server.http_app
 
     @functools.wraps(build)
     def http_app(*args: Any, **kwargs: Any) -> StarletteWithLifespan:
         app = build(*args, **kwargs)
         if app.state.transport_type == "streamable-http":
-            _apply(app, limit(), budget())
+            _apply(app, settings())
         return app
 
     server.http_app = http_app  # type: ignore[method-assign]
 
 
-def _apply(app: StarletteWithLifespan, limit: int, budget: int) -> None:
-    """Guard the MCP route with `limit` and `budget`, and raise mcp's own cap to `limit` once the
-    app's lifespan builds it."""
+def _apply(app: StarletteWithLifespan, settings: TemporalTasksSettings) -> None:
+    """Guard the MCP route with the bounds `settings` set, and raise mcp's own cap to
+    `http_request_limit` once the app's lifespan builds it."""
     route = _fastmcp_private.streamable_http_route(app)
-    route.app = BodySizeLimit(RequestMemoryBudget(route.app, budget), limit)
-    app.router.lifespan_context = _raising_session_cap(app.router.lifespan_context, route, limit)
+    budgeted = RequestMemoryBudget(route.app, settings.request_memory_budget, settings.request_memory_caller_share)
+    limited = BodySizeLimit(budgeted, settings.http_request_limit)
+    route.app = StalledBodyCut(limited, settings.request_body_timeout.total_seconds())
+    app.router.lifespan_context = _raising_session_cap(
+        app.router.lifespan_context, route, settings.http_request_limit
+    )
 
 
 def _raising_session_cap(lifespan: Any, route: Route, limit: int) -> Callable[[Any], Any]:
@@ -120,74 +144,157 @@ class BodySizeLimit:
 
 
 class _OverBudget(Exception):
-    pass
+    def __init__(self, refusal: str, body_complete: bool) -> None:
+        self.refusal = refusal
+        self.body_complete = body_complete
 
 
 class RequestMemoryBudget:
-    """Answers a POST that would take the body bytes in flight past `budget` with a JSON-RPC error
-    at HTTP 503 and `Retry-After`, unless no other request is in flight.
+    """Answers a POST whose body would take the bytes held past `budget`, or its caller's bytes past
+    `caller_share` of it, with a JSON-RPC error at HTTP 503 and `Retry-After`, unless no other
+    request holds bytes.
 
-    A request holds its bytes (its Content-Length, or what it has sent so far) until its
-    processing ends, that is until the app has answered it.
+    A request holds the bytes of its body received so far, past its first `UNCOUNTED_BYTES`, until
+    its processing ends, that is until the app has answered it.
     """
 
-    def __init__(self, app: ASGIApp, budget: int) -> None:
+    def __init__(self, app: ASGIApp, budget: int, caller_share: float) -> None:
         self.app = app
         self.budget = budget
-        self.in_flight = 0
-
-    def _admits(self, size: int) -> bool:
-        return self.in_flight == 0 or self.in_flight + size <= self.budget
+        self.caller_budget = int(budget * caller_share)
+        self.held = 0
+        self.held_by: dict[str, int] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        declared = _declared_size(scope) or 0
-        if not self._admits(declared):
-            await self._refuse(declared, scope, receive, send)
-            return
-        held = declared
-        self.in_flight += held
-        received = 0
+        caller = _caller(scope)
+        held = received = 0
 
         async def receive_within_budget() -> Message:
             nonlocal held, received
             message = await receive()
             received += len(message.get("body", b""))
-            if received > held:
-                if not self._admits(received - held):
-                    raise _OverBudget
-                self.in_flight += received - held
-                held = received
+            counted = max(0, received - UNCOUNTED_BYTES)
+            if counted > held:
+                refusal = self._refusal(caller, held, counted - held, received)
+                if refusal is not None:
+                    raise _OverBudget(refusal, body_complete=not message.get("more_body", False))
+                self._hold(caller, counted - held)
+                held = counted
             return message
 
         try:
             await self.app(scope, receive_within_budget, send)
-        except _OverBudget:
-            await self._refuse(received, scope, receive, send)
+        except _OverBudget as over:
+            if not over.body_complete:
+                await _drain(receive)
+            await self._refuse(over.refusal, scope, receive, send)
         finally:
-            self.in_flight -= held
+            self._hold(caller, -held)
 
-    async def _refuse(self, size: int, scope: Scope, receive: Receive, send: Send) -> None:
-        message = (
-            f"This server is processing {self.in_flight:,} bytes of requests, and this one ({size:,} bytes "
-            f"so far) would take it past its request memory budget of {self.budget:,} bytes; retry in "
-            f"{RETRY_AFTER_SECONDS} seconds, or raise {BUDGET_SETTING} (request_memory_budget) on the server "
-            "if it has the memory."
-        )
-        error = {"jsonrpc": "2.0", "id": None, "error": {"code": INTERNAL_ERROR, "message": message}}
+    def _hold(self, caller: str, size: int) -> None:
+        self.held += size
+        self.held_by[caller] = self.held_by.get(caller, 0) + size
+        if not self.held_by[caller]:
+            del self.held_by[caller]
+
+    def _refusal(self, caller: str, own: int, more: int, received: int) -> str | None:
+        """Why a request of `caller` holding `own` bytes (`received` so far) cannot hold `more`, or
+        None when it can."""
+        if self.held == own:
+            return None
+        retry = f"retry in {RETRY_AFTER_SECONDS} seconds"
+        if self.held + more > self.budget:
+            return (
+                f"This server is processing {self.held:,} bytes of requests, and this one ({received:,} bytes "
+                f"so far) would take it past its request memory budget of {self.budget:,} bytes; {retry}, or "
+                f"raise {BUDGET_SETTING} (request_memory_budget) on the server if it has the memory."
+            )
+        mine = self.held_by.get(caller, 0)
+        if mine + more > self.caller_budget:
+            return (
+                f"Your requests in process hold {mine:,} bytes, and this one ({received:,} bytes so far) "
+                f"would take them past one caller's share of this server's request memory budget, "
+                f"{self.caller_budget:,} bytes; {retry} once your other requests are answered, or raise "
+                f"{SHARE_SETTING} (request_memory_caller_share) on the server."
+            )
+        return None
+
+    async def _refuse(self, refusal: str, scope: Scope, receive: Receive, send: Send) -> None:
+        error = {"jsonrpc": "2.0", "id": None, "error": {"code": INTERNAL_ERROR, "message": refusal}}
         headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
         await JSONResponse(error, status_code=503, headers=headers)(scope, receive, send)
-        await _drain(receive)
+
+
+class _BodyStalled(Exception):
+    pass
+
+
+class StalledBodyCut:
+    """Answers a POST whose body stops arriving for `timeout` seconds with a JSON-RPC error at HTTP
+    408 and closes its connection, so the request lets go of the bytes and the socket it held."""
+
+    def __init__(self, app: ASGIApp, timeout: float) -> None:
+        self.app = app
+        self.timeout = timeout
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        body_complete = responded = False
+
+        async def receive_in_time() -> Message:
+            nonlocal body_complete
+            if body_complete:
+                return await receive()
+            with anyio.move_on_after(self.timeout):
+                message = await receive()
+                body_complete = message["type"] != "http.request" or not message.get("more_body", False)
+                return message
+            raise _BodyStalled
+
+        async def send_noting_the_response(message: Message) -> None:
+            nonlocal responded
+            responded = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive_in_time, send_noting_the_response)
+        except _BodyStalled:
+            if not responded:  # else a refusal was answered; uvicorn closes the idle socket after it
+                await self._cut(scope, receive, send)
+
+    async def _cut(self, scope: Scope, receive: Receive, send: Send) -> None:
+        message = (
+            f"This request's body stopped arriving: nothing came for {self.timeout:g} s, so the server dropped "
+            f"it unprocessed; send it again, or raise {TIMEOUT_SETTING} (request_body_timeout) on the server "
+            "for clients whose uploads pause longer."
+        )
+        error = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
+        await JSONResponse(error, status_code=408, headers={"Connection": "close"})(scope, receive, send)
 
 
 async def _drain(receive: Receive) -> None:
-    """Read the rest of a refused body and drop it, chunk by chunk: a client still sending a big
-    body reads the refusal once it is done, instead of losing its connection mid-upload."""
+    """Read the rest of a refused body and drop it, chunk by chunk, before the refusal is sent: a
+    client still sending a big body reads the refusal once it is done, instead of losing its
+    connection mid-upload, and one that stops sending is cut like any stalled body."""
     with suppress(_OverLimit):
         while (message := await receive())["type"] == "http.request" and message.get("more_body", False):
             pass
+
+
+def _caller(scope: Scope) -> str:
+    """Whose bytes a request holds: its access token's client id and `sub` (the scope its tasks
+    take), or, unauthenticated, its peer's address."""
+    token = getattr(scope.get("user"), "access_token", None)
+    if token is not None:
+        sub = (getattr(token, "claims", None) or {}).get("sub")
+        return json.dumps(["token", token.client_id, None if sub is None else str(sub)])
+    peer = scope.get("client")
+    return json.dumps(["address", peer[0] if peer else None])
 
 
 def _declared_size(scope: Scope) -> int | None:

@@ -1,0 +1,218 @@
+"""Whether other callers' small requests are served while stalled uploads hold sockets open, and how fast.
+
+    .venv/bin/python bench/stalled_uploads.py [--stalls 0,2,16,32] [--calls 40] [--before TREE] [--out FILE]
+
+Starts a dev server, then this file as an HTTP MCP server process (embedded worker, default
+settings, two bearer tokens) for each code tree: the installed package ("after") and, with
+`--before`, a folder holding an older `fastmcp_temporal` package, put first on the server's
+PYTHONPATH ("before"; e.g. `git archive <commit> fastmcp_temporal workflows activities | tar -x
+-C TREE`, then link TREE/workflows and TREE/activities into TREE/fastmcp_temporal). Both trees
+run in one invocation, one after the other, on the same dev server.
+
+For each count N in `--stalls` and each kind of stall, caller A opens N uploads on raw sockets
+that send part of a body and then nothing, held open while caller B, from a real
+`fastmcp.Client` session opened before them, makes `--calls` sequential `tools/call`s of a plain
+tool and then one task call:
+
+- `declared`: Content-Length 64 MiB (the default `http_request_limit`), 10 bytes sent: the
+  issue's row, where the server holds 10 bytes per socket;
+- `sending`: Content-Length 64 MiB, 4 MiB sent: bytes the server really holds.
+
+It reports, per tree, kind and N: how many of B's calls were served, their latency (median,
+95th percentile and slowest, in ms), whether B's task completed, and the host's load average.
+The uploads stay open for the whole measurement: far less than the default
+`request_body_timeout`, so no upload is cut while B is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+from anyio.abc import SocketStream
+from fastmcp import Client, FastMCP
+from fastmcp.client.transports import StreamableHttpTransport
+from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
+from fastmcp_tasks.client import call_tool_task
+
+from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal.devserver._server import free_port, start_dev_server
+
+MIB = 1024 * 1024
+DECLARED = 64 * MIB
+KINDS = {"declared": 10, "sending": 4 * MIB}
+"""What each kind of stalled upload sends of its declared 64 MiB before it stops."""
+TOKENS = {"token-a": {"client_id": "caller-a"}, "token-b": {"client_id": "caller-b"}}
+_STARTUP_DEADLINE = 60.0
+_CALL_DEADLINE = 30.0
+_SETTLE = 1.0
+"""How long the uploads are given to reach the server before B's calls start."""
+
+
+def _server() -> FastMCP:
+    mcp = FastMCP("bench-stalled-uploads", auth=StaticTokenVerifier(tokens=TOKENS))
+    mcp.add_extension(TemporalTasksExtension(ui=False))
+
+    @mcp.tool
+    async def ping() -> str:
+        return "pong"
+
+    @mcp.tool(task=True)
+    async def square(n: int) -> int:
+        return n * n
+
+    return mcp
+
+
+def serve() -> None:
+    port = int(os.environ["PORT"])
+    _server().run(transport="http", host="127.0.0.1", port=port, show_banner=False, log_level="warning")
+
+
+@contextlib.contextmanager
+def _server_process(address: str, tree: str | None) -> Iterator[str]:
+    port = free_port()
+    env = {
+        **os.environ,
+        "PORT": str(port),
+        "FASTMCP_TEMPORAL_ADDRESS": address,
+        "FASTMCP_TEMPORAL_TASK_QUEUE": f"bench-stalls-{uuid.uuid4().hex[:8]}",
+    }
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (tree, os.environ.get("PYTHONPATH"))))
+    process = subprocess.Popen([sys.executable, __file__, "serve"], env=env)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + _STARTUP_DEADLINE
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"The server exited with {process.returncode}")
+            with contextlib.suppress(httpx.HTTPError):
+                httpx.get(url, timeout=1)
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError("The server did not start")
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextlib.asynccontextmanager
+async def _stalled_uploads(port: int, count: int, sent: int) -> AsyncIterator[list[SocketStream]]:
+    """`count` POSTs as caller A that declare 64 MiB, send `sent` bytes, then nothing; held open."""
+    head = (
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        "Accept: application/json, text/event-stream\r\nAuthorization: Bearer token-a\r\n"
+        f"Content-Length: {DECLARED}\r\n\r\n"
+    ).encode()
+    async with contextlib.AsyncExitStack() as stack:
+        streams = []
+        for _ in range(count):
+            stream = await stack.enter_async_context(await anyio.connect_tcp("127.0.0.1", port))
+            with anyio.move_on_after(_CALL_DEADLINE):  # a refused upload may no longer be read
+                await stream.send(head + b" " * sent)
+            streams.append(stream)
+        yield streams
+
+
+def _client(url: str) -> Client:
+    return Client(StreamableHttpTransport(url, auth="token-b"))
+
+
+async def _calls(client: Client, calls: int) -> tuple[list[float], list[str]]:
+    """The latency (ms) of each served call, and the error of each refused one."""
+    served, refused = [], []
+    for _ in range(calls):
+        started = time.perf_counter()
+        try:
+            with anyio.fail_after(_CALL_DEADLINE):
+                assert (await client.call_tool("ping", {})).data == "pong"
+            served.append((time.perf_counter() - started) * 1000)
+        except Exception as error:  # noqa: BLE001 - a refusal, whatever its form, is what is counted
+            refused.append(f"{type(error).__name__}: {error}"[:200])
+    return served, refused
+
+
+async def _task_served(client: Client) -> bool:
+    try:
+        with anyio.fail_after(_CALL_DEADLINE):
+            task = await call_tool_task(client, "square", {"n": 7})
+            return (await task.result()).data == 49
+    except Exception:  # noqa: BLE001 - a task that is not served, whatever the error
+        return False
+
+
+async def _scenario(url: str, kind: str, stalls: int, calls: int) -> dict[str, Any]:
+    port = int(url.split(":")[2].split("/")[0])
+    async with _client(url) as client:
+        await client.list_tools()
+        async with _stalled_uploads(port, stalls, KINDS[kind]):
+            await anyio.sleep(_SETTLE)
+            served, refused = await _calls(client, calls)
+            task_served = await _task_served(client)
+    return {
+        "kind": kind,
+        "stalled_uploads": stalls,
+        "calls": calls,
+        "served": len(served),
+        "served_rate": round(len(served) / calls, 3),
+        "median_ms": round(statistics.median(served), 1) if served else None,
+        "p95_ms": round(statistics.quantiles(served, n=20, method="inclusive")[-1], 1) if len(served) > 1 else None,
+        "max_ms": round(max(served), 1) if served else None,
+        "task_served": task_served,
+        "first_refusal": refused[0] if refused else None,
+        "load_average": [round(load, 2) for load in os.getloadavg()],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stalls", default="0,2,16,32", help="counts of stalled uploads, comma-separated")
+    parser.add_argument("--calls", type=int, default=40)
+    parser.add_argument("--before", help="a folder holding an older fastmcp_temporal package")
+    parser.add_argument("--out", type=Path, help="write the report here as JSON")
+    arguments = parser.parse_args()
+    trees = {"before": arguments.before, "after": None} if arguments.before else {"after": None}
+    counts = [int(count) for count in arguments.stalls.split(",")]
+    temporal = start_dev_server(ui=False)
+    report: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count()}
+    try:
+        for name, tree in trees.items():
+            with _server_process(temporal.address, tree) as url:
+                report[name] = [
+                    asyncio.run(_scenario(url, kind, stalls, arguments.calls))
+                    for kind in KINDS
+                    for stalls in counts
+                ]
+    finally:
+        temporal.stop()
+    text = json.dumps(report, indent=2)
+    print(text)
+    if arguments.out is not None:
+        arguments.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["serve"]:
+        serve()
+    else:
+        main()
