@@ -137,7 +137,8 @@ class TemporalTasksSettings(BaseSettings):
     max_task_queue_activities_per_second: float | None = Field(
         default=None,
         gt=0,
-        description="Tool legs all the task queue's workers start per second at most, enforced by Temporal "
+        description="Tool legs all the task queue's workers start per second at most, on average: Temporal "
+        "enforces it in each task queue partition, so legs may start in bursts of one per partition "
         "(unset: Temporal's default, no limit); the last worker to poll sets it for the whole queue.",
     )
     max_cached_workflows: int = Field(
