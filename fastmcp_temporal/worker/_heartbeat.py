@@ -12,10 +12,12 @@ A durable call's leg that relays notices to its caller (`_notices`) also beats w
 or reports progress costs at most two heartbeats a second, one that does not costs none more.
 
 A heartbeat reaches Temporal only when the event loop comes around twice: once to wake
-the ticker, once to run the SDK's sending task. So the ticker keeps twice the loop's lag out of
-the interval, besides its margin below the timeout: the worse of how late the ticker
-itself woke (decaying as the loop calms) and the worker's sampled lag (`_loop_lag`): a busy loop costs heartbeats only while it is busy. The worker
-keeps that lag small by taking no more legs than its loop keeps up with (`_slots.py`).
+the ticker, once to run the SDK's sending task. So the ticker keeps twice the loop's lag
+out of the interval, besides its margin below the timeout, taking the worse of how late it
+woke itself (decaying as the loop calms) and the worker's sampled lag (`_loop_lag`): a busy
+loop costs heartbeats only while it is busy. An attempt's first beat counts from when
+Temporal started it, which a busy worker may get to late. The worker keeps the lag small
+by taking no more legs than its loop keeps up with (`_slots.py`).
 
 The ticker also measures its own silences: a silence longer than the heartbeat
 timeout means Temporal gave up on the attempt, and the leg must deliver its outcome
@@ -29,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -61,7 +64,7 @@ _LAG_DECAY = 0.5
 _NOTICEABLE_BLOCK = 1.0
 # A starved worker says so at most this often, however many of its legs notice.
 _STARVED_WARNING_EVERY = 60.0
-_last_starved_warning: float | None = None
+_last_starved_warning: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, float] = weakref.WeakKeyDictionary()
 _reported_steps: deque[Step] = deque(maxlen=64)
 
 
@@ -99,15 +102,10 @@ class Ticker:
         self.longest_silence = 0.0
 
     @property
-    def missed_heartbeat_timeout(self) -> bool:
-        """Whether this attempt went silent, here, for longer than the heartbeat timeout."""
-        return self.longest_silence > self._timeout
-
-    @property
     def timed_out(self) -> bool:
         """Whether Temporal may have given up on this attempt for silence: the silence counts from
         when Temporal started the attempt, and allows for the loop's lag in sending a heartbeat."""
-        return self.missed_heartbeat_timeout
+        return self.longest_silence > self._timeout
 
     @property
     def _last_beat(self) -> float:
@@ -121,7 +119,7 @@ class Ticker:
         self._lag = max(late, self._lag * _LAG_DECAY)
         # The heartbeat this silence ends reaches Temporal once the loop comes around again.
         self.longest_silence = max(self.longest_silence, silence + self._loop_lag())
-        if self._warned or (late < _NOTICEABLE_BLOCK and not self.missed_heartbeat_timeout):
+        if self._warned or (late < _NOTICEABLE_BLOCK and not self.timed_out):
             return
         self._warned = True
         step = longest_step(since=time.monotonic() - silence)
@@ -139,7 +137,7 @@ class Ticker:
             )
 
     def _gave_up(self) -> str:
-        if not self.missed_heartbeat_timeout:
+        if not self.timed_out:
             return ""
         return (
             f"; Temporal gave up on the attempt after its heartbeat_timeout of {self._timeout:g} s, "
@@ -210,15 +208,16 @@ def _attempt_beats(loop: asyncio.AbstractEventLoop, timeout: float) -> _AttemptB
 
 
 def _warn_starved(tool: str, late: float, gave_up: str) -> None:
-    """Say, at most every `_STARVED_WARNING_EVERY`, that the worker runs more than its loop keeps up with."""
-    global _last_starved_warning
-    now = time.monotonic()
-    if _last_starved_warning is not None and now - _last_starved_warning < _STARVED_WARNING_EVERY:
+    """Say, at most every `_STARVED_WARNING_EVERY` for each loop, that the worker runs more than its
+    loop keeps up with."""
+    loop, now = asyncio.get_running_loop(), time.monotonic()
+    if now - _last_starved_warning.get(loop, -_STARVED_WARNING_EVERY) < _STARVED_WARNING_EVERY:
         return
-    _last_starved_warning = now
+    _last_starved_warning[loop] = now
     logger.warning(
         "This worker's event loop is starved: a heartbeat of a %r leg came %.1f s late although no "
-        "tool step held the loop that long; many legs computing between their awaits share it%s. "
+        "tool step held the loop that long: many legs computing between their awaits share it, or the "
+        "machine gives this process too little CPU%s. "
         "Lower max_concurrent_activities or add workers, or move the tools' computing into a thread "
         "(`await anyio.to_thread.run_sync(...)`, or a plain `def` tool).",
         tool,
