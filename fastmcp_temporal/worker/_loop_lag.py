@@ -111,6 +111,11 @@ class _TimedSteps(Coroutine[Any, Any, T]):
     def __await__(self) -> Generator[Any, None, T]:
         return self._coroutine.__await__()
 
+    def __getattr__(self, name: str) -> Any:
+        """The wrapped coroutine's own attributes (`cr_frame`, `cr_running`...), which `inspect`
+        and anyio read of a task's coroutine."""
+        return getattr(self._coroutine, name)
+
     def _timed(self, started: float) -> None:
         ended = time.monotonic()
         if ended - started >= _KEPT_STEP:

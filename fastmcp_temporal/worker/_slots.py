@@ -10,9 +10,9 @@ cores never reaches its CPU target.
 So the worker's activity slots come from `LoopBoundSlots`: up to
 `max_concurrent_activities`, but beyond `MINIMUM_LEGS` a new slot only when every slot
 given runs a leg and the loop has been seen to come around within `LAG_LIMIT` since the
-last slot was given (`_loop_lag.LoopLag`): one more leg per turn of a loop that keeps up. Legs the worker does not take wait in the task queue
-for it, or for another worker. Workflow tasks, local activities and Nexus tasks keep
-Temporal's fixed slots.
+last slot was given (`_loop_lag.LoopLag`): one more leg per turn of a loop that keeps up.
+Legs the worker does not take wait in the task queue for it, or for another worker.
+Workflow tasks, local activities and Nexus tasks keep Temporal's fixed slots.
 """
 
 from __future__ import annotations
