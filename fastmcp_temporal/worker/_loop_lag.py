@@ -25,7 +25,8 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-SAMPLE_PERIOD = 0.02
+# Also the fastest a worker takes legs past its first few (one per sample): 100 a second.
+SAMPLE_PERIOD = 0.01
 # The lag is the worst of the last few samples, so one quick turn of a busy loop is not taken for calm.
 _SAMPLES_KEPT = 3
 # Steps shorter than this are not kept: they cannot explain a noticeable stall.
