@@ -132,7 +132,7 @@ class TemporalTasksSettings(BaseSettings):
         default=None,
         gt=0,
         description="Tool legs one worker starts per second at most (unset: no limit); a worker's own "
-        "cap, for a tool that calls a rate-limited service.",
+        "cap, for a tool that calls a rate-limited service. With a limit the worker takes no leg eagerly.",
     )
     max_task_queue_activities_per_second: float | None = Field(
         default=None,

@@ -4,7 +4,8 @@ One temporalio plugin carries everything a worker needs to run a FastMCP server'
 tasks: the task workflow, the tool-leg activity bound to the server, the data
 converter (encryption, payload store), the worker tuning that makes
 cancellation prompt, and the settings' concurrency and rate limits (a Worker's own
-arguments win). Its legs' slots follow the event loop (`_slots.py`): a worker takes no
+arguments win; a rate limit turns eager activity dispatch off, which would start legs
+past it). Its legs' slots follow the event loop (`_slots.py`): a worker takes no
 more legs than its loop keeps up with, unless the Worker sets its own
 `max_concurrent_activities` or `tuner`. The embedded worker and `fastmcp-temporal worker`
 load it, and so can a team's own worker::
@@ -108,6 +109,8 @@ class McpTasksPlugin(SimplePlugin):
             config["max_activities_per_second"] = settings.max_activities_per_second
         if config.get("max_task_queue_activities_per_second") is None:
             config["max_task_queue_activities_per_second"] = settings.max_task_queue_activities_per_second
+        if config.get("max_activities_per_second") or config.get("max_task_queue_activities_per_second"):
+            config["disable_eager_activity_execution"] = True  # an eager leg skips the poll and its limits
         if not config.get("graceful_shutdown_timeout"):
             config["graceful_shutdown_timeout"] = settings.shutdown_grace
         if deployment := deployment_config(settings):
