@@ -138,7 +138,7 @@ class TemporalTasksSettings(BaseSettings):
         default=None,
         gt=0,
         description="Tool legs all the task queue's workers start per second at most, on average: Temporal "
-        "enforces it in each task queue partition, so legs may start in bursts of one per partition "
+        "enforces it in each task queue partition, so legs may start in bursts, seconds apart "
         "(unset: Temporal's default, no limit); the last worker to poll sets it for the whole queue.",
     )
     max_cached_workflows: int = Field(
