@@ -80,6 +80,7 @@ from fastmcp_temporal._wire import (
 from fastmcp_temporal.connection._leg_inputs import StoredLegInput, fetch_leg_input
 from fastmcp_temporal.worker._heartbeat import HeartbeatCadence, Ticker
 from fastmcp_temporal.worker._leg_context import RunningLeg, leg_scope
+from fastmcp_temporal.worker._loop_lag import timed_steps
 from fastmcp_temporal.worker._metrics import label_leg
 from fastmcp_temporal.worker._notices import LegNotices
 from fastmcp_temporal.worker._outcome import keepable
@@ -280,7 +281,7 @@ class ToolLegActivities:
             notices=progress.notices,
         )
         with leg_scope(running), progress_scope(call.task_id, progress):
-            body = asyncio.create_task(_run_component(component, owner, call))
+            body = asyncio.create_task(timed_steps(_run_component(component, owner, call), component.name))
         return _LegRun(component.name, call, body, progress, _tool_cadence(component, self._cadence), leg.leg)
 
     async def _attend(self, run: _LegRun, key: _LegKey) -> tuple[LegOutcome | RawValue, bool]:

@@ -1,7 +1,7 @@
 """What a long tool leg costs in heartbeats, and how fast a cancel still reaches it.
 
     .venv/bin/python bench/heartbeat_cost.py [--seconds 120] [--rounds 20]
-        [--interval S] [--fast-period S] [--heartbeat-timeout S]
+        [--interval S] [--fast-period S] [--heartbeat-timeout S] [--label L] [--out FILE]
 
 Starts its own in-memory dev server with its Prometheus endpoint on, and a FastMCP
 server with the embedded worker (the extension's settings unless overridden above),
@@ -16,6 +16,9 @@ driven through a real `fastmcp.Client`:
    `tasks/cancel` to the body seeing `CancelledError` (same process, same clock).
    Target: <= 250 ms p95.
 
+With `--label`, the heartbeat count is stored under that label in `--out` (default
+`bench/results/heartbeat_cost.json`), beside the runs stored before.
+
 Everything started is stopped in `finally`.
 """
 
@@ -23,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import random
 import re
 import statistics
@@ -32,6 +37,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
 
 import anyio
 from fastmcp import Client, FastMCP
@@ -130,7 +136,9 @@ async def until(check: object, what: str, timeout: float = 60) -> None:
             await anyio.sleep(0.01)
 
 
-async def measure_heartbeats(client: Client, metrics_url: str, options: argparse.Namespace, events: dict) -> None:
+async def measure_heartbeats(
+    client: Client, metrics_url: str, options: argparse.Namespace, events: dict
+) -> dict[str, float]:
     before = heartbeats_recorded(metrics_url)
     task = await call_tool_task(client, "hold", {"key": "long", "seconds": options.seconds})
     await until(lambda: "long:start" in events, "the leg to start")
@@ -145,6 +153,8 @@ async def measure_heartbeats(client: Client, metrics_url: str, options: argparse
     print(f"heartbeats recorded by Temporal for a {options.seconds:g} s leg: {total:.0f}")
     print(f"  first {settled:g} s: {early:.0f}; afterwards {slow_rate * 60:.1f}/min")
     print(f"  projected for a one-hour leg: {hour:.0f}   (target <= 1,000)")
+    return {"leg_s": options.seconds, "heartbeats": total, "first_s": settled, "first": early,
+            "per_min_after": round(slow_rate * 60, 1), "per_leg_hour": round(hour)}
 
 
 async def measure_cancel(client: Client, options: argparse.Namespace, events: dict) -> None:
@@ -171,9 +181,13 @@ async def main(options: argparse.Namespace) -> None:
     with dev_server_with_metrics() as (address, metrics_url):
         await wait_ready(address)
         async with Client(build_server(address, options, events)) as client:
-            await measure_heartbeats(client, metrics_url, options, events)
+            heartbeats = await measure_heartbeats(client, metrics_url, options, events)
             if options.rounds:
                 await measure_cancel(client, options, events)
+    if options.label:
+        runs = json.loads(options.out.read_text()) if options.out.exists() else {}
+        runs.setdefault(options.label, []).append({"load_average_at_start": options.load, **heartbeats})
+        options.out.write_text(json.dumps(runs, indent=2) + "\n")
 
 
 if __name__ == "__main__":
@@ -183,4 +197,8 @@ if __name__ == "__main__":
     parser.add_argument("--interval", type=float, help="heartbeat_interval in seconds (default: the setting's)")
     parser.add_argument("--fast-period", type=float, help="heartbeat_fast_period in seconds (default: the setting's)")
     parser.add_argument("--heartbeat-timeout", type=float, help="heartbeat_timeout in seconds (default: the setting's)")
-    anyio.run(main, parser.parse_args())
+    parser.add_argument("--label", help="store the heartbeat count under this label in --out")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "heartbeat_cost.json")
+    options = parser.parse_args()
+    options.load = round(os.getloadavg()[0], 2)
+    anyio.run(main, options)

@@ -133,12 +133,13 @@ class TemporalTasksSettings(BaseSettings):
         default=None,
         gt=0,
         description="Tool legs one worker starts per second at most (unset: no limit); a worker's own "
-        "cap, for a tool that calls a rate-limited service.",
+        "cap, for a tool that calls a rate-limited service. With a limit the worker takes no leg eagerly.",
     )
     max_task_queue_activities_per_second: float | None = Field(
         default=None,
         gt=0,
-        description="Tool legs all the task queue's workers start per second at most, enforced by Temporal "
+        description="Tool legs all the task queue's workers start per second at most, on average: Temporal "
+        "enforces it in each task queue partition, so legs may start in bursts, seconds apart "
         "(unset: Temporal's default, no limit); the last worker to poll sets it for the whole queue.",
     )
     max_cached_workflows: int = Field(

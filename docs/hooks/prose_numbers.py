@@ -59,6 +59,8 @@ CONSTANTS: dict[str, str] = {
     "heartbeat_timeout_margin": f"{HEARTBEAT}:_TIMEOUT_MARGIN",
     "notice_delay": f"{HEARTBEAT}:NOTICE_DELAY",
     "heartbeat_throttle": "fastmcp_temporal.worker._plugin:HEARTBEAT_THROTTLE",
+    "loop_lag_limit": "fastmcp_temporal.worker._slots:LAG_LIMIT seconds",
+    "minimum_legs": "fastmcp_temporal.worker._slots:MINIMUM_LEGS",
     "sticky_timeout": "fastmcp_temporal.worker._plugin:STICKY_TIMEOUT",
     "notice_window_age": f"{NOTICES}:WINDOW_AGE seconds",
     "notice_window_messages": f"{NOTICES}:WINDOW_NOTICES",

@@ -11,17 +11,31 @@ A durable call's leg that relays notices to its caller (`_notices`) also beats w
 `NOTICE_DELAY` of a new notice once past its fast period, and only then: a tool that logs
 or reports progress costs at most two heartbeats a second, one that does not costs none more.
 
+A heartbeat reaches Temporal only when the event loop comes around twice: once to wake
+the ticker, once to run the SDK's sending task. So the ticker keeps twice the loop's lag
+out of the interval, besides its margin below the timeout, taking the worse of how late it
+woke itself (decaying as the loop calms) and the worker's sampled lag (`_loop_lag`): a busy
+loop costs heartbeats only while it is busy. An attempt's first beat counts from when
+Temporal started it, which a busy worker may get to late. The worker keeps the lag small
+by taking no more legs than its loop keeps up with (`_slots.py`).
+
 The ticker also measures its own silences: a silence longer than the heartbeat
-timeout means the tool blocked the event loop, Temporal gave up on the attempt, and
-the leg must deliver its outcome another way (see `activities/tool_leg.py`).
+timeout means Temporal gave up on the attempt, and the leg must deliver its outcome
+another way (see `activities/tool_leg.py`). A long silence is blamed on the tool whose
+step held the loop (`_loop_lag.longest_step`), or, when no step was long, on the
+worker that runs more legs than its loop keeps up with.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+import weakref
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
@@ -29,6 +43,7 @@ from typing import TYPE_CHECKING
 from temporalio import activity
 
 from fastmcp_temporal._settings import DEFAULT_HEARTBEAT_FAST_PERIOD, DEFAULT_HEARTBEAT_INTERVAL
+from fastmcp_temporal.worker._loop_lag import Step, longest_step, worker_loop_lag
 
 if TYPE_CHECKING:
     from fastmcp_temporal.worker._progress import LegProgress
@@ -41,8 +56,16 @@ NOTICE_DELAY = timedelta(milliseconds=500)
 # A heartbeat must reach Temporal before the timeout despite event-loop lag.
 _TIMEOUT_SHARE = 0.9
 _TIMEOUT_MARGIN = timedelta(milliseconds=500)
+# A heartbeat waits for the loop to come around twice (the ticker's wake, the SDK's send).
+_LAG_WAITS = 2
+# The measured lag halves at each beat, so a calm loop soon gets the sparse cadence back.
+_LAG_DECAY = 0.5
 # A stall this long makes the whole server unresponsive: worth a warning.
 _NOTICEABLE_BLOCK = 1.0
+# A starved worker says so at most this often, however many of its legs notice.
+_STARVED_WARNING_EVERY = 60.0
+_last_starved_warning: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, float] = weakref.WeakKeyDictionary()
+_reported_steps: deque[Step] = deque(maxlen=64)
 
 
 @dataclass(frozen=True)
@@ -52,12 +75,13 @@ class HeartbeatCadence:
     interval: timedelta = DEFAULT_HEARTBEAT_INTERVAL
     fast_period: timedelta = DEFAULT_HEARTBEAT_FAST_PERIOD
 
-    def seconds_until_next(self, elapsed: float, timeout: float) -> float:
-        """Seconds to wait after a heartbeat sent `elapsed` seconds into the leg."""
+    def seconds_until_next(self, elapsed: float, timeout: float, lag: float = 0.0) -> float:
+        """Seconds to wait after a heartbeat sent `elapsed` seconds into the leg, on a loop that
+        lately came around `lag` seconds late."""
         fast = min(timeout / 4, FAST_INTERVAL.total_seconds())
         if elapsed < self.fast_period.total_seconds():
             return fast
-        bound = min(timeout * _TIMEOUT_SHARE, timeout - _TIMEOUT_MARGIN.total_seconds())
+        bound = min(timeout * _TIMEOUT_SHARE, timeout - _TIMEOUT_MARGIN.total_seconds()) - _LAG_WAITS * lag
         return max(fast, min(self.interval.total_seconds(), bound))
 
 
@@ -71,56 +95,69 @@ class Ticker:
         self._cadence = cadence
         self._timeout = (info.heartbeat_timeout or timedelta(seconds=30)).total_seconds()
         self._loop = asyncio.get_running_loop()
-        self._started = self._last_beat = self._due = self._loop.time()
+        self._attempt = _attempt_beats(self._loop, self._timeout)
+        self._due = self._attempt.last
         self._warned = False
-        self._waited_for_dispatch = (datetime.now(timezone.utc) - info.started_time).total_seconds()
+        self._lag = 0.0
         self.longest_silence = 0.0
 
     @property
-    def missed_heartbeat_timeout(self) -> bool:
-        """Whether this attempt went silent, here, for longer than the heartbeat timeout."""
+    def timed_out(self) -> bool:
+        """Whether Temporal may have given up on this attempt for silence: the silence counts from
+        when Temporal started the attempt, and allows for the loop's lag in sending a heartbeat."""
         return self.longest_silence > self._timeout
 
     @property
-    def timed_out(self) -> bool:
-        """Whether Temporal may have given up on this attempt for silence.
-
-        Also true when the attempt reached the tool only after its timeout had passed (the
-        worker's loop was blocked or starved while Temporal had already started it), going
-        by Temporal's clock against ours.
-        """
-        return self.missed_heartbeat_timeout or self._waited_for_dispatch > self._timeout
+    def _last_beat(self) -> float:
+        return self._attempt.last
 
     def observe(self) -> None:
-        """Account for the silence up to now; warn once when the tool blocked the loop."""
+        """Account for the silence and the loop's lag up to now; warn once when the loop stalled."""
         now = self._loop.time()
-        self.longest_silence = max(self.longest_silence, now - self._last_beat)
-        blocked = now - self._due
-        if self._warned or (blocked < _NOTICEABLE_BLOCK and not self.missed_heartbeat_timeout):
+        silence = now - self._last_beat
+        late = max(0.0, now - self._due)
+        self._lag = max(late, self._lag * _LAG_DECAY)
+        # The heartbeat this silence ends reaches Temporal once the loop comes around again.
+        self.longest_silence = max(self.longest_silence, silence + self._loop_lag())
+        if self._warned or (late < _NOTICEABLE_BLOCK and not self.timed_out):
             return
         self._warned = True
-        logger.warning(
-            "Task tool %r blocked the event loop for about %.1f s, so this server answered nothing "
-            "meanwhile%s. Run blocking calls with `await anyio.to_thread.run_sync(...)`, or make "
-            "the tool a plain `def` (FastMCP runs it in a thread).",
-            self._tool,
-            blocked,
+        step = longest_step(since=time.monotonic() - silence)
+        if step is None or step.seconds < late / 2:
+            _warn_starved(self._tool, late, self._gave_up())
+        elif step.tool == self._tool and step not in _reported_steps:  # each attempt's ticker sees it
+            _reported_steps.append(step)
+            logger.warning(
+                "Task tool %r blocked the event loop for about %.1f s in one step, so this server "
+                "answered nothing meanwhile%s. Run blocking calls with `await anyio.to_thread.run_sync(...)`, "
+                "or make the tool a plain `def` (FastMCP runs it in a thread).",
+                self._tool,
+                step.seconds,
+                self._gave_up(),
+            )
+
+    def _gave_up(self) -> str:
+        if not self.timed_out:
+            return ""
+        return (
             f"; Temporal gave up on the attempt after its heartbeat_timeout of {self._timeout:g} s, "
             "and the leg delivers its outcome once anyway"
-            if self.missed_heartbeat_timeout
-            else "",
         )
 
     async def _beat(self) -> None:
         while True:
-            pause = self._cadence.seconds_until_next(self._last_beat - self._started, self._timeout)
+            elapsed = self._last_beat - self._attempt.started
+            pause = self._cadence.seconds_until_next(elapsed, self._timeout, self._loop_lag())
             self._due = self._last_beat + pause
-            await self._pause(pause)
+            await self._pause(max(0.0, self._due - self._loop.time()))
             if activity.is_cancelled():
                 return
             self.observe()
             activity.heartbeat(self._progress.details())
-            self._last_beat = self._loop.time()
+            self._attempt.last = self._loop.time()
+
+    def _loop_lag(self) -> float:
+        return max(self._lag, worker_loop_lag.seconds)
 
     async def _pause(self, pause: float) -> None:
         """Wait `pause`, or less when a notice to relay comes: then beat `NOTICE_DELAY` after the last beat."""
@@ -145,3 +182,45 @@ class Ticker:
         finally:
             beating.cancel()
             self.observe()
+
+
+@dataclass
+class _AttemptBeats:
+    """When, on the loop's clock, Temporal started this attempt and last heard from it."""
+
+    started: float
+    last: float
+
+
+_attempt: ContextVar[_AttemptBeats | None] = ContextVar("fastmcp_temporal_attempt_beats", default=None)
+
+
+def _attempt_beats(loop: asyncio.AbstractEventLoop, timeout: float) -> _AttemptBeats:
+    """The beats of the running attempt, shared by its tickers; a new attempt counts from when
+    Temporal started it (its dispatch may have waited for a busy loop), by Temporal's clock."""
+    beats = _attempt.get()
+    if beats is None:
+        waited = (datetime.now(timezone.utc) - activity.info().started_time).total_seconds()
+        started = loop.time() - min(max(waited, 0.0), 2 * timeout)
+        beats = _AttemptBeats(started, started)
+        _attempt.set(beats)
+    return beats
+
+
+def _warn_starved(tool: str, late: float, gave_up: str) -> None:
+    """Say, at most every `_STARVED_WARNING_EVERY` for each loop, that the worker runs more than its
+    loop keeps up with."""
+    loop, now = asyncio.get_running_loop(), time.monotonic()
+    if now - _last_starved_warning.get(loop, -_STARVED_WARNING_EVERY) < _STARVED_WARNING_EVERY:
+        return
+    _last_starved_warning[loop] = now
+    logger.warning(
+        "This worker's event loop is starved: a heartbeat of a %r leg came %.1f s late although no "
+        "tool step held the loop that long: many legs computing between their awaits share it, or the "
+        "machine gives this process too little CPU%s. "
+        "Lower max_concurrent_activities or add workers, or move the tools' computing into a thread "
+        "(`await anyio.to_thread.run_sync(...)`, or a plain `def` tool).",
+        tool,
+        late,
+        gave_up,
+    )

@@ -4,8 +4,11 @@ One temporalio plugin carries everything a worker needs to run a FastMCP server'
 tasks: the task workflow, the tool-leg activity bound to the server, the data
 converter (encryption, payload store), the worker tuning that makes
 cancellation prompt, and the settings' concurrency and rate limits (a Worker's own
-arguments win). The embedded worker and `fastmcp-temporal worker` load it, and
-so can a team's own worker::
+arguments win; a rate limit turns eager activity dispatch off, which would start legs
+past it). Its legs' slots follow the event loop (`_slots.py`): a worker takes no
+more legs than its loop keeps up with, unless the Worker sets its own
+`max_concurrent_activities` or `tuner`. The embedded worker and `fastmcp-temporal worker`
+load it, and so can a team's own worker::
 
     client = await Client.connect("temporal:7233", plugins=[McpTasksPlugin(mcp)])
     worker = Worker(client, task_queue="fastmcp-tasks")
@@ -35,8 +38,10 @@ from fastmcp_temporal.connection._client import require_codec
 from fastmcp_temporal.connection._converter import tasks_data_converter
 from fastmcp_temporal.connection._store_marker import identify_store
 from fastmcp_temporal.worker._heartbeat import HeartbeatCadence
+from fastmcp_temporal.worker._loop_lag import worker_loop_lag
 from fastmcp_temporal.worker._lost_payloads import EndTasksWithLostPayloads
 from fastmcp_temporal.worker._metrics import worker_interceptors
+from fastmcp_temporal.worker._slots import loop_bound_tuner
 from fastmcp_temporal.worker._store_away_cancels import CloseCancelsWhileStoreAway
 from fastmcp_temporal.workflows.task import McpTaskWorkflow
 
@@ -101,11 +106,13 @@ class McpTasksPlugin(SimplePlugin):
         config["default_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
         config["sticky_queue_schedule_to_start_timeout"] = STICKY_TIMEOUT
         if config.get("max_concurrent_activities") is None and config.get("tuner") is None:
-            config["max_concurrent_activities"] = settings.max_concurrent_activities
+            config["tuner"] = loop_bound_tuner(config, settings.max_concurrent_activities, worker_loop_lag)
         if config.get("max_activities_per_second") is None:
             config["max_activities_per_second"] = settings.max_activities_per_second
         if config.get("max_task_queue_activities_per_second") is None:
             config["max_task_queue_activities_per_second"] = settings.max_task_queue_activities_per_second
+        if config.get("max_activities_per_second") or config.get("max_task_queue_activities_per_second"):
+            config["disable_eager_activity_execution"] = True  # an eager leg skips the poll and its limits
         if not config.get("graceful_shutdown_timeout"):
             config["graceful_shutdown_timeout"] = settings.shutdown_grace
         if deployment := deployment_config(settings):
@@ -124,7 +131,11 @@ class McpTasksPlugin(SimplePlugin):
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """Run the worker inside the server's lifespan, the extension serving through its client."""
         await identify_store(worker.client)
-        async with self._lost_payloads.serving(worker.client), self._store_away_cancels.serving(worker.client):
+        async with (
+            worker_loop_lag.sampling(),
+            self._lost_payloads.serving(worker.client),
+            self._store_away_cancels.serving(worker.client),
+        ):
             if not self._enter_server_lifespan:
                 await next(worker)
                 return
