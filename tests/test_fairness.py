@@ -6,8 +6,9 @@ single task starts while another caller's backlog still waits, where a first-com
 first-served queue runs it last: proven from the ActivityTaskStarted events Temporal
 recorded, on a worker that runs one leg at a time. The running embedded worker starts legs
 no faster than `max_activities_per_second` (their bodies' start, and Temporal's
-ActivityTaskStarted events), and the task queue's limit reaches Temporal from it, and from
-the `fastmcp-temporal worker` command; a user-built Worker's own limits win over the settings.
+ActivityTaskStarted events), and so does a `fastmcp-temporal worker` given
+`--max-activities-per-second`; the task queue's limit reaches Temporal from either, and a
+user-built Worker's own limits win over the settings.
 """
 
 from __future__ import annotations
@@ -291,6 +292,24 @@ PACED_LEGS = 4
 WORKER_RATE = 1.0  # max_activities_per_second: legs the running worker starts per second at most
 
 
+def assert_paced(spread: float, what: str) -> None:
+    """`PACED_LEGS` legs, all waiting at once, started over about (legs - 1) / `WORKER_RATE` seconds.
+
+    A worker without the limit starts them all within moments. A lower bound, not a timing:
+    load only widens the spread.
+    """
+    least = 0.6 * (PACED_LEGS - 1) / WORKER_RATE
+    assert spread >= least, (
+        f"{PACED_LEGS} legs' {what} came within {spread:.2f} s: faster than the worker's limit"
+    )
+
+
+async def legs_started_in_temporal(extension: TemporalTasksExtension, task_ids: list[str]) -> list[datetime]:
+    """When Temporal recorded each task's leg starting, earliest first."""
+    handles = [await workflow_of(extension, task_id) for task_id in task_ids]
+    return sorted([await leg_started_at(handle) for handle in handles])
+
+
 async def test_the_running_embedded_worker_starts_legs_no_faster_than_its_rate_limit_and_temporal_has_the_queues(
     make_extension: Callable[..., TemporalTasksExtension], task_queue: str
 ) -> None:
@@ -310,18 +329,11 @@ async def test_the_running_embedded_worker_starts_legs_no_faster_than_its_rate_l
         temporal = extension.client
         assert temporal is not None
         applied = await workers_rate_limit(temporal, task_queue)
-        handles = [await workflow_of(extension, task.task_id) for task in tasks]
-        in_temporal = sorted([await leg_started_at(handle) for handle in handles])
+        in_temporal = await legs_started_in_temporal(extension, [task.task_id for task in tasks])
 
-    # Every leg was waiting at once: a worker without the limit starts them all within moments.
-    # This one spread them over about (legs - 1) seconds; a deadline, not a timing: load only widens it.
     assert len(started) == PACED_LEGS  # each body ran once
-    spread = max(started) - min(started)
-    least = 0.6 * (PACED_LEGS - 1) / WORKER_RATE
-    assert spread >= least, (
-        f"{PACED_LEGS} legs started within {spread:.2f} s: faster than the worker's rate limit"
-    )
-    assert (in_temporal[-1] - in_temporal[0]).total_seconds() >= least  # Temporal dispatched them as slowly
+    assert_paced(max(started) - min(started), "bodies")
+    assert_paced((in_temporal[-1] - in_temporal[0]).total_seconds(), "ActivityTaskStarted events")
     assert applied == 3 * PACED_LEGS  # the queue's limit is the one the running worker set
 
 
@@ -339,7 +351,7 @@ async def test_a_user_built_workers_own_rate_limits_win_over_the_settings(
     assert rate_limits(own) == (2.0, 1.0)
 
 
-async def test_the_worker_command_passes_the_task_queue_rate_limit_to_temporal(
+async def test_the_worker_command_starts_legs_no_faster_than_its_rate_limit_and_sets_the_queues(
     temporal_server: DevServer, task_queue: str, processes: Processes, tmp_path: Path
 ) -> None:
     app = tmp_path / "server.py"
@@ -348,8 +360,21 @@ async def test_the_worker_command_passes_the_task_queue_rate_limit_to_temporal(
         temporal_server.address,
         task_queue,
         app=app,
-        options=["--max-task-queue-activities-per-second", "2.5"],
+        options=[
+            "--max-activities-per-second",
+            str(WORKER_RATE),
+            "--max-task-queue-activities-per-second",
+            str(3 * PACED_LEGS),
+        ],
     )
     await processes.polling(worker)
-    temporal = await TemporalClient.connect(temporal_server.address)
-    assert await workers_rate_limit(temporal, task_queue) == 2.5
+    api = TemporalTasksExtension(address=temporal_server.address, task_queue=task_queue, worker=False)
+    async with Client(server_with(api, square)) as client:
+        tasks = await asyncio.gather(*(call_tool_task(client, "square", {"n": n}) for n in range(PACED_LEGS)))
+        for n, task in enumerate(tasks):
+            assert (await task.result()).data == n * n
+        in_temporal = await legs_started_in_temporal(api, [task.task_id for task in tasks])
+        temporal = api.client
+        assert temporal is not None
+        assert await workers_rate_limit(temporal, task_queue) == 3 * PACED_LEGS
+    assert_paced((in_temporal[-1] - in_temporal[0]).total_seconds(), "ActivityTaskStarted events")
