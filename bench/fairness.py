@@ -1,6 +1,6 @@
 """Caller B's one task behind caller A's backlog: its end to end on a fair queue and a first-come one.
 
-    .venv/bin/python bench/fairness.py [--backlog 200] [--rounds 3]
+    .venv/bin/python bench/fairness.py [--backlog 200] [--rounds 3] [--out fairness.json]
 
 For each queue order it starts its own in-memory dev server (the launcher's fair task queues,
 or `matching.enableFairness=false`; Temporal's default partitions either way), serves one
@@ -9,19 +9,25 @@ FastMCP server over streamable HTTP with its embedded worker running one leg at 
 `--backlog` trivial tasks, then caller B (`token-b`) submit one. Printed, median of the
 rounds: B's end to end (submit -> result through `fastmcp.Client`, seconds), how many of
 A's legs ran before B's (the order the worker ran them in), and how long A's backlog took
-to drain. Same machine, wall clock.
+to drain. Same machine, wall clock. Every round, the medians and the machine's load average
+before and after are written to `bench/results/<--out>`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import socket
 import statistics
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
 
 import uvicorn
 from fastmcp import Client, FastMCP
@@ -35,6 +41,7 @@ from fastmcp_temporal.devserver._server import start_dev_server
 ORDERS: dict[str, Mapping[str, str]] = {"fair": {}, "first-come": {"matching.enableFairness": "false"}}
 TOKENS = {"token-a": {"client_id": "caller-a"}, "token-b": {"client_id": "caller-b"}}
 SUBMITTING = 20  # A's submissions in flight at once
+RESULTS = Path(__file__).parent / "results"
 
 
 def build(address: str, ran: list[int]) -> FastMCP:
@@ -94,7 +101,8 @@ async def one_round(url: str, backlog: int, ran: list[int]) -> tuple[float, int,
         return b_seconds, ran.index(-1), time.perf_counter() - started
 
 
-async def measure(order: str, backlog: int, rounds: int) -> None:
+async def measure(order: str, backlog: int, rounds: int) -> dict[str, Any]:
+    """One queue order's rounds, printed and returned."""
     server = await asyncio.to_thread(start_dev_server, ui=False, dynamic_config=ORDERS[order])
     ran: list[int] = []
     try:
@@ -109,17 +117,36 @@ async def measure(order: str, backlog: int, rounds: int) -> None:
         f"{order:>10}: B's end to end {b_seconds:.2f} s, after {before_b:.0f} of A's legs ({each});"
         f" A's {backlog} drained in {drained:.1f} s"
     )
+    return {
+        "median": {"b_end_to_end_s": b_seconds, "a_legs_before_b": before_b, "a_drained_s": drained},
+        "rounds": [{"b_end_to_end_s": b, "a_legs_before_b": k, "a_drained_s": d} for b, k, d in runs],
+    }
 
 
-async def main(backlog: int, rounds: int) -> None:
+async def main(backlog: int, rounds: int, out: str) -> None:
     print(f"one worker, one leg at a time; A's backlog of {backlog} trivial tasks, then B's one, {rounds}x")
+    report: dict[str, Any] = {
+        "run_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "settings": {
+            "backlog": backlog,
+            "rounds": rounds,
+            "submitting": SUBMITTING,
+            "max_concurrent_activities": 1,
+        },
+        "machine": {"cpus": os.cpu_count(), "loadavg_before": os.getloadavg()},
+        "orders": {},
+    }
     for order in ORDERS:
-        await measure(order, backlog, rounds)
+        report["orders"][order] = await measure(order, backlog, rounds)
+    report["machine"]["loadavg_after"] = os.getloadavg()
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / out).write_text(json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backlog", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", default="fairness.json", help="file name under bench/results/")
     arguments = parser.parse_args()
-    asyncio.run(main(arguments.backlog, arguments.rounds))
+    asyncio.run(main(arguments.backlog, arguments.rounds, arguments.out))

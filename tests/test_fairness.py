@@ -4,12 +4,17 @@ A task's workflow starts with the caller's fairness key and the tool's priority 
 legs inherit them. On a fair task queue (the dev server's, `FAIR_TASK_QUEUES`) a caller's
 single task starts while another caller's backlog still waits, where a first-come
 first-served queue runs it last: proven from the ActivityTaskStarted events Temporal
-recorded, on a worker that runs one leg at a time. The rate-limit settings reach the
-Worker every way one is built, and the task queue's limit reaches Temporal.
+recorded, on a worker that runs one leg at a time. The running embedded worker starts legs
+no faster than `max_activities_per_second` (their bodies' start, and Temporal's
+ActivityTaskStarted events), and so does a `fastmcp-temporal worker` given
+`--max-activities-per-second`; the task queue's limit reaches Temporal from either, and a
+user-built Worker's own limits win over the settings.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -29,7 +34,6 @@ from temporalio.worker import Worker, WorkerConfig
 
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension, execution_policy
 from fastmcp_temporal.devserver._server import DevServer, start_dev_server
-from fastmcp_temporal.server._extension import build_worker
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, FAIRNESS_KEY_BYTES, fairness_key
 from helpers.processes import Processes
 from helpers.servers import (
@@ -284,21 +288,53 @@ def rate_limits(config: WorkerConfig) -> tuple[float | None, float | None]:
     return config.get("max_activities_per_second"), config.get("max_task_queue_activities_per_second")
 
 
-async def test_the_rate_limit_settings_reach_the_embedded_worker_and_temporal(
+PACED_LEGS = 4
+WORKER_RATE = 1.0  # max_activities_per_second: legs the running worker starts per second at most
+
+
+def assert_paced(spread: float, what: str) -> None:
+    """`PACED_LEGS` legs, all waiting at once, started over about (legs - 1) / `WORKER_RATE` seconds.
+
+    A worker without the limit starts them all within moments. A lower bound, not a timing:
+    load only widens the spread.
+    """
+    least = 0.6 * (PACED_LEGS - 1) / WORKER_RATE
+    assert spread >= least, (
+        f"{PACED_LEGS} legs' {what} came within {spread:.2f} s: faster than the worker's limit"
+    )
+
+
+async def legs_started_in_temporal(extension: TemporalTasksExtension, task_ids: list[str]) -> list[datetime]:
+    """When Temporal recorded each task's leg starting, earliest first."""
+    handles = [await workflow_of(extension, task_id) for task_id in task_ids]
+    return sorted([await leg_started_at(handle) for handle in handles])
+
+
+async def test_the_running_embedded_worker_starts_legs_no_faster_than_its_rate_limit_and_temporal_has_the_queues(
     make_extension: Callable[..., TemporalTasksExtension], task_queue: str
 ) -> None:
-    extension = make_extension(max_activities_per_second=7.5, max_task_queue_activities_per_second=3.0)
-    server = server_with(extension, square)
-    async with Client(server) as client:
-        assert (await (await call_tool_task(client, "square", {"n": 4})).result()).data == 16
+    extension = make_extension(
+        max_activities_per_second=WORKER_RATE, max_task_queue_activities_per_second=3 * PACED_LEGS
+    )
+    started: list[float] = []
+
+    async def paced(n: int) -> int:
+        started.append(time.monotonic())
+        return n
+
+    async with Client(server_with(extension, paced)) as client:
+        tasks = await asyncio.gather(*(call_tool_task(client, "paced", {"n": n}) for n in range(PACED_LEGS)))
+        for n, task in enumerate(tasks):
+            assert (await task.result()).data == n
         temporal = extension.client
         assert temporal is not None
         applied = await workers_rate_limit(temporal, task_queue)
-    # What the extension builds its worker with, on a client of its own (one worker per client and queue).
-    alone = await TemporalClient.connect(temporal.service_client.config.target_host)
-    embedded = build_worker(alone, server, extension.temporal_settings).config(active_config=True)
-    assert rate_limits(embedded) == (7.5, 3.0)
-    assert applied == 3.0
+        in_temporal = await legs_started_in_temporal(extension, [task.task_id for task in tasks])
+
+    assert len(started) == PACED_LEGS  # each body ran once
+    assert_paced(max(started) - min(started), "bodies")
+    assert_paced((in_temporal[-1] - in_temporal[0]).total_seconds(), "ActivityTaskStarted events")
+    assert applied == 3 * PACED_LEGS  # the queue's limit is the one the running worker set
 
 
 async def test_a_user_built_workers_own_rate_limits_win_over_the_settings(
@@ -315,7 +351,7 @@ async def test_a_user_built_workers_own_rate_limits_win_over_the_settings(
     assert rate_limits(own) == (2.0, 1.0)
 
 
-async def test_the_worker_command_passes_the_task_queue_rate_limit_to_temporal(
+async def test_the_worker_command_starts_legs_no_faster_than_its_rate_limit_and_sets_the_queues(
     temporal_server: DevServer, task_queue: str, processes: Processes, tmp_path: Path
 ) -> None:
     app = tmp_path / "server.py"
@@ -324,8 +360,21 @@ async def test_the_worker_command_passes_the_task_queue_rate_limit_to_temporal(
         temporal_server.address,
         task_queue,
         app=app,
-        options=["--max-task-queue-activities-per-second", "2.5"],
+        options=[
+            "--max-activities-per-second",
+            str(WORKER_RATE),
+            "--max-task-queue-activities-per-second",
+            str(3 * PACED_LEGS),
+        ],
     )
     await processes.polling(worker)
-    temporal = await TemporalClient.connect(temporal_server.address)
-    assert await workers_rate_limit(temporal, task_queue) == 2.5
+    api = TemporalTasksExtension(address=temporal_server.address, task_queue=task_queue, worker=False)
+    async with Client(server_with(api, square)) as client:
+        tasks = await asyncio.gather(*(call_tool_task(client, "square", {"n": n}) for n in range(PACED_LEGS)))
+        for n, task in enumerate(tasks):
+            assert (await task.result()).data == n * n
+        in_temporal = await legs_started_in_temporal(api, [task.task_id for task in tasks])
+        temporal = api.client
+        assert temporal is not None
+        assert await workers_rate_limit(temporal, task_queue) == 3 * PACED_LEGS
+    assert_paced((in_temporal[-1] - in_temporal[0]).total_seconds(), "ActivityTaskStarted events")

@@ -8,7 +8,8 @@ and when its watch is let go, follow from the answers given and their times (`se
 `KnownTasks` (`server/_known.py`) runs against a stand-in for Temporal's history long poll, so a
 held read is seen re-reading, ending, and answering the close at once, and a quiet task read
 seldom is seen let go. None of these tests asks for the session's dev server; the wire behaviour itself is in
-test_reads.py and test_read_watch.py.
+test_reads.py, test_read_watch.py and test_quiet_reads.py (which sees a real server let go of a
+quiet task's long poll).
 """
 
 from __future__ import annotations

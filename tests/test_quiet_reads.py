@@ -8,7 +8,10 @@ task whose answer reads the same for `quiet_poll_interval` advertises a longer
 an ask the tool makes once released shows at the API server's very next poll (the ask is
 first read back from the workflow's memo in Temporal), and that answer and the later ones
 advertise the tool's own interval again; a close and a cancel made through the other
-server, once Temporal shows them, show at the very next poll too.
+server, once Temporal shows them, show at the very next poll too. A server that follows a
+task with a long poll of its history lets go of it once the task is quiet and its reads there
+come further apart than a long poll lasts (counted on that server's own Temporal client:
+no long poll of the task left in flight), and still shows the task's close at the next read.
 """
 
 from __future__ import annotations
@@ -25,13 +28,15 @@ from fastmcp.utilities.tasks import TaskConfig
 from fastmcp_tasks.client import call_tool_task
 from fastmcp_tasks.client_models import ClientGetTaskResult
 from mcp_types import InputRequiredResult
+from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.server._quiet import _LONG_POLL_PERIOD
 from fastmcp_temporal.workflows.models import TaskMemo
-from helpers.temporal import task_handle
-from helpers.waits import DEADLINE
+from helpers.temporal import HistoryLongPolls, task_handle
+from helpers.waits import DEADLINE, eventually
 from helpers.wire import accept, ask, tasks_cancel, tasks_get, tasks_update
 
 pytestmark = pytest.mark.anyio
@@ -166,3 +171,41 @@ async def test_a_close_and_a_cancel_through_another_server_show_at_the_next_poll
         final: ClientGetTaskResult = await tasks_get(two, closing.task_id)
         assert final.status == "completed"
         assert final.result is not None and "done" in str(final.result)
+
+
+async def test_a_quiet_task_read_further_apart_than_a_long_poll_lasts_is_no_longer_long_polled(
+    temporal_server: DevServer, task_queue: str, make_extension: Callable[..., TemporalTasksExtension]
+) -> None:
+    release = anyio.Event()
+    temporal = await TemporalClient.connect(temporal_server.address)
+    long_polls = HistoryLongPolls(temporal)  # the API server's own client: its watches' long polls
+    api = TemporalTasksExtension(client=temporal, task_queue=task_queue, worker=False, **SETTINGS)
+    async with (
+        Client(_server(make_extension(**SETTINGS), release, "worker")),
+        Client(_server(api, release, "api")) as reader,
+    ):
+        task = await call_tool_task(reader, "waits")
+        workflow_id = task_handle(temporal, task.task_id).id
+        assert (await tasks_get(reader, task.task_id)).poll_interval_ms == OWN_MS
+        await eventually(lambda: long_polls.in_flight(workflow_id) == 1, what="the server to follow the task")
+
+        await anyio.sleep(
+            _LONG_POLL_PERIOD.total_seconds() + 1
+        )  # the next read comes after a long poll's span
+        quiet = await tasks_get(reader, task.task_id)
+        assert (quiet.status, quiet.poll_interval_ms) == ("working", QUIET_MS)
+        await eventually(
+            lambda: long_polls.in_flight(workflow_id) == 0,
+            what="the server to let go of the quiet task's long poll",
+        )
+
+        release.set()
+        closing = task_handle(temporal, task.task_id)
+
+        async def closed() -> bool:
+            return (await closing.describe()).status == WorkflowExecutionStatus.COMPLETED
+
+        await _until(closed, "the workflow completed")
+        final = await tasks_get(reader, task.task_id)  # a describe() answers it, with no watch
+        assert final.status == "completed" and "done" in str(final.result)
+        assert long_polls.in_flight(workflow_id) == 0

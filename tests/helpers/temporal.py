@@ -2,8 +2,8 @@
 
 The handle of an anonymous caller's task, any caller's task found by listing its queue,
 waits on visibility and on a workflow's close, the synchronous-call workflows of a test's
-queue, an operator's reset, a task workflow whose own code fails, and the requests one
-Temporal client makes. Only for proving what
+queue, an operator's reset, a task workflow whose own code fails, the requests one
+Temporal client makes, and the history long polls it has in flight. Only for proving what
 the wire cannot show; what users see is read over the wire.
 """
 
@@ -13,6 +13,10 @@ from collections import Counter
 from typing import Any
 
 import anyio
+from temporalio.api.workflowservice.v1 import (
+    GetWorkflowExecutionHistoryRequest,
+    GetWorkflowExecutionHistoryResponse,
+)
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
@@ -127,8 +131,17 @@ async def reset_workflow(temporal_server: DevServer, workflow: str) -> None:
     """What an operator does to re-run a task: `temporal workflow reset --type FirstWorkflowTask`."""
     await anyio.run_process(
         [
-            str(find_temporal_binary()), "workflow", "reset", "--address", temporal_server.address,
-            "--workflow-id", workflow, "--type", "FirstWorkflowTask", "--reason", "re-run the task",
+            str(find_temporal_binary()),
+            "workflow",
+            "reset",
+            "--address",
+            temporal_server.address,
+            "--workflow-id",
+            workflow,
+            "--type",
+            "FirstWorkflowTask",
+            "--reason",
+            "re-run the task",
         ]
     )
 
@@ -177,3 +190,35 @@ class TemporalRequests:
             if update.metric.name in _REQUEST_METRICS:
                 self._totals[str(update.attributes.get("operation"))] += int(update.value)
         return Counter(self._totals)
+
+
+class HistoryLongPolls:
+    """The history long polls one Temporal client has in flight, by workflow id.
+
+    Wraps that client's own `GetWorkflowExecutionHistory` call, so every request still goes
+    to Temporal: one that waits for new events counts from when it is sent until it answers,
+    fails or is cancelled (a server letting go of a watch cancels its long poll).
+    """
+
+    def __init__(self, client: Client) -> None:
+        self._in_flight: Counter[str] = Counter()
+        service = client.workflow_service
+        call = service.get_workflow_execution_history
+
+        async def counted(
+            request: GetWorkflowExecutionHistoryRequest, *args: Any, **kwargs: Any
+        ) -> GetWorkflowExecutionHistoryResponse:
+            if not request.wait_new_event:
+                return await call(request, *args, **kwargs)
+            workflow_id = request.execution.workflow_id
+            self._in_flight[workflow_id] += 1
+            try:
+                return await call(request, *args, **kwargs)
+            finally:
+                self._in_flight[workflow_id] -= 1
+
+        service.get_workflow_execution_history = counted  # type: ignore[method-assign]
+
+    def in_flight(self, workflow_id: str) -> int:
+        """Long polls of the workflow's history sent and not yet answered."""
+        return self._in_flight[workflow_id]
