@@ -1,6 +1,7 @@
 """How much memory a server process holds for concurrent maximal requests, at peak and after.
 
     .venv/bin/python bench/request_memory.py [--calls 6] [--chars 45000000] [--budget BYTES] [--trace]
+        [--code DIR] [--label NAME] [--out FILE]
 
 Starts a dev server with a folder payload store, then this file as an HTTP MCP server
 process with an embedded worker (`serve`), and sends `--calls` concurrent `tools/call`s
@@ -13,6 +14,12 @@ was sent, its resident memory once every task has finished, 5 s later, and after
 `request_memory_budget` (a huge value measures the server without one); `--trace` traces
 the server's Python allocations during the calls and prints where they peaked (much
 slower: the workflow tasks of big arguments then time out and retry).
+
+`--code` runs the server on another copy of the package (a folder holding a
+`fastmcp_temporal` package, e.g. an earlier commit's, laid out as installed), so a change
+is measured beside the code before it in one session. `--out` appends the run, named by
+`--label`, with the host's load average, to a JSON list under `bench/results/`
+(`request_memory.json` holds the runs `docs/large-payloads.md` quotes).
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver._server import free_port, start_dev_server
 
 MIB = 1024 * 1024
+RESULTS = Path(__file__).parent / "results"
 _STARTUP_DEADLINE = 60.0
 _CALL_DEADLINE = 600.0
 
@@ -121,7 +129,9 @@ def _reset_peak(pid: int) -> None:
 
 
 @contextlib.contextmanager
-def _server_process(address: str, store: Path, budget: str | None) -> Iterator[tuple[int, str]]:
+def _server_process(
+    address: str, store: Path, budget: str | None, code: Path | None
+) -> Iterator[tuple[int, str]]:
     port = free_port()
     env = {
         **os.environ,
@@ -132,6 +142,8 @@ def _server_process(address: str, store: Path, budget: str | None) -> Iterator[t
     }
     if budget is not None:
         env["FASTMCP_TEMPORAL_REQUEST_MEMORY_BUDGET"] = budget
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(code), os.environ.get("PYTHONPATH", "")])
     process = subprocess.Popen([sys.executable, __file__, "serve"], env=env)
     url = f"http://127.0.0.1:{port}/mcp"
     try:
@@ -211,6 +223,7 @@ async def _measure(url: str, pid: int, calls: int, chars: int, trace: bool) -> d
         "after_mib": round(after_mib),
         "after_5s_mib": round(settled_mib),
         "after_malloc_trim_mib": round(trimmed_mib),
+        "after_5s_over_before": round(settled_mib / before_mib, 2),
         "refusals": sum(refused for _, refused in outcomes),
         "seconds": round(elapsed, 1),
     }
@@ -221,20 +234,41 @@ async def _allocations(url: str) -> list[str]:
         return (await client.call_tool("allocations", {})).data
 
 
+def _append(path: Path, arguments: argparse.Namespace, report: dict[str, Any]) -> None:
+    """Add the run to the JSON list at `path`, with what it ran and how loaded the host was."""
+    runs = json.loads(path.read_text()) if path.exists() else []
+    runs.append(
+        {
+            "label": arguments.label,
+            "budget": arguments.budget or "default",
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "load_average_1m": round(os.getloadavg()[0], 1),
+            "cpus": os.cpu_count(),
+            **report,
+        }
+    )
+    path.write_text(json.dumps(runs, indent=2) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=6)
     parser.add_argument("--chars", type=int, default=45_000_000)
     parser.add_argument("--trace", action="store_true", help="run the server under tracemalloc")
     parser.add_argument("--budget", help="FASTMCP_TEMPORAL_REQUEST_MEMORY_BUDGET for the server")
+    parser.add_argument("--code", type=Path, help="run the server on the package in this folder")
+    parser.add_argument("--label", default="", help="the run's name in --out")
+    parser.add_argument("--out", help="append the run to this JSON list under bench/results/")
     arguments = parser.parse_args()
     temporal = start_dev_server(ui=False)
     try:
         with tempfile.TemporaryDirectory() as scratch:
             store = Path(scratch) / "payloads"
-            with _server_process(temporal.address, store, arguments.budget) as (pid, url):
+            with _server_process(temporal.address, store, arguments.budget, arguments.code) as (pid, url):
                 report = asyncio.run(_measure(url, pid, arguments.calls, arguments.chars, arguments.trace))
                 print(json.dumps(report, indent=2))
+                if arguments.out:
+                    _append(RESULTS / arguments.out, arguments, report)
                 if arguments.trace:
                     print("\n".join(asyncio.run(_allocations(url))))
     finally:
