@@ -5,9 +5,9 @@ whose protobuf arenas hold every payload they carried, its arguments' among them
 workflow instance, and an instance that ends or is evicted lives on in reference cycles
 until the garbage collector's oldest generation is collected. A few objects, however
 large, never trigger that collection: six ended tasks of 45 MB arguments held 450 MiB.
-So once a run whose arguments came apart (`workflows/arguments`) and big ends, a full
-collection follows shortly after, once the SDK has let its instance go; several such runs
-ending together share one.
+So once a run whose arguments came apart (`workflows/arguments`) and big ends, full
+collections follow shortly after, once the SDK has let its instance go; runs ending
+together share them.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ from temporalio.worker import (
 
 BIG_ARGUMENTS = 8 * 1024 * 1024
 """A run whose arguments take this many converted bytes or more is followed by a collection."""
-_COLLECT_AFTER_SECONDS = 2.0
+_COLLECT_AFTER_SECONDS = (2.0, 20.0)
+"""When to collect after the last big run ended: soon, and again for an instance the SDK lets
+go late (one whose workflow task it gave up on, on a loaded host, ends after the run)."""
 
 
 class CollectAfterBigRuns(Interceptor):
@@ -35,7 +37,7 @@ class CollectAfterBigRuns(Interceptor):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._pending: threading.Timer | None = None
+        self._pending: list[threading.Timer] = []
 
     def workflow_interceptor_class(
         self, input: WorkflowInterceptorClassInput
@@ -54,13 +56,15 @@ class CollectAfterBigRuns(Interceptor):
         return _CollectingAfter
 
     def collect_soon(self) -> None:
-        """Collect `_COLLECT_AFTER_SECONDS` from now (from the workflow's thread: a timer of its own)."""
+        """Collect at each of `_COLLECT_AFTER_SECONDS` from now (called from a workflow's thread:
+        timers of their own), instead of at those a run that ended earlier set."""
         with self._lock:
-            if self._pending is not None:
-                self._pending.cancel()
-            self._pending = threading.Timer(_COLLECT_AFTER_SECONDS, gc.collect)
-            self._pending.daemon = True
-            self._pending.start()
+            for timer in self._pending:
+                timer.cancel()
+            self._pending = [threading.Timer(delay, gc.collect) for delay in _COLLECT_AFTER_SECONDS]
+            for timer in self._pending:
+                timer.daemon = True
+                timer.start()
 
 
 def _arguments_bytes(args: Sequence[Any]) -> int:
