@@ -121,6 +121,8 @@ class McpTaskWorkflow:
         task = _task_input(task)
         if isinstance(task, UnreadablePayload):  # its stored input is gone: nothing can run
             return self._lost(task.reason)
+        if (lost := _lost_arguments(arguments)) is not None:  # so are its stored arguments
+            return self._lost(lost.reason)
         self._task = task
         try:
             return await self._run_legs(task)
@@ -451,6 +453,14 @@ def _converted_size(value: Any) -> int:
 def _size_of(arguments: RawValue | None) -> int:
     """The converted bytes of arguments that travel apart; 0 when they are in the call."""
     return 0 if arguments is None else arguments.payload.ByteSize()
+
+
+def _lost_arguments(arguments: RawValue) -> UnreadablePayload | None:
+    """The stand-in the store gave for the task's arguments; never decodes their JSON itself."""
+    if arguments.payload.metadata.get("encoding") in (None, b"json/plain"):
+        return None
+    lost = workflow.payload_converter().from_payload(arguments.payload)
+    return lost if isinstance(lost, UnreadablePayload) else None
 
 
 def _task_input(value: Any) -> Any:
