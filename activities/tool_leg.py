@@ -86,6 +86,7 @@ from fastmcp_temporal.worker._notices import LegNotices
 from fastmcp_temporal.worker._outcome import keepable
 from fastmcp_temporal.worker._progress import LegProgress, progress_scope
 from fastmcp_temporal.worker._store_outage import until_store_answers
+from fastmcp_temporal.workflows.arguments import split
 from fastmcp_temporal.workflows.models import (
     LEG_OUTCOME_SIGNAL,
     REFUSED_ASK,
@@ -228,11 +229,18 @@ class ToolLegActivities:
         return outcome
 
     async def _input(self, leg: RawValue, progress: LegProgress | None) -> LegInput | UnreadablePayload:
-        """The leg's input as Temporal delivered it, or read from the store first."""
+        """The leg's input as Temporal delivered it, or read from the store first; with the call's
+        arguments put back when the workflow joined them to it undecoded (`workflows/arguments`)."""
         payload = leg.payload
         if (reference := StoredLegInput.of(payload)) is not None:
             payload = await self._fetched(reference, progress)
-        return activity.payload_converter().from_payload(payload, LegInput)
+        converter = activity.payload_converter()
+        if (parts := split(payload)) is None:
+            return converter.from_payload(payload, LegInput)
+        leg_input, arguments = converter.from_payload(parts[0], LegInput), converter.from_payload(parts[1])
+        if isinstance(arguments, UnreadablePayload):  # the store lost the task's arguments
+            return arguments
+        return replace(leg_input, call=replace(leg_input.call, arguments=arguments))
 
     async def _fetched(self, reference: StoredLegInput, progress: LegProgress | None) -> Payload:
         """The stored input, decoded by the codec; read heartbeating `progress` (none for a local

@@ -1,18 +1,26 @@
 """How much memory a server process holds for concurrent maximal requests, at peak and after.
 
     .venv/bin/python bench/request_memory.py [--calls 6] [--chars 45000000] [--budget BYTES] [--trace]
+        [--code DIR] [--label NAME] [--out FILE]
 
 Starts a dev server with a folder payload store, then this file as an HTTP MCP server
 process with an embedded worker (`serve`), and sends `--calls` concurrent `tools/call`s
 of one `--chars`-character argument each from a real `fastmcp.Client` over streamable
-HTTP, as tasks. A call refused for the request-memory budget (HTTP 503) is sent again
-after a second. It reports (in MiB) the server process's peak resident memory (`VmHWM`
+HTTP, as tasks. A call refused for the request-memory budget (HTTP 503), or whose
+connection dropped, is sent again after a second. It reports (in MiB) the server process's peak resident memory (`VmHWM`
 in /proc) over its resident memory before the calls, per call and as a multiple of what
-was sent, its resident memory once every task has finished, 5 s later, and after glibc's
-`malloc_trim` (what is still held by live objects). `--budget` sets the server's
+was sent, its resident memory once every task has finished, 5 s and 30 s later, and after glibc's
+`malloc_trim` (what is still held by live objects), with where that is (`smaps`). `--budget` sets the server's
 `request_memory_budget` (a huge value measures the server without one); `--trace` traces
-the server's Python allocations during the calls and prints where they peaked (much
+the server's Python allocations during the calls and prints where they peaked and what
+they still hold once the tasks ended (much
 slower: the workflow tasks of big arguments then time out and retry).
+
+`--code` runs the server on another copy of the package (a folder holding a
+`fastmcp_temporal` package, e.g. an earlier commit's, laid out as installed), so a change
+is measured beside the code before it in one session. `--out` appends the run, named by
+`--label`, with the host's load average, to a JSON list under `bench/results/`
+(`request_memory.json` holds the runs `docs/large-payloads.md` quotes).
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver._server import free_port, start_dev_server
 
 MIB = 1024 * 1024
+RESULTS = Path(__file__).parent / "results"
 _STARTUP_DEADLINE = 60.0
 _CALL_DEADLINE = 600.0
 
@@ -70,15 +79,17 @@ def _server() -> FastMCP:
         _PEAK_SNAPSHOT.append(asyncio.create_task(_watch_peak()))
 
     @mcp.tool
-    async def allocations(top: int = 12) -> list[str]:
-        """Where this process's Python allocations peaked, when it runs under tracemalloc."""
+    async def allocations(top: int = 12, held: bool = False) -> list[str]:
+        """Where this process's Python allocations peaked (or, `held`, what they hold now), when
+        it runs under tracemalloc."""
         import tracemalloc
 
         if not tracemalloc.is_tracing():
             return []
         current, peak = tracemalloc.get_traced_memory()
-        lines = [f"traced now {current / MIB:.0f} MiB, peak {peak / MIB:.0f} MiB"]
-        snapshot = _PEAK_SNAPSHOT[1] if len(_PEAK_SNAPSHOT) > 1 else tracemalloc.take_snapshot()
+        lines = [f"traced now {current / MIB:.0f} MiB, peak {peak / MIB:.0f} MiB; {'held' if held else 'at the peak'}:"]
+        peaked = _PEAK_SNAPSHOT[1] if len(_PEAK_SNAPSHOT) > 1 and not held else None
+        snapshot = peaked or tracemalloc.take_snapshot()
         for stat in snapshot.statistics("traceback")[:top]:
             lines.append(f"{stat.size / MIB:8.1f} MiB  {stat.count:6} blocks")
             lines.extend(f"      {frame}" for frame in stat.traceback.format(limit=6))
@@ -115,13 +126,37 @@ def _status_kb(pid: int, field: str) -> int:
     raise LookupError(field)
 
 
+def _resident_by_kind(pid: int) -> dict[str, int]:
+    """Where the process's resident memory is, in MiB: the main heap, anonymous mappings of
+    32 MiB or more (a large buffer glibc maps by itself, or a thread's arena), the smaller
+    anonymous ones, and files (code)."""
+    kinds = {"heap": 0, "anonymous_32mib_or_more": 0, "anonymous_smaller": 0, "files": 0}
+    name, size = "", 0
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        fields = line.split()
+        if "-" in fields[0] and not fields[0].endswith(":"):
+            start, end = (int(bound, 16) for bound in fields[0].split("-"))
+            name, size = (fields[5] if len(fields) > 5 else ""), end - start
+        elif fields[0] == "Rss:":
+            if name == "[heap]":
+                kind = "heap"
+            elif name and not name.startswith("["):
+                kind = "files"
+            else:
+                kind = "anonymous_32mib_or_more" if size >= 32 * MIB else "anonymous_smaller"
+            kinds[kind] += int(fields[1])
+    return {kind: round(kb / 1024) for kind, kb in kinds.items()}
+
+
 def _reset_peak(pid: int) -> None:
     """Start VmHWM over from the current RSS (writing 5 to clear_refs, Linux >= 4.0)."""
     Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 
 @contextlib.contextmanager
-def _server_process(address: str, store: Path, budget: str | None) -> Iterator[tuple[int, str]]:
+def _server_process(
+    address: str, store: Path, budget: str | None, code: Path | None
+) -> Iterator[tuple[int, str]]:
     port = free_port()
     env = {
         **os.environ,
@@ -132,6 +167,8 @@ def _server_process(address: str, store: Path, budget: str | None) -> Iterator[t
     }
     if budget is not None:
         env["FASTMCP_TEMPORAL_REQUEST_MEMORY_BUDGET"] = budget
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(code), os.environ.get("PYTHONPATH", "")])
     process = subprocess.Popen([sys.executable, __file__, "serve"], env=env)
     url = f"http://127.0.0.1:{port}/mcp"
     try:
@@ -164,21 +201,24 @@ def _patient(url: str) -> StreamableHttpTransport:
     return StreamableHttpTransport(url, httpx_client_factory=factory)
 
 
-async def _call(url: str, chars: int, index: int) -> tuple[int, int]:
-    """One call's result and how many times it was refused before it was taken."""
+async def _call(url: str, chars: int, index: int) -> tuple[int, int, int]:
+    """One call's result, how many times it was refused before it was taken, and how many
+    times its connection dropped (each sent again)."""
     blob = chr(ord("a") + index) * chars
-    refusals = 0
+    refusals = drops = 0
     while True:
         try:
             async with Client(_patient(url)) as client:
                 task = await call_tool_task(client, "weigh", {"blob": blob})
                 result = await task.result()
-            return int(result.data), refusals
+            return int(result.data), refusals, drops
         except MCPError as error:
             if "REQUEST_MEMORY_BUDGET" not in error.error.message:
                 raise
             refusals += 1
-            await asyncio.sleep(1)
+        except httpx2.TransportError:
+            drops += 1
+        await asyncio.sleep(1)
 
 
 async def _measure(url: str, pid: int, calls: int, chars: int, trace: bool) -> dict[str, Any]:
@@ -191,14 +231,17 @@ async def _measure(url: str, pid: int, calls: int, chars: int, trace: bool) -> d
     started = time.monotonic()
     outcomes = await asyncio.gather(*(_call(url, chars, index) for index in range(calls)))
     elapsed = time.monotonic() - started
-    assert all(length == chars for length, _ in outcomes), outcomes
+    assert all(length == chars for length, _, _ in outcomes), outcomes
     peak_mib = _status_kb(pid, "VmHWM") / 1024
     after_mib = _status_kb(pid, "VmRSS") / 1024
     await asyncio.sleep(5)
     settled_mib = _status_kb(pid, "VmRSS") / 1024
+    await asyncio.sleep(25)
+    later_mib = _status_kb(pid, "VmRSS") / 1024
     async with Client(url) as client:
         await client.call_tool("trim", {})
     trimmed_mib = _status_kb(pid, "VmRSS") / 1024
+    held = _resident_by_kind(pid)
     sent_mib = calls * chars / MIB
     return {
         "calls": calls,
@@ -211,14 +254,36 @@ async def _measure(url: str, pid: int, calls: int, chars: int, trace: bool) -> d
         "after_mib": round(after_mib),
         "after_5s_mib": round(settled_mib),
         "after_malloc_trim_mib": round(trimmed_mib),
-        "refusals": sum(refused for _, refused in outcomes),
+        "after_5s_over_before": round(settled_mib / before_mib, 2),
+        "after_30s_mib": round(later_mib),
+        "after_30s_over_before": round(later_mib / before_mib, 2),
+        "after_malloc_trim_resident_by_kind_mib": held,
+        "refusals": sum(refused for _, refused, _ in outcomes),
+        "dropped_connections": sum(dropped for _, _, dropped in outcomes),
         "seconds": round(elapsed, 1),
     }
 
 
 async def _allocations(url: str) -> list[str]:
     async with Client(url) as client:
-        return (await client.call_tool("allocations", {})).data
+        peak = (await client.call_tool("allocations", {})).data
+        return peak + (await client.call_tool("allocations", {"held": True})).data
+
+
+def _append(path: Path, arguments: argparse.Namespace, report: dict[str, Any]) -> None:
+    """Add the run to the JSON list at `path`, with what it ran and how loaded the host was."""
+    runs = json.loads(path.read_text()) if path.exists() else []
+    runs.append(
+        {
+            "label": arguments.label,
+            "budget": arguments.budget or "default",
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "load_average_1m": round(os.getloadavg()[0], 1),
+            "cpus": os.cpu_count(),
+            **report,
+        }
+    )
+    path.write_text(json.dumps(runs, indent=2) + "\n")
 
 
 def main() -> None:
@@ -227,14 +292,19 @@ def main() -> None:
     parser.add_argument("--chars", type=int, default=45_000_000)
     parser.add_argument("--trace", action="store_true", help="run the server under tracemalloc")
     parser.add_argument("--budget", help="FASTMCP_TEMPORAL_REQUEST_MEMORY_BUDGET for the server")
+    parser.add_argument("--code", type=Path, help="run the server on the package in this folder")
+    parser.add_argument("--label", default="", help="the run's name in --out")
+    parser.add_argument("--out", help="append the run to this JSON list under bench/results/")
     arguments = parser.parse_args()
     temporal = start_dev_server(ui=False)
     try:
         with tempfile.TemporaryDirectory() as scratch:
             store = Path(scratch) / "payloads"
-            with _server_process(temporal.address, store, arguments.budget) as (pid, url):
+            with _server_process(temporal.address, store, arguments.budget, arguments.code) as (pid, url):
                 report = asyncio.run(_measure(url, pid, arguments.calls, arguments.chars, arguments.trace))
                 print(json.dumps(report, indent=2))
+                if arguments.out:
+                    _append(RESULTS / arguments.out, arguments, report)
                 if arguments.trace:
                     print("\n".join(asyncio.run(_allocations(url))))
     finally:

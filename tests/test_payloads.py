@@ -31,19 +31,23 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.converter import (
+    CompositePayloadConverter,
     ExternalStorage,
     StorageDriver,
     StorageDriverClaim,
     StorageDriverRetrieveContext,
     StorageDriverStoreContext,
 )
+from temporalio.worker import Replayer
 
 from fastmcp_temporal import TemporalTasksExtension, encrypted_data_converter
 from fastmcp_temporal._wire import encode_answer
 from fastmcp_temporal.activities import tool_leg
+from fastmcp_temporal.connection._ordered_json import OrderedJSONPayloadConverter, TasksPayloadConverter
 from fastmcp_temporal.connection._stores import STORE_THRESHOLD, FolderStorageDriver
 from fastmcp_temporal.devserver._server import DevServer
 from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, InputAnswers
+from fastmcp_temporal.workflows.task import McpTaskWorkflow
 from helpers.servers import serving_http
 from helpers.temporal import anonymous_workflow_id, no_workflow_running, task_handle, workflows_listed
 from helpers.waits import DEADLINE, status_becomes
@@ -423,6 +427,57 @@ def test_an_unknown_payload_store_names_the_setting() -> None:
         payload_storage("relative/folder", None, MB)
 
 
+async def test_a_workflow_task_never_decodes_the_arguments(
+    make_extension, temporal_server: DevServer, tmp_path: Path
+) -> None:
+    """Big arguments pass through the workflow as the caller's payload: its workflow tasks,
+    replayed from the task's own history, neither decode nor re-encode them, and each of its
+    two legs still gets them whole (decoding 45 MB there took seconds, past the SDK's deadlock
+    detector)."""
+    folder = tmp_path / "payloads"
+    mcp = FastMCP("weighs")
+    mcp.add_extension(make_extension(payload_store=str(folder)))
+    blob = _marked(STORE_THRESHOLD + 1024)
+
+    @mcp.tool(task=True)
+    async def weigh(blob: str, ctx: Context) -> int | InputRequiredResult:
+        """Asks once, then says how long the arguments were: its outcomes never hold them."""
+        if ctx.input_responses is None:
+            return InputRequiredResult(result_type="input_required", input_requests={"go": question("go?")})
+        return len(blob)
+
+    async with Client(mcp, elicitation_handler=_answering("yes")) as client:
+        task = await call_tool_task(client, "weigh", {"blob": blob})
+        assert (await task.result()).data == len(blob)  # the second leg got them whole too
+    touched: list[str] = []  # what converting the arguments' bytes was done
+
+    class Watching(OrderedJSONPayloadConverter):
+        def to_payload(self, value: Any) -> Payload | None:
+            payload = super().to_payload(value)
+            if payload is not None and blob.encode() in payload.data:
+                touched.append("encoded")
+            return payload
+
+        def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
+            if blob.encode() in payload.data:
+                touched.append("decoded")
+            return super().from_payload(payload, type_hint)
+
+    class WatchingTasks(CompositePayloadConverter):
+        def __init__(self) -> None:
+            converters = TasksPayloadConverter().converters.values()
+            super().__init__(*(Watching() if isinstance(c, OrderedJSONPayloadConverter) else c for c in converters))
+
+    converter = dataclasses.replace(
+        encrypted_data_converter(None, str(folder)), payload_converter_class=WatchingTasks
+    )
+    temporal = await TemporalClient.connect(temporal_server.address, data_converter=converter)
+    history = await task_handle(temporal, task.task_id).fetch_history()
+    await Replayer(workflows=[McpTaskWorkflow], data_converter=converter).replay_workflow(history)
+    assert sum(e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED for e in history.events) == 2
+    assert touched == []
+
+
 async def test_continue_as_new_carries_the_arguments_once(make_extension, temporal_server: DevServer) -> None:
     extension = make_extension(history_events_limit=20)
     mcp = FastMCP("rounds")
@@ -451,8 +506,8 @@ async def test_continue_as_new_carries_the_arguments_once(make_extension, tempor
         for e in (await handle.fetch_history()).events
         if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED
     ]
-    (payload,) = started[0].workflow_execution_started_event_attributes.input.payloads
-    assert payload.data.count(marker.encode()) == 1
+    payloads = started[0].workflow_execution_started_event_attributes.input.payloads
+    assert sum(payload.data.count(marker.encode()) for payload in payloads) == 1
 
 
 async def test_big_input_requests_are_stored_too(make_extension, tmp_path: Path) -> None:

@@ -271,6 +271,11 @@ class TaskInput:
     creates say True, and the default keeps 0.2.0's behaviour for its histories."""
     open_round: OpenRound | None = None
     """The round this run waits on, when the previous run continued as new inside it."""
+    arguments_apart: bool = False
+    """The call's arguments are the workflow's second input, a payload the workflow hands each
+    leg undecoded (`workflows/arguments`), and `call.arguments` is empty: no workflow task
+    decodes or re-encodes them. Tasks this release creates say True; the default reads the
+    inputs of 0.2.0 and 0.3.0-dev, which carry them in `call`."""
 
 
 @dataclass

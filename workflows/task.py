@@ -25,7 +25,9 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.api.common.v1 import Payload
+from temporalio.common import RawValue, RetryPolicy, SearchAttributeKey
+from temporalio.converter import value_to_type
 from temporalio.exceptions import (
     ActivityError,
     CancelledError,
@@ -33,6 +35,7 @@ from temporalio.exceptions import (
     TimeoutType,
 )
 
+from fastmcp_temporal.workflows.arguments import JoinedLegInput, joined
 from fastmcp_temporal.workflows.models import (
     INPUT_REQUESTS_MEMO,
     LEG_OUTCOME_SIGNAL,
@@ -68,6 +71,9 @@ STATUS_ATTRIBUTE = SearchAttributeKey.for_keyword(STATUS_SEARCH_ATTRIBUTE)
 TOOL_ATTRIBUTE = SearchAttributeKey.for_keyword(TOOL_SEARCH_ATTRIBUTE)
 SCOPE_ATTRIBUTE = SearchAttributeKey.for_keyword(SCOPE_SEARCH_ATTRIBUTE)
 
+# The second input of a task whose arguments travel in its first (`TaskInput.arguments_apart`).
+_ARGUMENTS_IN_CALL = RawValue(Payload())
+
 
 # Continue as new past this many bytes of history too (Temporal terminates a task at 50 MiB),
 # or when Temporal suggests it.
@@ -91,7 +97,9 @@ WORKFLOW_BUGS = (
 @workflow.defn(name=WORKFLOW_NAME, failure_exception_types=list(WORKFLOW_BUGS), sandboxed=False)
 class McpTaskWorkflow:
     @workflow.init
-    def __init__(self, task: TaskInput) -> None:
+    def __init__(self, task: TaskInput, arguments: RawValue = _ARGUMENTS_IN_CALL) -> None:
+        task = _task_input(task)
+        self._arguments = arguments if isinstance(task, TaskInput) and task.arguments_apart else None
         self._outstanding: dict[str, str] = {}
         self._requests: dict[str, dict[str, Any]] = {}
         self._answers: dict[str, dict[str, Any]] = {}
@@ -109,9 +117,12 @@ class McpTaskWorkflow:
             self._reopen(task.open_round)  # here, before this run applies its first answers
 
     @workflow.run
-    async def run(self, task: TaskInput) -> TaskOutcome:
+    async def run(self, task: TaskInput, arguments: RawValue = _ARGUMENTS_IN_CALL) -> TaskOutcome:
+        task = _task_input(task)
         if isinstance(task, UnreadablePayload):  # its stored input is gone: nothing can run
             return self._lost(task.reason)
+        if (lost := _lost_arguments(arguments)) is not None:  # so are its stored arguments
+            return self._lost(lost.reason)
         self._task = task
         try:
             return await self._run_legs(task)
@@ -130,7 +141,7 @@ class McpTaskWorkflow:
         while True:
             if open_round is None:
                 leg_input = LegInput(task.call, leg.leg, leg.input_responses, leg.request_state)
-                if oversize := _over_budget(task, leg_input):
+                if oversize := _over_budget(task, leg_input, self._arguments):
                     return self._finish("failed", TaskOutcome(error=_internal_error(oversize)))
                 try:
                     outcome = await self._execute(task, leg_input)
@@ -163,7 +174,7 @@ class McpTaskWorkflow:
             self._publish("working", closed_round_memo(self._answered_keys))
             if _history_full(task):
                 workflow.continue_as_new(
-                    dataclasses.replace(task, resume=leg, open_round=None),
+                    args=self._inputs(dataclasses.replace(task, resume=leg, open_round=None)),
                     memo=dict(workflow.memo()),
                     search_attributes=workflow.info().typed_search_attributes,
                 )
@@ -171,7 +182,7 @@ class McpTaskWorkflow:
     async def _execute(self, task: TaskInput, leg: LegInput) -> LegOutcome:
         self._leg = leg.leg
         self._show("working")
-        activity = _start_leg(task.policy, leg)
+        activity = _start_leg(task.policy, leg, self._arguments)
         self._running_leg, self._late_outcome = (leg.leg, activity), None
         try:
             return await asyncio.shield(activity)
@@ -256,14 +267,19 @@ class McpTaskWorkflow:
             open_round, outstanding=dict(self._outstanding), answers=dict(self._answers)
         )
         continued = dataclasses.replace(task, resume=None, open_round=carried)
-        if task.leg_input_budget is not None and _converted_size(continued) > task.leg_input_budget:
+        size = _converted_size(continued) + _size_of(self._arguments)
+        if task.leg_input_budget is not None and size > task.leg_input_budget:
             self._stay_in_run = True
             return
         memo = {key: workflow.memo_value(key) for key in workflow.info().raw_memo if not is_round_field(key)}
         memo.update(asks_memo(dict(self._requests)))
         workflow.continue_as_new(
-            continued, memo=memo, search_attributes=workflow.info().typed_search_attributes
+            args=self._inputs(continued), memo=memo, search_attributes=workflow.info().typed_search_attributes
         )
+
+    def _inputs(self, task: TaskInput) -> list[Any]:
+        """The next run's inputs: the task, and the arguments' payload when they travel apart."""
+        return [task] if self._arguments is None else [task, self._arguments]
 
     @workflow.signal(name=SUBMIT_INPUT_SIGNAL)
     def submit_input(self, update: InputAnswers) -> None:
@@ -337,9 +353,16 @@ class McpTaskWorkflow:
         workflow.set_current_details(live_details(state, self._leg, requests, self._failure))
 
 
-def _start_leg(policy: LegPolicy, leg: LegInput) -> workflow.ActivityHandle[LegOutcome]:
-    """Schedule the leg's activity: a regular one, or a local one that runs inside this workflow task."""
+def _start_leg(
+    policy: LegPolicy, leg: LegInput, arguments: RawValue | None
+) -> workflow.ActivityHandle[LegOutcome]:
+    """Schedule the leg's activity: a regular one, or a local one that runs inside this workflow task.
+
+    Its input is the leg's, joined with the arguments' payload as it came when they travel apart."""
     summary = leg_summary(_tool_name(), leg.leg, leg.input_responses or ())
+    argument: LegInput | JoinedLegInput = leg
+    if arguments is not None:
+        argument = joined(leg.leg, _converted(leg), arguments.payload)
     start_to_close = timedelta(seconds=policy.start_to_close_seconds)
     retry_policy = RetryPolicy(
         initial_interval=timedelta(seconds=policy.initial_retry_seconds),
@@ -349,7 +372,7 @@ def _start_leg(policy: LegPolicy, leg: LegInput) -> workflow.ActivityHandle[LegO
     if policy.local:
         return workflow.start_local_activity(
             RUN_TOOL_LEG,
-            leg,
+            argument,
             result_type=LegOutcome,
             summary=summary,
             start_to_close_timeout=start_to_close,
@@ -358,7 +381,7 @@ def _start_leg(policy: LegPolicy, leg: LegInput) -> workflow.ActivityHandle[LegO
         )
     return workflow.start_activity(
         RUN_TOOL_LEG,
-        leg,
+        argument,
         result_type=LegOutcome,
         summary=summary,
         start_to_close_timeout=start_to_close,
@@ -418,9 +441,32 @@ def _well_formed_late(late: Any) -> bool:
     return isinstance(late, LateLegOutcome) and isinstance(late.leg, int) and isinstance(late.outcome, LegOutcome)
 
 
-def _converted_size(value: Any) -> int:
+def _converted(value: Any) -> Payload:
     (payload,) = workflow.payload_converter().to_payloads([value])
-    return payload.ByteSize()
+    return payload
+
+
+def _converted_size(value: Any) -> int:
+    return _converted(value).ByteSize()
+
+
+def _size_of(arguments: RawValue | None) -> int:
+    """The converted bytes of arguments that travel apart; 0 when they are in the call."""
+    return 0 if arguments is None else arguments.payload.ByteSize()
+
+
+def _lost_arguments(arguments: RawValue) -> UnreadablePayload | None:
+    """The stand-in the store gave for the task's arguments; never decodes their JSON itself."""
+    if arguments.payload.metadata.get("encoding") in (None, b"json/plain"):
+        return None
+    lost = workflow.payload_converter().from_payload(arguments.payload)
+    return lost if isinstance(lost, UnreadablePayload) else None
+
+
+def _task_input(value: Any) -> Any:
+    """The run's first input as a `TaskInput`. The SDK decodes an input of one payload (a task's
+    whose arguments are in its call) without this two-parameter run's type hints, as plain JSON."""
+    return value_to_type(TaskInput, value) if isinstance(value, dict) else value
 
 
 def _tool_name() -> str:
@@ -435,7 +481,7 @@ def _is_cancellation(err: BaseException) -> bool:
     return isinstance(err, ActivityError) and isinstance(err.cause, CancelledError)
 
 
-def _over_budget(task: TaskInput, leg: LegInput) -> str | None:
+def _over_budget(task: TaskInput, leg: LegInput, arguments: RawValue | None) -> str | None:
     """Why the leg's input cannot enter history, checked before scheduling it.
 
     Temporal refuses the whole workflow task when one command's payload is too large,
@@ -443,7 +489,7 @@ def _over_budget(task: TaskInput, leg: LegInput) -> str | None:
     """
     if task.leg_input_budget is None or (leg.input_responses is None and leg.request_state is None):
         return None  # the arguments alone: measured, with more, when the task was created
-    size = _converted_size(leg)
+    size = _converted_size(leg) + _size_of(arguments)
     if size <= task.leg_input_budget:
         return None
     if task.call.outcome_stored:

@@ -542,7 +542,7 @@ async def _inspect(client: Client, task: _FoundTask, ui_url: str) -> dict[str, A
         kind = event.event_type
         if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
             attributes = event.workflow_execution_started_event_attributes
-            started = await _decoded(client, attributes.input.payloads)
+            started = await _decoded(client, attributes.input.payloads[:1])  # the task, not its arguments
             legs = _legs_before_this_run(started)
             asks = attributes.memo.fields.get(INPUT_REQUESTS_MEMO)
             carried = await _open_round_requests(client, started, asks)

@@ -122,7 +122,7 @@ async def start_tool_workflow(
     call = ToolCall(
         task_id=task_id,
         component_key=component.key,
-        arguments=raw_arguments,
+        arguments={},  # apart: the workflow's second input
         snapshot=snapshot_codec().encode(snapshot.to_json()),
         client_extensions=_client_extensions(context),
         synchronous=kind == "call",
@@ -142,11 +142,12 @@ async def start_tool_workflow(
         resume=_continuation(context) if kind == "call" else None,
         publish_completion=False,
         asks_written_once=True,
+        arguments_apart=True,
     )
-    converted, input_bytes = await _converted_call(backend, task)
+    inputs, input_bytes = await _converted_call(backend, task, raw_arguments)
     handle = await backend.client.start_workflow(
         WORKFLOW_NAME,
-        converted,
+        args=inputs,
         result_type=TaskOutcome,
         id=workflow_id(scope_tag, task_id, kind),
         task_queue=backend.settings.task_queue,
@@ -202,19 +203,25 @@ async def task_component(server: FastMCP, tool: Tool) -> Tool:
         return tool  # not among get_tasks(): validate against the tool as resolved
 
 
-async def _converted_call(backend: Backend, task: TaskInput) -> tuple[RawValue, int]:
-    """The workflow's input, converted once, and its encoded size; refused as a bad call is
-    when it cannot be kept.
+async def _converted_call(
+    backend: Backend, task: TaskInput, arguments: dict[str, Any]
+) -> tuple[list[RawValue], int]:
+    """The workflow's inputs, the task and its arguments apart (which the workflow passes to
+    each leg undecoded), each converted once, and their encoded size; refused as a bad call
+    is when they cannot be kept.
 
     It also tells the workflow how large a leg's input may grow with answers (Temporal's
     payload limit, or the store's), so it never schedules one that could not be kept.
     """
     converter, limits = backend.client.data_converter, backend.payload_limits
     task.leg_input_budget = await converter_budget(converter, limits.limit)
-    value, size = await converted(converter, task)
+    (task_value, task_size), (arguments_value, arguments_size) = [
+        await converted(converter, value) for value in (task, arguments)
+    ]
+    size = task_size + arguments_size
     if refusal := limits.refusal("The call's arguments", size):
         raise ValidationError(refusal)
-    return value, size
+    return [task_value, arguments_value], size
 
 
 def _client_extensions(context: Context) -> list[str]:

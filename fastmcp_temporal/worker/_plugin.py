@@ -37,6 +37,7 @@ from fastmcp_temporal.activities.tool_leg import ToolLegActivities
 from fastmcp_temporal.connection._client import require_codec
 from fastmcp_temporal.connection._converter import tasks_data_converter
 from fastmcp_temporal.connection._store_marker import identify_store
+from fastmcp_temporal.worker._big_runs import CollectAfterBigRuns
 from fastmcp_temporal.worker._heartbeat import HeartbeatCadence
 from fastmcp_temporal.worker._loop_lag import worker_loop_lag
 from fastmcp_temporal.worker._lost_payloads import EndTasksWithLostPayloads
@@ -87,7 +88,7 @@ class McpTasksPlugin(SimplePlugin):
             activities=[
                 ToolLegActivities(server, heartbeat_cadence(self._extension.temporal_settings)).run_tool_leg
             ],
-            interceptors=[*worker_interceptors(), self._lost_payloads],
+            interceptors=[*worker_interceptors(), self._lost_payloads, CollectAfterBigRuns()],
         )
         self._enter_server_lifespan = enter_server_lifespan
 
