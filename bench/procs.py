@@ -10,13 +10,19 @@ from each process's SDK metrics served for Prometheus (`temporal_request` and
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+_STARTUP_DEADLINE = 60.0
 _RPC_SAMPLE = re.compile(r"^temporal_(?:long_)?request(?:_total)?\{([^}]*)\} (\S+)$", re.MULTILINE)
 _OPERATION = re.compile(r'operation="([^"]+)"')
 
@@ -109,3 +115,38 @@ class CallCounter:
             elif name in ("temporal_request_failure", "temporal_long_request_failure"):
                 self.failures[operation] += int(update.value)
         return dict(self.totals)
+
+
+@contextlib.contextmanager
+def http_server_process(script: str, env: dict[str, str], port: int) -> Iterator[tuple[int, str]]:
+    """Run `script serve` as a process, wait until it answers HTTP on `port`, and stop it by PID after.
+
+    Args:
+        script: a bench script whose `serve` argument runs its MCP server on `PORT`.
+        env: the process's whole environment, `PORT` included.
+        port: the loopback port it serves on.
+
+    Yields:
+        The process's PID and its MCP URL.
+    """
+    process = subprocess.Popen([sys.executable, script, "serve"], env=env)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + _STARTUP_DEADLINE
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"The server exited with {process.returncode}")
+            with contextlib.suppress(httpx.HTTPError):
+                httpx.get(url, timeout=1)
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError("The server did not start")
+            time.sleep(0.2)
+        yield process.pid, url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

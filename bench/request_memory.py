@@ -31,7 +31,6 @@ import contextlib
 import ctypes
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,19 +39,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import httpx2
 from fastmcp import Client, FastMCP
 from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp_tasks.client import call_tool_task
 from mcp.shared.exceptions import MCPError
+from procs import http_server_process
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver._server import free_port, start_dev_server
 
 MIB = 1024 * 1024
 RESULTS = Path(__file__).parent / "results"
-_STARTUP_DEADLINE = 60.0
 _CALL_DEADLINE = 600.0
 
 
@@ -169,27 +167,8 @@ def _server_process(
         env["FASTMCP_TEMPORAL_REQUEST_MEMORY_BUDGET"] = budget
     if code is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(code), os.environ.get("PYTHONPATH", "")])
-    process = subprocess.Popen([sys.executable, __file__, "serve"], env=env)
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        deadline = time.monotonic() + _STARTUP_DEADLINE
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"The server exited with {process.returncode}")
-            with contextlib.suppress(httpx.HTTPError):
-                httpx.get(url, timeout=1)
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError("The server did not start")
-            time.sleep(0.2)
-        yield process.pid, url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with http_server_process(__file__, env, port) as (pid, url):
+        yield pid, url
 
 
 def _patient(url: str) -> StreamableHttpTransport:

@@ -32,7 +32,6 @@ import contextlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -41,12 +40,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 from anyio.abc import SocketStream
 from fastmcp import Client, FastMCP
 from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
 from fastmcp_tasks.client import call_tool_task
+from procs import http_server_process
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver._server import free_port, start_dev_server
@@ -56,7 +55,6 @@ DECLARED = 64 * MIB
 KINDS = {"declared": 10, "sending": 4 * MIB}
 """What each kind of stalled upload sends of its declared 64 MiB before it stops."""
 TOKENS = {"token-a": {"client_id": "caller-a"}, "token-b": {"client_id": "caller-b"}}
-_STARTUP_DEADLINE = 60.0
 _CALL_DEADLINE = 30.0
 _SETTLE = 1.0
 """How long the uploads are given to reach the server before B's calls start."""
@@ -93,27 +91,8 @@ def _server_process(address: str, tree: str | None) -> Iterator[str]:
     }
     if tree is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (tree, os.environ.get("PYTHONPATH"))))
-    process = subprocess.Popen([sys.executable, __file__, "serve"], env=env)
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        deadline = time.monotonic() + _STARTUP_DEADLINE
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"The server exited with {process.returncode}")
-            with contextlib.suppress(httpx.HTTPError):
-                httpx.get(url, timeout=1)
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError("The server did not start")
-            time.sleep(0.2)
+    with http_server_process(__file__, env, port) as (_, url):
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @contextlib.asynccontextmanager
