@@ -86,7 +86,7 @@ from fastmcp_temporal.worker._notices import LegNotices
 from fastmcp_temporal.worker._outcome import keepable
 from fastmcp_temporal.worker._progress import LegProgress, progress_scope
 from fastmcp_temporal.worker._store_outage import until_store_answers
-from fastmcp_temporal.workflows.arguments import split
+from fastmcp_temporal.workflows.arguments import Joined, is_joined
 from fastmcp_temporal.workflows.models import (
     LEG_OUTCOME_SIGNAL,
     REFUSED_ASK,
@@ -235,12 +235,10 @@ class ToolLegActivities:
         if (reference := StoredLegInput.of(payload)) is not None:
             payload = await self._fetched(reference, progress)
         converter = activity.payload_converter()
-        if (parts := split(payload)) is None:
+        if not is_joined(payload):
             return converter.from_payload(payload, LegInput)
-        leg_input, arguments = converter.from_payload(parts[0], LegInput), converter.from_payload(parts[1])
-        if isinstance(arguments, UnreadablePayload):  # the store lost the task's arguments
-            return arguments
-        return replace(leg_input, call=replace(leg_input.call, arguments=arguments))
+        parts = converter.from_payload(payload, Joined)
+        return replace(parts.leg, call=replace(parts.leg.call, arguments=parts.arguments))
 
     async def _fetched(self, reference: StoredLegInput, progress: LegProgress | None) -> Payload:
         """The stored input, decoded by the codec; read heartbeating `progress` (none for a local

@@ -1,4 +1,4 @@
-"""A cancel closes any task, and every age a server computes is on Temporal's clock.
+"""A cancel closes any task, and every age a server or worker computes is on Temporal's clock.
 
 A server whose clock runs ahead of or behind Temporal's behaves as an in-sync one: its cancel
 waits for a restarting worker instead of terminating, a closed task reads until its TTL ends
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 import sys
@@ -27,6 +28,7 @@ from fastmcp import Client, Context
 from fastmcp_tasks.client import call_tool_task
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, InputRequiredResult
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus
 
@@ -220,3 +222,29 @@ async def test_a_cancel_closes_a_task_whose_workflow_task_fails_on_every_attempt
         terminated = [event async for event in handle.fetch_history_events()][-1]
         assert terminated.workflow_execution_terminated_event_attributes.reason == CANCELLED_REASON
         assert (await tasks_get(client, task.task_id)).status == "cancelled"
+
+
+async def test_a_worker_whose_clock_runs_ahead_runs_its_legs_as_an_in_sync_one(
+    make_extension: Callable[..., TemporalTasksExtension], temporal_server: DevServer,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A leg ages its attempt on Temporal's clock: a worker 60 s ahead does not take a just-started
+    attempt for one Temporal gave up on (which would deliver its outcome twice, by signal too)."""
+    async def short() -> str:
+        await asyncio.sleep(1.5)
+        return "done"
+
+    shift_local_clock(monkeypatch, 60)
+    server = server_with(make_extension())
+    server.tool(short, task=True)
+    temporal = await TemporalClient.connect(temporal_server.address)
+    caplog.set_level(logging.WARNING, logger="fastmcp_temporal")
+    async with Client(server) as client:
+        task = await call_tool_task(client, "short")
+        assert (await finished(task)).status == "completed"
+    history = await task_handle(temporal, task.task_id).fetch_history()
+    signals = [e.workflow_execution_signaled_event_attributes.signal_name for e in history.events
+               if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED]
+    completed = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]
+    assert (signals, len(completed)) == ([], 1), "the leg took its attempt for one Temporal gave up on"
+    assert not [r for r in caplog.records if "gave up on the attempt" in r.getMessage()]

@@ -4,19 +4,25 @@ A tool's arguments may be tens of megabytes. Decoding them into the workflow's i
 encoding them again into every leg's took seconds of CPU per workflow task, past the
 SDK's deadlock detector, and held copies for as long as the workflow stayed cached. So
 the server converts them to a payload of their own, the workflow's second input, which
-the workflow takes as a `RawValue`; to schedule a leg it joins the leg's converted input
-and that payload, bytes untouched, into one payload of its own encoding, which the leg
-splits and decodes (`activities/tool_leg`). Both ends are here, so the layout has one owner.
+the workflow takes as a `RawValue`; to schedule a leg it splices the leg's converted input
+and the arguments' JSON, bytes untouched, into one JSON payload, `{"leg": …, "arguments": …}`,
+which the leg decodes (`activities/tool_leg`) and the Temporal UI shows as any JSON input.
+Both ends are here, so the layout has one owner.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from temporalio.api.common.v1 import Payload, Payloads
+from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 
-JOINED_ENCODING = b"binary/fastmcp-temporal-leg-and-arguments"
+from fastmcp_temporal.workflows.models import LegInput
+
+JSON_ENCODING = b"json/plain"
+JOINED = "fastmcp-temporal-joined"
+"""The metadata key that marks a leg's input spliced with the call's arguments."""
 
 
 @dataclass(frozen=True)
@@ -28,18 +34,21 @@ class JoinedLegInput(RawValue):
     leg: int = 1
 
 
+@dataclass
+class Joined:
+    """What a joined leg input decodes to."""
+
+    leg: LegInput
+    arguments: dict[str, Any]
+
+
 def joined(leg: int, leg_input: Payload, arguments: Payload) -> JoinedLegInput:
-    """One payload holding the leg's converted input, then the arguments' payload."""
-    data = Payloads(payloads=[leg_input, arguments]).SerializeToString()
-    return JoinedLegInput(Payload(metadata={"encoding": JOINED_ENCODING}, data=data), leg)
+    """One JSON payload spliced from the leg's converted input and the arguments' JSON payload."""
+    data = b'{"leg":' + leg_input.data + b',"arguments":' + arguments.data + b"}"
+    return JoinedLegInput(Payload(metadata={"encoding": JSON_ENCODING, JOINED: b"1"}, data=data), leg)
 
 
-def split(payload: Payload) -> tuple[Payload, Payload] | None:
-    """The leg's input and the arguments' payload `joined` put in `payload`; None for a leg's
-    input that came whole (tasks created before the arguments travelled apart)."""
-    if payload.metadata.get("encoding") != JOINED_ENCODING:
-        return None
-    parts = Payloads()
-    parts.ParseFromString(payload.data)
-    leg_input, arguments = parts.payloads
-    return leg_input, arguments
+def is_joined(payload: Payload) -> bool:
+    """Whether `payload` is a joined leg input, not one that came whole (tasks created before the
+    arguments travelled apart)."""
+    return JOINED in payload.metadata

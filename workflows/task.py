@@ -35,7 +35,7 @@ from temporalio.exceptions import (
     TimeoutType,
 )
 
-from fastmcp_temporal.workflows.arguments import JoinedLegInput, joined
+from fastmcp_temporal.workflows.arguments import JSON_ENCODING, JoinedLegInput, joined
 from fastmcp_temporal.workflows.models import (
     INPUT_REQUESTS_MEMO,
     LEG_OUTCOME_SIGNAL,
@@ -457,7 +457,7 @@ def _size_of(arguments: RawValue | None) -> int:
 
 def _lost_arguments(arguments: RawValue) -> UnreadablePayload | None:
     """The stand-in the store gave for the task's arguments; never decodes their JSON itself."""
-    if arguments.payload.metadata.get("encoding") in (None, b"json/plain"):
+    if arguments.payload.metadata.get("encoding") in (None, JSON_ENCODING):  # the server wrote JSON
         return None
     lost = workflow.payload_converter().from_payload(arguments.payload)
     return lost if isinstance(lost, UnreadablePayload) else None

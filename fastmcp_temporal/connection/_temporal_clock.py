@@ -1,7 +1,8 @@
 """Temporal's clock as one process sees it, so no age this package computes reads the local clock.
 
 The stall, TTL and waiting rules compare a timestamp Temporal wrote (when a workflow task
-was scheduled, when a task closed, when its TTL timer fires) with "now". A server or CLI
+was scheduled, when a task closed, when its TTL timer fires, when a leg's attempt started)
+with "now". A server or CLI
 whose clock runs ahead of Temporal's would see every age too old (a cancel terminating a
 task a worker was about to take, a result "not found" before its TTL), one behind too young.
 So "now" is Temporal's: the newest timestamp this process has seen Temporal write, moved
@@ -58,8 +59,9 @@ class TemporalClock:
 
     async def read_once(self, client: Client) -> None:
         """Read Temporal's clock, the first time this is called (later calls join or skip it)."""
-        if self._first_read is None:
-            self._first_read = asyncio.ensure_future(self._read(client))
+        first = self._first_read
+        if first is None or (not first.done() and first.get_loop() is not asyncio.get_running_loop()):
+            self._first_read = asyncio.ensure_future(self._read(client))  # once, or again on a new loop
         if not self._first_read.done():
             await asyncio.shield(self._first_read)
 
@@ -108,9 +110,19 @@ class TemporalClock:
             self.saw(activity.last_heartbeat_time)
             self.saw(activity.last_started_time)
 
+    def since_written(self, stamp: datetime) -> timedelta:
+        """How long ago, on Temporal's clock, Temporal wrote `stamp` (a timestamp just read from it)."""
+        self.saw(stamp)
+        return self.now() - stamp
+
     def now(self) -> datetime:
         """Now on Temporal's clock, never ahead of it: before any timestamp was seen, the earliest
         time (nothing has aged)."""
         if self._newest is None:
             return datetime.min.replace(tzinfo=timezone.utc)
         return self._newest + timedelta(seconds=monotonic() - self._seen_at)
+
+
+worker_clock = TemporalClock()
+"""Temporal's clock for the legs this process's workers run (read when a worker starts), by which
+a leg ages its attempt: how long ago Temporal started it, and when its time runs out."""

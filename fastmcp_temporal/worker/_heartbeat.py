@@ -37,12 +37,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from temporalio import activity
 
 from fastmcp_temporal._settings import DEFAULT_HEARTBEAT_FAST_PERIOD, DEFAULT_HEARTBEAT_INTERVAL
+from fastmcp_temporal.connection._temporal_clock import worker_clock
 from fastmcp_temporal.worker._loop_lag import Step, longest_step, worker_loop_lag
 
 if TYPE_CHECKING:
@@ -200,7 +201,7 @@ def _attempt_beats(loop: asyncio.AbstractEventLoop, timeout: float) -> _AttemptB
     Temporal started it (its dispatch may have waited for a busy loop), by Temporal's clock."""
     beats = _attempt.get()
     if beats is None:
-        waited = (datetime.now(timezone.utc) - activity.info().started_time).total_seconds()
+        waited = worker_clock.since_written(activity.info().started_time).total_seconds()
         started = loop.time() - min(max(waited, 0.0), 2 * timeout)
         beats = _AttemptBeats(started, started)
         _attempt.set(beats)

@@ -37,6 +37,7 @@ from fastmcp_temporal.activities.tool_leg import ToolLegActivities
 from fastmcp_temporal.connection._client import require_codec
 from fastmcp_temporal.connection._converter import tasks_data_converter
 from fastmcp_temporal.connection._store_marker import identify_store
+from fastmcp_temporal.connection._temporal_clock import worker_clock
 from fastmcp_temporal.worker._big_runs import CollectAfterBigRuns
 from fastmcp_temporal.worker._heartbeat import HeartbeatCadence
 from fastmcp_temporal.worker._loop_lag import worker_loop_lag
@@ -132,6 +133,7 @@ class McpTasksPlugin(SimplePlugin):
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """Run the worker inside the server's lifespan, the extension serving through its client."""
         await identify_store(worker.client)
+        await worker_clock.read_once(worker.client)
         async with (
             worker_loop_lag.sampling(),
             self._lost_payloads.serving(worker.client),

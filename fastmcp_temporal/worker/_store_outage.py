@@ -25,6 +25,7 @@ from typing import TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from fastmcp_temporal.connection._temporal_clock import worker_clock
 from fastmcp_temporal.worker._progress import LegProgress
 
 logger = logging.getLogger("fastmcp_temporal")
@@ -114,8 +115,16 @@ def _leg_deadline() -> float | None:
     info = activity.info()
     if info.start_to_close_timeout is None:
         return None
-    ends = info.started_time + info.start_to_close_timeout - min(_DEADLINE_MARGIN, info.start_to_close_timeout / 5)
-    return asyncio.get_running_loop().time() + (ends - datetime.now(timezone.utc)).total_seconds()
+    left = info.start_to_close_timeout - min(_DEADLINE_MARGIN, info.start_to_close_timeout / 5) - _since_started(info)
+    return asyncio.get_running_loop().time() + left.total_seconds()
+
+
+def _since_started(info: activity.Info) -> timedelta:
+    """How long ago the attempt started: on this process's clock for a local leg (its start is read
+    there), else on Temporal's."""
+    if info.is_local:
+        return datetime.now(timezone.utc) - info.started_time
+    return worker_clock.since_written(info.started_time)
 
 
 def _gave_up(doing: str, waited: float, exc: BaseException) -> ApplicationError:
