@@ -4,8 +4,9 @@ Each subpackage is a runtime role (`server`, `worker`, `connection`, `devserver`
 `cli`) beside the shared modules at the top and the `workflows` and `activities`
 folders. No module imports, even lazily, a module that imports it back. The
 connection layer knows neither MCP nor the legs, the dev-server launcher is the bottom
-role, the shared top-level modules import no role, and what a server knows of the tasks
-it reads (`server/_known.py`, `server/_watch.py`, `server/_quiet.py`) is the server's alone.
+role, the shared top-level modules import no role, what a server knows of the tasks
+it reads (`server/_known.py`, `server/_watch.py`, `server/_quiet.py`) is the server's alone,
+and a task's memo is written at creation from its facts (`server/_facts.py`) alone.
 The tests keep their own rooms apart too: what test modules share is in `tests/helpers/`,
 never in another test module, and `tests/` and `bench/` never put each other on `sys.path`.
 """
@@ -122,6 +123,17 @@ def test_nothing_outside_the_server_imports_what_it_knows_of_tasks() -> None:
         if not _within(name, "server"):
             leaks = _imports(path, modules) & known_tasks
             assert not leaks, f"{name} imports {leaks}"
+
+
+def _names_imported(path: Path) -> set[str]:
+    return {alias.name for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)
+            for alias in node.names}
+
+
+def test_a_tasks_facts_are_written_from_one_value() -> None:
+    """The memo a task starts with is built from its `TaskFacts` alone, as its input and UI summary are."""
+    writers = {name for name, path in _modules().items() if "created_memo" in _names_imported(path)}
+    assert writers == {"fastmcp_temporal.server._facts"}
 
 
 def _top_level_imports(path: Path) -> set[str]:
