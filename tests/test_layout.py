@@ -4,10 +4,11 @@ Each subpackage is a runtime role (`server`, `worker`, `connection`, `devserver`
 `cli`) beside the shared modules at the top and the `workflows` and `activities`
 folders. No module imports, even lazily, a module that imports it back. The
 connection layer knows neither MCP nor the legs, the dev-server launcher is the bottom
-role, the shared top-level modules import no role, only the extension and the plugin run
-the start-up check of FastMCP's internals, what a server knows of the tasks
-it reads (`server/_known.py`, `server/_watch.py`, `server/_quiet.py`) is the server's alone,
-and a task's memo is written at creation from its facts (`server/_facts.py`) alone.
+role (the others reach it through its public names), the shared top-level modules import
+no role, only the extension and the plugin run the start-up check of FastMCP's internals,
+what a server knows of the tasks it reads (`server/_known.py`, `server/_watch.py`,
+`server/_quiet.py`) is the server's alone, and a task's memo is written at creation from
+its facts (`server/_facts.py`) alone.
 The tests keep their own rooms apart too: what test modules share is in `tests/helpers/`,
 never in another test module, and `tests/` and `bench/` never put each other on `sys.path`.
 """
@@ -111,6 +112,13 @@ def test_the_dev_server_launcher_is_the_bottom_role() -> None:
     for name, targets in _imports_of("devserver").items():
         others = {target for target in targets if not _within(target, "devserver")}
         assert others <= {"fastmcp_temporal.workflows.models"}, f"{name} imports {others}"
+
+
+def test_the_other_roles_launch_the_dev_server_through_its_public_names() -> None:
+    """Outside `devserver/`, the package imports `fastmcp_temporal.devserver`, never one of its modules."""
+    for name, targets in _imports_of("server", "worker", "connection", "cli").items():
+        reached = {target for target in targets if target.startswith("fastmcp_temporal.devserver.")}
+        assert not reached, f"{name} imports {reached}: import from fastmcp_temporal.devserver"
 
 
 def test_the_shared_modules_import_no_role() -> None:

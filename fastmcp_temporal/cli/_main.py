@@ -32,7 +32,7 @@ from fastmcp_temporal.cli._tasks import add_tasks_command
 from fastmcp_temporal.connection._client import TemporalConnectionError
 from fastmcp_temporal.connection._process_exit import end_process
 from fastmcp_temporal.connection._search_attributes import SearchAttributeSetupError
-from fastmcp_temporal.devserver._server import DevServerError
+from fastmcp_temporal.devserver import DevServerError
 from fastmcp_temporal.server._extension import TemporalTasksExtension
 from fastmcp_temporal.worker._plugin import tasks_extension
 
