@@ -154,7 +154,6 @@ async def test_a_cancel_of_an_expired_task_answers_not_found_as_a_read_does(
 
 SHIFTED_CLI = """
 import datetime, sys
-from fastmcp_temporal.cli import _tasks
 from fastmcp_temporal.cli._main import main
 
 class Shifted(datetime.datetime):
@@ -162,7 +161,9 @@ class Shifted(datetime.datetime):
     def now(cls, tz=None):
         return datetime.datetime.now(tz) + datetime.timedelta(seconds=float(sys.argv[1]))
 
-_tasks.datetime = Shifted
+for name, module in list(sys.modules.items()):
+    if name.startswith("fastmcp_temporal") and getattr(module, "datetime", None) is datetime.datetime:
+        module.datetime = Shifted
 main(sys.argv[2:])
 """
 
