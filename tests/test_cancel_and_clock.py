@@ -33,9 +33,10 @@ from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal.connection._stall import STALL_GRACE
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.devserver._server import DevServer
-from fastmcp_temporal.server._stalled import CANCELLED_REASON, STALL_GRACE
+from fastmcp_temporal.server._stalled import CANCELLED_REASON
 from helpers.cli import listed
 from helpers.servers import server_with, square
 from helpers.temporal import task_handle, workflow_closed

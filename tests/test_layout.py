@@ -4,8 +4,9 @@ Each subpackage is a runtime role (`server`, `worker`, `connection`, `devserver`
 `cli`) beside the shared modules at the top and the `workflows` and `activities`
 folders. No module imports, even lazily, a module that imports it back. The
 connection layer knows neither MCP nor the legs, the dev-server launcher is the bottom
-role, the shared top-level modules import no role, and what a server knows of the tasks
-it reads (`server/_known.py`, `server/_watch.py`, `server/_quiet.py`) is the server's alone.
+role and the CLI the top one, the shared top-level modules import no role, and what a
+server knows of the tasks it reads (`server/_known.py`, `server/_watch.py`,
+`server/_quiet.py`) is the server's alone.
 The tests keep their own rooms apart too: what test modules share is in `tests/helpers/`,
 never in another test module, and `tests/` and `bench/` never put each other on `sys.path`.
 """
@@ -121,6 +122,16 @@ def test_nothing_outside_the_server_imports_what_it_knows_of_tasks() -> None:
     for name, path in modules.items():
         if not _within(name, "server"):
             leaks = _imports(path, modules) & known_tasks
+            assert not leaks, f"{name} imports {leaks}"
+
+
+def test_the_cli_is_the_top_role() -> None:
+    """Commands use the other roles, none uses a command: what a server and `tasks --stuck` both
+    decide (the stall rule) lives below them both (`connection/_stall.py`)."""
+    modules = _modules()
+    for name, path in modules.items():
+        if not _within(name, "cli"):
+            leaks = {target for target in _imports(path, modules) if _within(target, "cli")}
             assert not leaks, f"{name} imports {leaks}"
 
 

@@ -4,7 +4,7 @@ Whatever the cause (a worker without the key, a store it cannot reach, a bug in 
 code, a build with no workers left), a stuck task is one of three: its workflow task has
 failed before and is being retried (the reason is the newest failure, decrypted when the
 command holds the key); it has waited for a worker past the grace (the stall rule the
-servers act on, `server/_stalled.py`: the reason names the build it is pinned or routed
+servers act on, `connection/_stall.py`: the reason names the build it is pinned or routed
 to and when that build's workers last polled); or a leg waits for its payload store (its
 heartbeats say so). Each row says which, and what makes the task move again.
 """
@@ -17,7 +17,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from temporalio.api.deployment.v1 import RoutingConfig
-from temporalio.api.enums.v1 import EventType, TaskQueueType
+from temporalio.api.enums.v1 import EventType, TaskQueueType, VersioningBehavior
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import (
@@ -28,11 +28,9 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription
 
 from fastmcp_temporal.cli._reading import TEMPORAL_CLOCK, decoded, describe, field, list_query, row
-from fastmcp_temporal.server._stalled import newest_events_first, pinned_build, stalled, waiting_for_worker
+from fastmcp_temporal.connection._stall import failed_before, newest_events_first, stalled, waiting_for_worker
 from fastmcp_temporal.workflows.models import STORE_WAITING_DETAIL
 
-_STUCK_FROM_ATTEMPT = 2
-"""A workflow task on this attempt or later has failed or timed out before, and is retried."""
 _DESCRIBED_AT_ONCE = 20
 _DECRYPTION_FAILURES = frozenset({"InvalidToken", "UnknownEncryptionKeyError"})
 """Failure types of a worker whose keys cannot decrypt a task (Fernet's, and ours naming the key id)."""
@@ -65,8 +63,7 @@ async def _stuck_row(client: Client, execution: WorkflowExecution) -> dict[str, 
     if found is None or found[1].run_id != execution.run_id:
         return None  # gone, or continued as new since it was listed
     description = found[1]
-    attempt = description.raw_description.pending_workflow_task.attempt
-    if attempt >= _STUCK_FROM_ATTEMPT:
+    if failed_before(description):
         reason, fix = await _workflow_task_problem(client, execution), _FIX_FAILING
     elif stalled(description, TEMPORAL_CLOCK.now()):
         reason, fix = await _no_worker_problem(client, description)
@@ -75,7 +72,9 @@ async def _stuck_row(client: Client, execution: WorkflowExecution) -> dict[str, 
     else:
         return None
     stuck = row(execution)
-    stuck.update(workflowTaskAttempt=attempt, reason=reason, fix=fix)
+    stuck.update(
+        workflowTaskAttempt=description.raw_description.pending_workflow_task.attempt, reason=reason, fix=fix
+    )
     return stuck
 
 
@@ -103,7 +102,7 @@ async def _no_worker_problem(client: Client, description: WorkflowExecutionDescr
     answer = await client.workflow_service.describe_task_queue(request)
     polls = _last_polls(answer)
     move = f"temporal workflow update-options --workflow-id {description.id} --versioning-override-behavior"
-    if (pinned := pinned_build(description)) is not None:
+    if (pinned := _pinned_build(description)) is not None:
         deployment, build = pinned
         reason = f"{waiting}: the task is pinned to build {build!r} of worker deployment {deployment!r}, and "
         fix = (
@@ -136,6 +135,19 @@ async def _no_worker_problem(client: Client, description: WorkflowExecutionDescr
         + (f" (builds polling now: {', '.join(map(repr, polling))})" if polling else "")
     )
     return reason, fix
+
+
+def _pinned_build(description: WorkflowExecutionDescription) -> tuple[str, str] | None:
+    """The (deployment, build id) a pinned task runs on; None when it may move to another build."""
+    versioning = description.raw_description.workflow_execution_info.versioning_info
+    override = versioning.versioning_override.WhichOneof("override")
+    if override == "pinned":  # an operator moved it to this build
+        version = versioning.versioning_override.pinned.version
+    elif override is None and versioning.behavior == VersioningBehavior.VERSIONING_BEHAVIOR_PINNED:
+        version = versioning.deployment_version
+    else:
+        return None
+    return (version.deployment_name, version.build_id) if version.build_id else None
 
 
 async def _routing(client: Client, polls: dict[tuple[str, str] | None, datetime]) -> RoutingConfig:
