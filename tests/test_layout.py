@@ -4,11 +4,12 @@ Each subpackage is a runtime role (`server`, `worker`, `connection`, `devserver`
 `cli`) beside the shared modules at the top and the `workflows` and `activities`
 folders. No module imports, even lazily, a module that imports it back. The
 connection layer knows neither MCP nor the legs, the dev-server launcher is the bottom
-role (the others reach it through its public names), the shared top-level modules import
-no role, only the extension and the plugin run the start-up check of FastMCP's internals,
-what a server knows of the tasks it reads (`server/_known.py`, `server/_watch.py`,
-`server/_quiet.py`) is the server's alone, and a task's memo is written at creation from
-its facts (`server/_facts.py`) alone.
+role (the others reach it through its public names) and the CLI the top one, and the
+shared top-level modules import no role. Some concerns have one home:
+- only the extension and the plugin run the start-up check of FastMCP's internals;
+- what a server knows of the tasks it reads (`server/_known.py`, `server/_watch.py`,
+  `server/_quiet.py`) is the server's alone;
+- a task's memo is written at creation from its facts (`server/_facts.py`) alone.
 The tests keep their own rooms apart too: what test modules share is in `tests/helpers/`,
 never in another test module, and `tests/` and `bench/` never put each other on `sys.path`.
 """
@@ -159,6 +160,16 @@ def test_a_tasks_facts_are_written_from_one_value() -> None:
     """The memo a task starts with is built from its `TaskFacts` alone, as its input and UI summary are."""
     writers = {name for name, path in _modules().items() if "created_memo" in _names_imported(path)}
     assert writers == {"fastmcp_temporal.server._facts"}
+
+
+def test_the_cli_is_the_top_role() -> None:
+    """Commands use the other roles, none uses a command: what a server and `tasks --stuck` both
+    decide (the stall rule) lives below them both (`connection/_stall.py`)."""
+    modules = _modules()
+    for name, path in modules.items():
+        if not _within(name, "cli"):
+            leaks = {target for target in _imports(path, modules) if _within(target, "cli")}
+            assert not leaks, f"{name} imports {leaks}"
 
 
 def _top_level_imports(path: Path) -> set[str]:

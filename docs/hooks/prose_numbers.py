@@ -50,7 +50,7 @@ CONSTANTS: dict[str, str] = {
     "apply_wait": f"{HANDLERS}:_APPLY_WAIT",
     "apply_first_poll": f"{HANDLERS}:_APPLY_FIRST_POLL seconds",
     "apply_max_poll": f"{HANDLERS}:_APPLY_MAX_POLL seconds",
-    "stall_grace": "fastmcp_temporal.server._stalled:STALL_GRACE",
+    "stall_grace": "fastmcp_temporal.connection._stall:STALL_GRACE",
     "relay_describe_every": "fastmcp_temporal.server._relay:DESCRIBE_EVERY",
     "tool_timeout_margin": "fastmcp_temporal.server._facts:_TOOL_TIMEOUT_MARGIN",
     "fairness_key_bytes": "fastmcp_temporal.server._scope:FAIRNESS_KEY_BYTES",

@@ -1,7 +1,7 @@
 """`fastmcp-temporal`: the commands that run beside FastMCP servers whose tasks run on Temporal.
 
 Every command that talks to Temporal shares the connection options of
-`_cli_options.py`; a command defined in its own module registers in `_COMMANDS`.
+`_options.py`; a command defined in its own module registers in `_COMMANDS`.
 A worker process loads the same server definition as the MCP server (FastMCP's
 `path/to/server.py[:object]` spec), enters its full lifespan so tools see the same
 `lifespan_context`, and polls the task queue until SIGINT or SIGTERM, then stops
