@@ -3,8 +3,9 @@
 Each subpackage is a runtime role (`server`, `worker`, `connection`, `devserver`,
 `cli`) beside the shared modules at the top and the `workflows` and `activities`
 folders. No module imports, even lazily, a module that imports it back. The
-connection layer knows neither MCP nor the legs, the dev-server launcher is the bottom
-role, the shared top-level modules import no role, and what a server knows of the tasks
+connection layer knows neither MCP nor the legs, the tool-leg activity imports no role
+but `worker/`, whose machinery it orchestrates, the dev-server launcher is the bottom role,
+the shared top-level modules import no role, and what a server knows of the tasks
 it reads (`server/_known.py`, `server/_watch.py`, `server/_quiet.py`) is the server's alone.
 The tests keep their own rooms apart too: what test modules share is in `tests/helpers/`,
 never in another test module, and `tests/` and `bench/` never put each other on `sys.path`.
@@ -97,6 +98,15 @@ def test_the_connection_layer_knows_neither_mcp_nor_the_legs() -> None:
     for name, targets in _imports_of("connection").items():
         leaks = {target for target in targets if _within(target, *above)}
         assert not leaks, f"{name} imports {leaks}"
+
+
+def test_the_activity_only_orchestrates_the_worker() -> None:
+    """`activities/` says what a leg does, in order; the machinery (its attempts, its stored input,
+    its body, the keep step) is in `worker/`, so the activity imports no other role."""
+    allowed = ("activities", "worker", "workflows", "_settings", "_policy", "_wire", "_fastmcp_private")
+    for name, targets in _imports_of("activities").items():
+        others = {target for target in targets if not _within(target, *allowed)}
+        assert not others, f"{name} imports {others}"
 
 
 def test_the_dev_server_launcher_is_the_bottom_role() -> None:
