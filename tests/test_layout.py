@@ -3,7 +3,8 @@
 Each subpackage is a runtime role (`server`, `worker`, `connection`, `devserver`,
 `cli`) beside the shared modules at the top and the `workflows` and `activities`
 folders. No module imports, even lazily, a module that imports it back. The
-connection layer knows neither MCP nor the legs, the dev-server launcher is the bottom
+connection layer knows neither MCP nor the legs, the tool-leg activity imports no role
+but `worker/`, whose machinery it orchestrates, the dev-server launcher is the bottom
 role (the others reach it through its public names) and the CLI the top one, and the
 shared top-level modules import no role. Some concerns have one home:
 - only the extension and the plugin run the start-up check of FastMCP's internals;
@@ -105,6 +106,15 @@ def test_the_connection_layer_knows_neither_mcp_nor_the_legs() -> None:
     for name, targets in _imports_of("connection").items():
         leaks = {target for target in targets if _within(target, *above)}
         assert not leaks, f"{name} imports {leaks}"
+
+
+def test_the_activity_only_orchestrates_the_worker() -> None:
+    """`activities/` says what a leg does, in order; the machinery (its attempts, its stored input,
+    its body, the keep step) is in `worker/`, so the activity imports no other role."""
+    allowed = ("activities", "worker", "workflows", "_settings", "_policy", "_wire", "_fastmcp_private")
+    for name, targets in _imports_of("activities").items():
+        others = {target for target in targets if not _within(target, *allowed)}
+        assert not others, f"{name} imports {others}"
 
 
 def test_the_dev_server_launcher_is_the_bottom_role() -> None:

@@ -27,7 +27,6 @@ from temporalio.api.enums.v1 import EventType
 
 from fastmcp_temporal import checkpoint, execution_policy
 from fastmcp_temporal._settings import TemporalTasksSettings
-from fastmcp_temporal.activities.tool_leg import _tool_cadence
 from fastmcp_temporal.worker._heartbeat import HeartbeatCadence
 from fastmcp_temporal.worker._plugin import heartbeat_cadence
 from fastmcp_temporal.workflows.models import LEG_OUTCOME_SIGNAL
@@ -168,4 +167,4 @@ def test_heartbeat_settings_come_from_the_environment_and_the_tool(monkeypatch) 
     async def chatty() -> None: ...
 
     tool = asyncio.run(server.get_tool("chatty"))
-    assert _tool_cadence(tool, worker_cadence) == HeartbeatCadence(timedelta(seconds=2), timedelta(minutes=1))
+    assert worker_cadence.for_tool(tool) == HeartbeatCadence(timedelta(seconds=2), timedelta(minutes=1))

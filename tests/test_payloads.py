@@ -42,10 +42,11 @@ from temporalio.worker import Replayer
 
 from fastmcp_temporal import TemporalTasksExtension, encrypted_data_converter
 from fastmcp_temporal._wire import encode_answer
-from fastmcp_temporal.activities import tool_leg
 from fastmcp_temporal.connection._ordered_json import OrderedJSONPayloadConverter, TasksPayloadConverter
 from fastmcp_temporal.connection._stores import STORE_THRESHOLD, FolderStorageDriver
 from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.worker import _attempts
+from fastmcp_temporal.worker._body import MAX_INPUT_REQUESTS
 from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, InputAnswers
 from fastmcp_temporal.workflows.task import McpTaskWorkflow
 from helpers.servers import serving_http
@@ -391,7 +392,7 @@ async def test_a_result_the_store_failed_to_take_is_stored_once_it_answers_witho
     assert done.result is not None and done.result["structuredContent"] == {"result": "r" * size}
     assert runs == ["produce"]
     assert store.failures == 0
-    assert [leg for leg in tool_leg._runs if leg[0] == anonymous_workflow_id(task.task_id)] == []
+    assert [leg for leg in _attempts._runs if leg[0] == anonymous_workflow_id(task.task_id)] == []
 
 
 # --- S3, through the SDK's driver, against a local moto server ---------------------------
@@ -542,7 +543,7 @@ async def test_a_round_of_many_questions_can_always_be_finished_within_the_answe
     @mcp.tool(task=True)
     async def survey(ctx: Context) -> str | InputRequiredResult:
         if ctx.input_responses is None:
-            questions = {f"q{number}": question(f"q{number}") for number in range(tool_leg.MAX_INPUT_REQUESTS)}
+            questions = {f"q{number}": question(f"q{number}") for number in range(MAX_INPUT_REQUESTS)}
             return InputRequiredResult(result_type="input_required", input_requests=questions)
         actions = [answer.action for answer in ctx.input_responses.values()]
         return f"{actions.count('accept')} accepted, {actions.count('decline')} declined"

@@ -6,7 +6,7 @@ SDK's deadlock detector, and held copies for as long as the workflow stayed cach
 the server converts them to a payload of their own, the workflow's second input, which
 the workflow takes as a `RawValue`; to schedule a leg it splices the leg's converted input
 and the arguments' JSON, bytes untouched, into one JSON payload, `{"leg": …, "arguments": …}`,
-which the leg decodes (`activities/tool_leg`) and the Temporal UI shows as any JSON input.
+which the leg decodes (`worker/_leg_input`) and the Temporal UI shows as any JSON input.
 Both ends are here, so the layout has one owner.
 """
 

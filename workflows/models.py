@@ -9,7 +9,7 @@ writes it and how every release's memo reads back (`TaskMemo`) live here alone.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 WORKFLOW_NAME = "McpTaskWorkflow"
@@ -217,6 +217,10 @@ class NextLeg:
     input_responses: dict[str, dict[str, Any]] | None = None
     request_state: str | None = None
 
+    def input_of(self, call: ToolCall) -> LegInput:
+        """The input of this leg of `call`."""
+        return LegInput(call, self.leg, self.input_responses, self.request_state)
+
 
 @dataclass
 class OpenRound:
@@ -233,6 +237,10 @@ class OpenRound:
     """The answers accepted so far, by the tool's own key."""
     request_state: str | None = None
 
+    def next_leg(self, answers: dict[str, dict[str, Any]]) -> NextLeg:
+        """The leg that runs once the round is answered with `answers`, with the tool's state."""
+        return NextLeg(self.leg + 1, answers, self.request_state)
+
 
 @dataclass
 class LegInput:
@@ -242,6 +250,10 @@ class LegInput:
     leg: int = 1
     input_responses: dict[str, dict[str, Any]] | None = None
     request_state: str | None = None
+
+    def with_arguments(self, arguments: dict[str, Any]) -> LegInput:
+        """This input with the call's arguments put back (they travelled apart: `workflows/arguments`)."""
+        return replace(self, call=replace(self.call, arguments=arguments))
 
 
 @dataclass

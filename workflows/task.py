@@ -140,7 +140,7 @@ class McpTaskWorkflow:
         open_round = task.open_round
         while True:
             if open_round is None:
-                leg_input = LegInput(task.call, leg.leg, leg.input_responses, leg.request_state)
+                leg_input = leg.input_of(task.call)
                 if oversize := _over_budget(task, leg_input, self._arguments):
                     return self._finish("failed", TaskOutcome(error=_internal_error(oversize)))
                 try:
@@ -169,7 +169,7 @@ class McpTaskWorkflow:
                 # cancelled it, so operators find it among the failed ones. The wire answers
                 # "not found" from now on, as the reference does for an expired task.
                 return self._finish("failed", TaskOutcome(expired=True))
-            leg = NextLeg(open_round.leg + 1, self._answers, open_round.request_state)
+            leg = open_round.next_leg(self._answers)
             open_round = None
             self._publish("working", closed_round_memo(self._answered_keys))
             if _history_full(task):

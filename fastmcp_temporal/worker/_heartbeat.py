@@ -21,7 +21,7 @@ by taking no more legs than its loop keeps up with (`_slots.py`).
 
 The ticker also measures its own silences: a silence longer than the heartbeat
 timeout means Temporal gave up on the attempt, and the leg must deliver its outcome
-another way (see `activities/tool_leg.py`). A long silence is blamed on the tool whose
+another way (see `_attempts.py`). A long silence is blamed on the tool whose
 step held the loop (`_loop_lag.longest_step`), or, when no step was long, on the
 worker that runs more legs than its loop keeps up with.
 """
@@ -36,17 +36,20 @@ from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from temporalio import activity
 
+from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._settings import DEFAULT_HEARTBEAT_FAST_PERIOD, DEFAULT_HEARTBEAT_INTERVAL
 from fastmcp_temporal.connection._temporal_clock import worker_clock
 from fastmcp_temporal.worker._loop_lag import Step, longest_step, worker_loop_lag
 
 if TYPE_CHECKING:
+    from fastmcp.tools.base import Tool
+
     from fastmcp_temporal.worker._progress import LegProgress
 
 logger = logging.getLogger("fastmcp_temporal")
@@ -84,6 +87,11 @@ class HeartbeatCadence:
             return fast
         bound = min(timeout * _TIMEOUT_SHARE, timeout - _TIMEOUT_MARGIN.total_seconds()) - _LAG_WAITS * lag
         return max(fast, min(self.interval.total_seconds(), bound))
+
+    def for_tool(self, component: Tool) -> HeartbeatCadence:
+        """This cadence, with the tool's own `execution_policy(heartbeat_interval=...)`."""
+        interval = policy_of(component).heartbeat_interval
+        return replace(self, interval=interval) if interval is not None else self
 
 
 class Ticker:

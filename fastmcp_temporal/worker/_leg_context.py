@@ -6,10 +6,14 @@ leg's identity; the hooks read it and fall back to whatever was installed before
 (another tasks backend in the same process) outside our activities. The hooks are
 refcounted so one server's shutdown never strands a sibling server's legs.
 A durable call's leg gives its `Context` the notices its caller is relayed (`_notices`).
+
+Before its body runs, a leg restores the submitting caller (token, headers, session) from
+the task's snapshot (`restore_caller`), failing closed when the snapshot is encrypted.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -23,12 +27,46 @@ from fastmcp.server.dependencies import (
 )
 
 from fastmcp_temporal import _fastmcp_private
-from fastmcp_temporal._fastmcp_private import TaskContext
+from fastmcp_temporal._fastmcp_private import (
+    SnapshotDecryptionError,
+    TaskContext,
+    TaskContextSnapshot,
+    snapshot_codec,
+)
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
 
     from fastmcp_temporal.worker._notices import LegNotices
+
+logger = logging.getLogger(__name__)
+
+
+class SnapshotRestoreError(RuntimeError):
+    """The caller's identity could not be restored and the task must not run without it."""
+
+
+def restore_caller(encoded: str) -> TaskContextSnapshot:
+    """Decode the caller's snapshot and apply it, failing closed when encryption is on.
+
+    Every leg applies a snapshot, an empty one when the stored one is unreadable
+    and unprotected, so nothing from an earlier task on this worker leaks in.
+    """
+    codec = snapshot_codec()
+    try:
+        snapshot = TaskContextSnapshot.from_json(codec.decode(encoded))
+    except SnapshotDecryptionError as exc:
+        raise SnapshotRestoreError(
+            "The task's caller snapshot could not be decrypted; every server and worker "
+            "on this task queue must share the same FASTMCP_TASKS_ENCRYPTION_KEY."
+        ) from exc
+    except Exception as exc:
+        if codec.protected:
+            raise SnapshotRestoreError(f"The task's caller snapshot is unreadable: {exc}") from exc
+        logger.warning("Unreadable task snapshot; running the task anonymously", exc_info=True)
+        snapshot = TaskContextSnapshot()
+    _fastmcp_private.apply_snapshot(snapshot)
+    return snapshot
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from temporalio import activity
+
 from fastmcp_temporal import _fastmcp_private
 from fastmcp_temporal.worker._notices import LegNotices
 from fastmcp_temporal.workflows.models import STORE_WAITING_DETAIL
@@ -46,9 +48,11 @@ class LegProgress:
         self.message = message
 
     @classmethod
-    def resumed(cls, previous: dict[str, Any] | None) -> LegProgress:
-        """Start from what a failed attempt last heartbeated: its message and checkpoint."""
-        previous = previous or {}
+    def resumed(cls) -> LegProgress:
+        """This attempt's progress, from what a failed earlier attempt of its leg last heartbeated:
+        its message and checkpoint."""
+        details = activity.info().heartbeat_details
+        previous = details[0] if details and isinstance(details[0], dict) else {}
         return cls(message=previous.get("statusMessage"), checkpoint=previous.get("checkpoint"))
 
     def details(self) -> dict[str, Any]:
