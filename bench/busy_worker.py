@@ -35,7 +35,7 @@ from fastmcp_tasks.client import call_tool_task
 from temporalio.api.enums.v1 import EventType
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import start_dev_server
+from fastmcp_temporal.devserver import start_dev_server
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 
 RESULTS = Path(__file__).parent / "results" / "busy_worker.json"

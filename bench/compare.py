@@ -60,7 +60,7 @@ _UNPARKED = ("bare-mcp",)  # no parked shape: two plain tools cannot wait for in
 
 
 async def parent_main(args: argparse.Namespace) -> dict[str, Any]:
-    from fastmcp_temporal.devserver._server import start_dev_server
+    from fastmcp_temporal.devserver import start_dev_server
 
     RESULTS.mkdir(exist_ok=True)
     log = RESULTS / "compare-children.log"

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fastmcp_temporal.devserver._server import free_port
+from fastmcp_temporal.devserver import free_port
 
 BENCH = Path(__file__).parent
 SHAPES = ("production", "same-process")

@@ -36,7 +36,7 @@ from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
 from fastmcp_tasks.client import call_tool_task
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import start_dev_server
+from fastmcp_temporal.devserver import start_dev_server
 
 ORDERS: dict[str, Mapping[str, str]] = {"fair": {}, "first-come": {"matching.enableFairness": "false"}}
 TOKENS = {"token-a": {"client_id": "caller-a"}, "token-b": {"client_id": "caller-b"}}

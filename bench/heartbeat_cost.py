@@ -45,7 +45,7 @@ from fastmcp_tasks.client import call_tool_task
 from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import find_temporal_binary, free_port
+from fastmcp_temporal.devserver import find_temporal_binary, free_port
 from fastmcp_temporal.workflows.models import SEARCH_ATTRIBUTES
 
 # The history service counts each heartbeat again; the frontend's count is what a client sent.

@@ -34,7 +34,7 @@ from fastmcp_tasks.client_models import UpdateTaskRequest, UpdateTaskRequestPara
 from mcp_types import ElicitRequest, InputRequiredResult, Result
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import start_dev_server
+from fastmcp_temporal.devserver import start_dev_server
 
 ROUNDS = 30
 LEG_HOLD = 0.1  # each resumed leg stays `working` this long before asking again

@@ -27,7 +27,7 @@ from fastmcp import Client, FastMCP
 from fastmcp_tasks.client import call_tool_task
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import start_dev_server
+from fastmcp_temporal.devserver import start_dev_server
 
 
 async def timed(rounds: int, action: Callable[[], Awaitable[object]]) -> str:

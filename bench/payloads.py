@@ -28,7 +28,7 @@ from temporalio.api.enums.v1 import EventType
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.connection._converter import encrypted_data_converter
 from fastmcp_temporal.connection._sizes import encoded_size, limits_of
-from fastmcp_temporal.devserver._server import start_dev_server
+from fastmcp_temporal.devserver import start_dev_server
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal.workflows.models import InputAnswers, LegOutcome, LegPolicy, TaskInput, ToolCall
 

@@ -25,7 +25,7 @@ from fastmcp import Client, FastMCP
 from fastmcp_tasks.client import call_tool_task
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import start_dev_server
+from fastmcp_temporal.devserver import start_dev_server
 
 RESULTS = Path(__file__).parent / "results" / "rate_limits.json"
 WINDOW = 0.5

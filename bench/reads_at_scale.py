@@ -72,7 +72,7 @@ from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
 from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import start_dev_server
+from fastmcp_temporal.devserver import start_dev_server
 
 RESULTS = Path(__file__).parent / "results"
 TASK_QUEUE = "reads-at-scale"

@@ -36,7 +36,7 @@ from fastmcp import Client
 from fastmcp_tasks.client import call_tool_task
 from temporalio.client import Client as TemporalClient
 
-from fastmcp_temporal.devserver._server import start_dev_server
+from fastmcp_temporal.devserver import start_dev_server
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 
 REPO = Path(__file__).resolve().parent.parent

@@ -47,7 +47,7 @@ from mcp.shared.exceptions import MCPError
 from procs import http_server_process
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import free_port, start_dev_server
+from fastmcp_temporal.devserver import free_port, start_dev_server
 
 MIB = 1024 * 1024
 RESULTS = Path(__file__).parent / "results"

@@ -64,7 +64,7 @@ from marks import Marks
 from mcp_types import Result
 from procs import cpu_seconds, process_tree, rss_mb, temporal_calls
 
-from fastmcp_temporal.devserver._server import DevServer, start_dev_server
+from fastmcp_temporal.devserver import DevServer, start_dev_server
 
 RESULTS = Path(__file__).parent / "results"
 SERVERS = WORKERS = 2

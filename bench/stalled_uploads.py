@@ -48,7 +48,7 @@ from fastmcp_tasks.client import call_tool_task
 from procs import http_server_process
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import free_port, start_dev_server
+from fastmcp_temporal.devserver import free_port, start_dev_server
 
 MIB = 1024 * 1024
 DECLARED = 64 * MIB

@@ -40,7 +40,7 @@ from procs import process_tree
 from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import start_dev_server
+from fastmcp_temporal.devserver import start_dev_server
 
 VARIANTS: tuple[tuple[str, ...], ...] = (
     (),

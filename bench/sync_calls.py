@@ -24,7 +24,7 @@ from fastmcp import Client, FastMCP
 from latency import timed  # bench/ is the script's own folder on sys.path
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import start_dev_server
+from fastmcp_temporal.devserver import start_dev_server
 
 
 class NoTasksClient(Client):

@@ -25,7 +25,7 @@ from procs import CallCounter
 from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import start_dev_server
+from fastmcp_temporal.devserver import start_dev_server
 
 
 def server(client: TemporalClient, queue: str, worker: bool) -> FastMCP:

@@ -38,7 +38,7 @@ from fastmcp import Client as McpClient
 from fastmcp_tasks import call_tool_task
 from temporalio.client import Client
 
-from fastmcp_temporal.devserver._server import free_port, start_dev_server
+from fastmcp_temporal.devserver import free_port, start_dev_server
 
 EXAMPLES = Path(__file__).resolve().parent
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")

@@ -22,7 +22,7 @@ import pytest
 from fastmcp import FastMCP
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import DevServer, start_dev_server
+from fastmcp_temporal.devserver import DevServer, start_dev_server
 from helpers.processes import AttemptLog, Processes
 from helpers.waits import DEADLINE
 

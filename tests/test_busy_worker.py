@@ -26,7 +26,7 @@ from temporalio.client import Client as TemporalClient
 from temporalio.worker import Worker
 
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension
-from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.devserver import DevServer
 from helpers.servers import server_with
 from helpers.temporal import task_handle
 

@@ -35,7 +35,7 @@ from temporalio.client import WorkflowExecutionStatus
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.connection._stall import STALL_GRACE
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
-from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.devserver import DevServer
 from fastmcp_temporal.server._stalled import CANCELLED_REASON
 from helpers.cli import listed
 from helpers.servers import server_with, square

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from fastmcp_temporal.cli._main import _parser
-from fastmcp_temporal.devserver._server import free_port
+from fastmcp_temporal.devserver import free_port
 from helpers.servers import WORKER_SERVER, assert_startup_paragraph, silent_tcp_server
 
 

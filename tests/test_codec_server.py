@@ -23,7 +23,7 @@ from temporalio.api.common.v1 import Payload, Payloads
 
 from fastmcp_temporal import EncryptionCodec, encrypted_data_converter
 from fastmcp_temporal.connection._codec import ENCODING, KEY_ID_METADATA, _fernet, key_id
-from fastmcp_temporal.devserver._server import free_port
+from fastmcp_temporal.devserver import free_port
 
 KEY = "a-test-key-that-is-long-enough-for-fernet"
 NEW_KEY = "the-key-the-workers-rotated-to-long-enough"

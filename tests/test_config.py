@@ -20,7 +20,7 @@ from temporalio.client import Client as TemporalClient
 from fastmcp_temporal import TemporalTasksExtension, TemporalTasksSettings
 from fastmcp_temporal._settings import CLI_VARIABLES, DURATIONS_OFF_AT_ZERO, POSITIVE_DURATIONS
 from fastmcp_temporal.connection._client import TemporalConnectionError
-from fastmcp_temporal.devserver._server import DevServer, free_port
+from fastmcp_temporal.devserver import DevServer, free_port
 from fastmcp_temporal.workflows.models import SEARCH_ATTRIBUTES
 from helpers.servers import assert_startup_paragraph, server_with, silent_tcp_server, square
 

@@ -23,7 +23,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowHistory
 
 from fastmcp_temporal import TemporalTasksExtension, execution_policy
-from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.devserver import DevServer
 from helpers.cli import cli, listed
 from helpers.servers import server_with
 from helpers.temporal import task_handle

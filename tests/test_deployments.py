@@ -54,7 +54,7 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension, execution_policy
-from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.devserver import DevServer
 from helpers.cli import cli, listed
 from helpers.servers import WORKER_SERVER
 from helpers.temporal import no_workflow_running, task_handle

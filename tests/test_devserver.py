@@ -32,7 +32,7 @@ from temporalio.service import RPCError
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.connection._search_attributes import ensure_search_attributes
-from fastmcp_temporal.devserver._server import (
+from fastmcp_temporal.devserver import (
     DevServer,
     DevServerError,
     find_temporal_binary,

@@ -50,7 +50,7 @@ from fastmcp_temporal.connection._codec import (
     UnknownEncryptionKeyError,
     key_id,
 )
-from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.devserver import DevServer
 from helpers.servers import http_client, server_with, serving_http, verifier
 from helpers.temporal import start_broken_task, task_handle
 from helpers.waits import DEADLINE, finished, polled_until, status_becomes

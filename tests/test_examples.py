@@ -21,7 +21,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus
 
-from fastmcp_temporal.devserver._server import DevServer, free_port
+from fastmcp_temporal.devserver import DevServer, free_port
 from helpers.temporal import anonymous_workflow_id, task_handle
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -33,7 +33,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.worker import Worker, WorkerConfig
 
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension, execution_policy
-from fastmcp_temporal.devserver._server import DevServer, start_dev_server
+from fastmcp_temporal.devserver import DevServer, start_dev_server
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, FAIRNESS_KEY_BYTES, fairness_key
 from helpers.processes import Processes
 from helpers.servers import (

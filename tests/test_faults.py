@@ -38,7 +38,7 @@ from fastmcp import Client
 from fastmcp_tasks.client import ToolTask, call_tool_task
 
 import fault_app
-from fastmcp_temporal.devserver._server import DevServer, free_port, start_dev_server
+from fastmcp_temporal.devserver import DevServer, free_port, start_dev_server
 from helpers.processes import PROCESS_DEADLINE, AttemptLog, Processes, answering_client
 from helpers.waits import eventually
 

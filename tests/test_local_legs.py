@@ -41,7 +41,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
 import fault_app
 from fastmcp_temporal import TemporalTasksExtension, checkpoint, execution_policy
-from fastmcp_temporal.devserver._server import DevServer, free_port
+from fastmcp_temporal.devserver import DevServer, free_port
 from helpers.metrics import sample
 from helpers.processes import AttemptLog, Processes
 from helpers.results import RETURN_CASES, wire

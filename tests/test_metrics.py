@@ -17,7 +17,7 @@ from fastmcp_tasks.client import call_tool_task
 from mcp_types import InputRequiredResult
 
 from fastmcp_temporal import execution_policy
-from fastmcp_temporal.devserver._server import free_port
+from fastmcp_temporal.devserver import free_port
 from helpers.metrics import sample
 from helpers.servers import server_with, square
 from helpers.temporal import start_broken_task

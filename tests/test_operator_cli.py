@@ -24,7 +24,7 @@ from fastmcp.exceptions import ToolError
 from fastmcp_tasks.client import call_tool_task
 from mcp_types import ElicitRequest, InputRequiredResult
 
-from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.devserver import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG
 from helpers.cli import cli, listed
 from helpers.servers import NoTasksClient, http_client, server_with, serving_http, square, verifier

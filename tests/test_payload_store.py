@@ -42,7 +42,7 @@ from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.connection._store_marker import MARKER_NAME, StoreAwayError, StoreIdentity
 from fastmcp_temporal.connection._stores import FolderStorageDriver
 from fastmcp_temporal.connection._unreadable import LostPayloadsAsUnreadable, UnreadablePayloadConverter
-from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.devserver import DevServer
 from helpers.cli import fastmcp_temporal_cli
 from helpers.servers import server_with
 from helpers.temporal import anonymous_workflow_id, reset_workflow

@@ -44,7 +44,7 @@ from fastmcp_temporal import TemporalTasksExtension, encrypted_data_converter
 from fastmcp_temporal._wire import encode_answer
 from fastmcp_temporal.connection._ordered_json import OrderedJSONPayloadConverter, TasksPayloadConverter
 from fastmcp_temporal.connection._stores import STORE_THRESHOLD, FolderStorageDriver
-from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.devserver import DevServer
 from fastmcp_temporal.worker import _attempts
 from fastmcp_temporal.worker._body import MAX_INPUT_REQUESTS
 from fastmcp_temporal.workflows.models import SUBMIT_INPUT_SIGNAL, InputAnswers

@@ -19,7 +19,7 @@ from temporalio.worker import Worker
 
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension
 from fastmcp_temporal.connection._codec import ENCODING
-from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.devserver import DevServer
 from helpers.temporal import task_handle
 
 pytestmark = pytest.mark.anyio

@@ -32,7 +32,7 @@ from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.devserver import DevServer
 from fastmcp_temporal.server._quiet import _LONG_POLL_PERIOD
 from fastmcp_temporal.workflows.models import TaskMemo
 from helpers.temporal import HistoryLongPolls, task_handle

@@ -35,7 +35,7 @@ from temporalio.client import (
 )
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.devserver import DevServer
 from helpers.servers import gated_tool
 from helpers.waits import DEADLINE
 from helpers.wire import accept, ask, tasks_cancel, tasks_get, tasks_update

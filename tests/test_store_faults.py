@@ -31,7 +31,7 @@ from temporalio.worker import Worker
 
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension
 from fastmcp_temporal.connection._store_marker import MARKER_NAME, StoreMarker
-from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.devserver import DevServer
 from fastmcp_temporal.server._stalled import CANCELLED_REASON
 from fastmcp_temporal.workflows.models import (
     LEG_OUTCOME_SIGNAL,

@@ -47,7 +47,7 @@ from temporalio.client import (
 )
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.devserver import DevServer
 from fastmcp_temporal.workflows.task import STATUS_ATTRIBUTE
 from helpers.cli import cli, listed
 from helpers.servers import gated_tool, server_with, serving_http

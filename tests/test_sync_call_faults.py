@@ -26,7 +26,7 @@ from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
 import fault_app
-from fastmcp_temporal.devserver._server import DevServer, free_port
+from fastmcp_temporal.devserver import DevServer, free_port
 from fastmcp_temporal.workflows.models import TaskOutcome
 from helpers.processes import PROCESS_DEADLINE, AttemptLog, Processes, answering_client
 from helpers.servers import NoTasksClient

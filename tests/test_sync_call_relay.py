@@ -45,7 +45,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus
 
-from fastmcp_temporal.devserver._server import DevServer, free_port
+from fastmcp_temporal.devserver import DevServer, free_port
 from helpers.processes import PROCESS_DEADLINE, AttemptLog, Processes, answering_client
 from helpers.servers import HandshakeSession, handshake_session, server_with, serving_http
 from helpers.temporal import call_workflows, closed_status

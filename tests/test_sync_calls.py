@@ -46,7 +46,7 @@ from temporalio.client import (
 
 from fastmcp_temporal import TemporalTasksExtension, TemporalTasksSettings, execution_policy
 from fastmcp_temporal._fastmcp_private import cancel_requested
-from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.devserver import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG
 from helpers.results import (
     ERROR_CASES,

@@ -24,7 +24,7 @@ from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import DevServer, free_port
+from fastmcp_temporal.devserver import DevServer, free_port
 from helpers.servers import WORKER_SERVER, server_with, square
 from helpers.temporal import task_handle
 from helpers.tls import CLIENT_NAME, SERVER_NAME, TlsFiles, TlsProxy, make_tls_files

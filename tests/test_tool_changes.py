@@ -27,7 +27,7 @@ from fastmcp_tasks.client import ToolTask, call_tool_task
 from temporalio.client import Client as TemporalClient
 
 import redeploy_app
-from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.devserver import DevServer
 from helpers.processes import AttemptLog, Processes
 from helpers.temporal import no_workflow_running, task_handle
 from helpers.waits import eventually, finished, status_becomes

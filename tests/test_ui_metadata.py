@@ -26,7 +26,7 @@ from temporalio.client import WorkflowHandle
 
 from fastmcp_temporal import execution_policy
 from fastmcp_temporal.connection._codec import ENCODING
-from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.devserver import DevServer
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG
 from helpers.temporal import task_handle
 from helpers.waits import DEADLINE, status_becomes

@@ -20,7 +20,7 @@ from fastmcp import Client
 from fastmcp_tasks.client import call_tool_task
 from temporalio.client import Client as TemporalClient
 
-from fastmcp_temporal.devserver._server import DevServer, free_port
+from fastmcp_temporal.devserver import DevServer, free_port
 from helpers.processes import PROCESS_DEADLINE, AttemptLog, Processes, answering_client
 from helpers.temporal import no_workflow_running
 from helpers.waits import eventually

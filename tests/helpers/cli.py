@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from fastmcp_temporal.devserver._server import DevServer
+from fastmcp_temporal.devserver import DevServer
 from helpers.waits import DEADLINE
 
 

@@ -22,7 +22,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver._server import DevServer, find_temporal_binary
+from fastmcp_temporal.devserver import DevServer, find_temporal_binary
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, WorkflowKind, workflow_id
 from fastmcp_temporal.workflows.models import SCOPE_MEMO, TOOL_MEMO, TTL_MEMO, LegPolicy, TaskInput, ToolCall
 from fastmcp_temporal.workflows.task import STATUS_ATTRIBUTE, McpTaskWorkflow
