@@ -37,7 +37,7 @@ from temporalio import activity
 from temporalio.common import RawValue
 
 from fastmcp_temporal import _fastmcp_private
-from fastmcp_temporal._wire import decode_answers, error_result_json
+from fastmcp_temporal._task_json import decode_answers, error_result_json
 from fastmcp_temporal.worker._attempts import (
     LegRun,
     attempt_outcome,

@@ -75,8 +75,8 @@ def test_each_role_has_its_subpackage() -> None:
     assert roles == {"cli", "connection", "devserver", "server", "worker"}
     loose = sorted(path.name for path in ROOT.glob("*.py"))
     assert loose == [
-        "__init__.py", "_fastmcp_private.py", "_policy.py", "_reliance.py", "_settings.py", "_upstream_check.py",
-        "_wire.py",
+        "__init__.py", "_fastmcp_private.py", "_policy.py", "_reliance.py", "_settings.py", "_task_json.py",
+        "_upstream_check.py",
     ]
 
 
@@ -101,7 +101,7 @@ def _imports_of(*packages: str) -> dict[str, set[str]]:
 
 def test_the_connection_layer_knows_neither_mcp_nor_the_legs() -> None:
     """`connection/` reaches Temporal and the payload store; what a leg or an MCP answer is lives above it."""
-    above = ("_wire", "_fastmcp_private", "_upstream_check", "_reliance", "_policy", "server", "worker",
+    above = ("_task_json", "_fastmcp_private", "_upstream_check", "_reliance", "_policy", "server", "worker",
              "activities", "cli")
     for name, targets in _imports_of("connection").items():
         leaks = {target for target in targets if _within(target, *above)}
@@ -111,7 +111,7 @@ def test_the_connection_layer_knows_neither_mcp_nor_the_legs() -> None:
 def test_the_activity_only_orchestrates_the_worker() -> None:
     """`activities/` says what a leg does, in order; the machinery (its attempts, its stored input,
     its body, the keep step) is in `worker/`, so the activity imports no other role."""
-    allowed = ("activities", "worker", "workflows", "_settings", "_policy", "_wire", "_fastmcp_private")
+    allowed = ("activities", "worker", "workflows", "_settings", "_policy", "_task_json", "_fastmcp_private")
     for name, targets in _imports_of("activities").items():
         others = {target for target in targets if not _within(target, *allowed)}
         assert not others, f"{name} imports {others}"
@@ -134,7 +134,7 @@ def test_the_other_roles_launch_the_dev_server_through_its_public_names() -> Non
 
 def test_the_shared_modules_import_no_role() -> None:
     """The top-level modules every role uses import only each other: no arrow runs back up."""
-    shared = ("_settings", "_policy", "_wire", "_fastmcp_private", "_upstream_check", "_reliance")
+    shared = ("_settings", "_policy", "_task_json", "_fastmcp_private", "_upstream_check", "_reliance")
     for name, targets in _imports_of(*shared).items():
         roles = {target for target in targets if not _within(target, *shared)}
         assert not roles, f"{name} imports {roles}"

@@ -41,7 +41,7 @@ from temporalio.converter import (
 from temporalio.worker import Replayer
 
 from fastmcp_temporal import TemporalTasksExtension, encrypted_data_converter
-from fastmcp_temporal._wire import encode_answer
+from fastmcp_temporal._task_json import encode_answer
 from fastmcp_temporal.connection._ordered_json import OrderedJSONPayloadConverter, TasksPayloadConverter
 from fastmcp_temporal.connection._stores import STORE_THRESHOLD, FolderStorageDriver
 from fastmcp_temporal.devserver import DevServer

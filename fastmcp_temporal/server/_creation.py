@@ -44,7 +44,7 @@ from fastmcp_temporal._fastmcp_private import (
     snapshot_codec,
 )
 from fastmcp_temporal._policy import policy_of
-from fastmcp_temporal._wire import encode_answers
+from fastmcp_temporal._task_json import encode_answers
 from fastmcp_temporal.connection._sizes import converted, converter_budget
 from fastmcp_temporal.server._backend import Backend
 from fastmcp_temporal.server._facts import TaskFacts

@@ -40,7 +40,7 @@ from temporalio.client import WorkflowExecutionStatus as Status
 from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal._fastmcp_private import CancelTaskResult, GetTaskResult, TaskStatus, UpdateTaskResult
-from fastmcp_temporal._wire import encode_answer
+from fastmcp_temporal._task_json import encode_answer
 from fastmcp_temporal.connection._sizes import converted, encoded_size_of
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._backend import Backend, UnreadablePayloadError

@@ -25,7 +25,7 @@ from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 
 from fastmcp_temporal import _fastmcp_private
 from fastmcp_temporal._fastmcp_private import inline_error_text, tool_error_text, unresolved_dependencies_text
-from fastmcp_temporal._wire import (
+from fastmcp_temporal._task_json import (
     call_tool_result_json,
     error_result_json,
     input_required_json,

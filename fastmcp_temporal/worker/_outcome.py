@@ -17,7 +17,7 @@ from temporalio import activity
 from temporalio.common import RawValue
 from temporalio.converter import DataConverter
 
-from fastmcp_temporal._wire import error_result_json
+from fastmcp_temporal._task_json import error_result_json
 from fastmcp_temporal.connection._codec import EncryptionCodec
 from fastmcp_temporal.connection._sizes import PayloadLimits, encoded_size
 from fastmcp_temporal.worker._progress import LegProgress
