@@ -5,7 +5,8 @@ Each subpackage is a runtime role (`server`, `worker`, `connection`, `devserver`
 folders. No module imports, even lazily, a module that imports it back. The
 connection layer knows neither MCP nor the legs, the dev-server launcher is the bottom
 role, the shared top-level modules import no role, and what a server knows of the tasks
-it reads (`server/_known.py`, `server/_watch.py`, `server/_quiet.py`) is the server's alone.
+it reads (`server/_known.py`, `server/_watch.py`, `server/_quiet.py`) is the server's alone,
+and the `tasks/*` handlers (`server/_handlers.py`) are the extension's alone.
 The tests keep their own rooms apart too: what test modules share is in `tests/helpers/`,
 never in another test module, and `tests/` and `bench/` never put each other on `sys.path`.
 """
@@ -122,6 +123,14 @@ def test_nothing_outside_the_server_imports_what_it_knows_of_tasks() -> None:
         if not _within(name, "server"):
             leaks = _imports(path, modules) & known_tasks
             assert not leaks, f"{name} imports {leaks}"
+
+
+def test_only_the_extension_imports_the_task_methods() -> None:
+    """What the handlers share with a durable call (answers, statuses) lives in a module of its own."""
+    modules = _modules()
+    handlers = "fastmcp_temporal.server._handlers"
+    importers = {name for name, path in modules.items() if handlers in _imports(path, modules)}
+    assert importers == {"fastmcp_temporal.server._extension"}, f"{handlers} imported by {importers}"
 
 
 def _top_level_imports(path: Path) -> set[str]:

@@ -16,7 +16,7 @@ and gives the caller what the same tool gives inline:
   stateful session whose client declared elicitation, sampling or roots), a tool's ask
   parks the workflow as a task's does. The server sees the park (the memo upsert event),
   sends each request to the caller on the open call, and delivers the answers as the one
-  `submit_input` signal `tasks/update` sends (`_handlers.submit_answers`). An invalid
+  `submit_input` signal `tasks/update` sends (`_answers.submit_answers`). An invalid
   answer gets the -32602 `tasks/update` gives, a client's error is the call's error; each
   cancels the workflow. An ask the connection cannot carry (`CallerChannel.carried_asks`)
   never parks: the leg fails the workflow with the reason, and the call gets the inline
@@ -43,8 +43,8 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowHandle
 
 from fastmcp_temporal._fastmcp_private import result_type_for_method
+from fastmcp_temporal.server._answers import invalid_answer, submit_answers, validated_answer
 from fastmcp_temporal.server._backend import Backend
-from fastmcp_temporal.server._handlers import invalid_answer, submit_answers, validated_answer
 from fastmcp_temporal.workflows.models import INPUT_REQUESTS_MEMO, LegOutcome, TaskOutcome
 
 if TYPE_CHECKING:
