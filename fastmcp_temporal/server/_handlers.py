@@ -124,7 +124,7 @@ class TaskMethods:
         answer = await self._known.held_answer(key, closed_answer, partial(self._reread, task_id))
         if answer is None:
             answer = await self._reread(task_id, self._progress_refresh)
-        return self._known.answered(key, answer)
+        return self._known.remember(key, answer)
 
     async def _reread(self, task_id: str, progress_refresh: float) -> GetTaskResult:
         """The task's answer now, its progress at most `progress_refresh` old."""
