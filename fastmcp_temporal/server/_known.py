@@ -195,7 +195,7 @@ class KnownTasks:
         return None
 
     def remember(self, key: str, answer: GetTaskResult) -> GetTaskResult:
-        """Remember what a read answers the task (its watch, its quiet); the answer, with the interval its quiet earns.
+        """Remember what a read answers the task; that answer, with the poll interval its quiet earns.
 
         The watch of a task quiet for long enough, whose reads here come further apart than
         a long poll lasts, is let go: each read then describes it, at less cost.
