@@ -2,8 +2,8 @@
 
 Reads use `describe()` and the memo the workflow keeps, plus the result from
 history once the workflow is closed, so they need no worker online. An update is a
-signal that Temporal has persisted before we acknowledge it; the workflow applies
-it. Every lookup derives the workflow id from the caller's own scope tag (and, only
+signal that Temporal has persisted before we acknowledge it (its answers checked and sent
+as a durable call's are: `_answers`); the workflow applies it. Every lookup derives the workflow id from the caller's own scope tag (and, only
 when nothing is found under it, the caller's tags under the other listed encryption
 keys, then its legacy tag: see `_scope`), so a missing, expired or foreign task id all
 get the same -32602, from a cancel as from a read. Whether a closed task's TTL has ended is
