@@ -1,13 +1,14 @@
 """`tasks/get`, `tasks/update` and `tasks/cancel`, answered from Temporal.
 
-Reads use `describe()` and the memo the workflow keeps, plus the result from
-history once the workflow is closed, so they need no worker online. An update is a
-signal that Temporal has persisted before we acknowledge it (its answers checked and sent
-as a durable call's are: `_answers`); the workflow applies it. Every lookup derives the workflow id from the caller's own scope tag (and, only
-when nothing is found under it, the caller's tags under the other listed encryption
-keys, then its legacy tag: see `_scope`), so a missing, expired or foreign task id all
-get the same -32602, from a cancel as from a read. Whether a closed task's TTL has ended is
-judged on Temporal's clock (`TemporalClock`, read when the server starts), never the local one.
+Reads use `describe()` and the memo the workflow keeps, plus the result from history
+once the workflow is closed, so they need no worker online. An update is a signal that
+Temporal has persisted before we acknowledge it (its answers checked and sent as a
+durable call's are: `_answers`); the workflow applies it. Every lookup derives the
+workflow id from the caller's own scope tag (and, only when nothing is found under it,
+the caller's tags under the other listed encryption keys, then its legacy tag: see
+`_scope`), so a missing, expired or foreign task id all get the same -32602, from a
+cancel as from a read. Whether a closed task's TTL has ended is judged on Temporal's
+clock (`TemporalClock`, read when the server starts), never the local one.
 
 A read answers from what this server knows of the task (`_known.KnownTasks`: its watch,
 a held read, the closed-answer cache) wherever that is as current as a `describe()`
