@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from fastmcp_temporal.connection._codec import EncryptionCodec, UnknownEncryptionKeyError
     from fastmcp_temporal.connection._converter import encrypted_data_converter
     from fastmcp_temporal.connection._stores import PayloadStoreError
-    from fastmcp_temporal.devserver._server import DevServerError
+    from fastmcp_temporal.devserver import DevServerError
     from fastmcp_temporal.server._extension import TemporalTasksExtension
     from fastmcp_temporal.worker._plugin import McpTasksPlugin
     from fastmcp_temporal.worker._resumable import checkpoint, last_checkpoint
@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 _EXPORTS = {
-    "DevServerError": "fastmcp_temporal.devserver._server",
+    "DevServerError": "fastmcp_temporal.devserver",
     "EncryptionCodec": "fastmcp_temporal.connection._codec",
     "ExecutionPolicy": "fastmcp_temporal._policy",
     "McpTasksPlugin": "fastmcp_temporal.worker._plugin",

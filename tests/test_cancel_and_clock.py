@@ -33,9 +33,10 @@ from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal.connection._stall import STALL_GRACE
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.devserver._server import DevServer
-from fastmcp_temporal.server._stalled import CANCELLED_REASON, STALL_GRACE
+from fastmcp_temporal.server._stalled import CANCELLED_REASON
 from helpers.cli import listed
 from helpers.servers import server_with, square
 from helpers.temporal import task_handle, workflow_closed
@@ -154,7 +155,6 @@ async def test_a_cancel_of_an_expired_task_answers_not_found_as_a_read_does(
 
 SHIFTED_CLI = """
 import datetime, sys
-from fastmcp_temporal.cli import _tasks
 from fastmcp_temporal.cli._main import main
 
 class Shifted(datetime.datetime):
@@ -162,7 +162,9 @@ class Shifted(datetime.datetime):
     def now(cls, tz=None):
         return datetime.datetime.now(tz) + datetime.timedelta(seconds=float(sys.argv[1]))
 
-_tasks.datetime = Shifted
+for name, module in list(sys.modules.items()):
+    if name.startswith("fastmcp_temporal") and getattr(module, "datetime", None) is datetime.datetime:
+        module.datetime = Shifted
 main(sys.argv[2:])
 """
 

@@ -4,9 +4,13 @@ Each subpackage is a runtime role (`server`, `worker`, `connection`, `devserver`
 `cli`) beside the shared modules at the top and the `workflows` and `activities`
 folders. No module imports, even lazily, a module that imports it back. The
 connection layer knows neither MCP nor the legs, the dev-server launcher is the bottom
-role, the shared top-level modules import no role, and what a server knows of the tasks
-it reads (`server/_known.py`, `server/_watch.py`, `server/_quiet.py`) is the server's alone,
-and the `tasks/*` handlers (`server/_handlers.py`) are the extension's alone.
+role (the others reach it through its public names) and the CLI the top one, and the
+shared top-level modules import no role. Some concerns have one home:
+- only the extension and the plugin run the start-up check of FastMCP's internals;
+- what a server knows of the tasks it reads (`server/_known.py`, `server/_watch.py`,
+  `server/_quiet.py`) is the server's alone;
+- the `tasks/*` handlers (`server/_handlers.py`) are the extension's alone;
+- a task's memo is written at creation from its facts (`server/_facts.py`) alone.
 The tests keep their own rooms apart too: what test modules share is in `tests/helpers/`,
 never in another test module, and `tests/` and `bench/` never put each other on `sys.path`.
 """
@@ -70,7 +74,10 @@ def test_each_role_has_its_subpackage() -> None:
     roles = {path.name for path in ROOT.iterdir() if (path / "__init__.py").is_file()}
     assert roles == {"cli", "connection", "devserver", "server", "worker"}
     loose = sorted(path.name for path in ROOT.glob("*.py"))
-    assert loose == ["__init__.py", "_fastmcp_private.py", "_policy.py", "_settings.py", "_wire.py"]
+    assert loose == [
+        "__init__.py", "_fastmcp_private.py", "_policy.py", "_reliance.py", "_settings.py", "_upstream_check.py",
+        "_wire.py",
+    ]
 
 
 def test_the_worker_side_never_imports_the_mcp_facing_side() -> None:
@@ -94,7 +101,8 @@ def _imports_of(*packages: str) -> dict[str, set[str]]:
 
 def test_the_connection_layer_knows_neither_mcp_nor_the_legs() -> None:
     """`connection/` reaches Temporal and the payload store; what a leg or an MCP answer is lives above it."""
-    above = ("_wire", "_fastmcp_private", "_policy", "server", "worker", "activities", "cli")
+    above = ("_wire", "_fastmcp_private", "_upstream_check", "_reliance", "_policy", "server", "worker",
+             "activities", "cli")
     for name, targets in _imports_of("connection").items():
         leaks = {target for target in targets if _within(target, *above)}
         assert not leaks, f"{name} imports {leaks}"
@@ -108,12 +116,31 @@ def test_the_dev_server_launcher_is_the_bottom_role() -> None:
         assert others <= {"fastmcp_temporal.workflows.models"}, f"{name} imports {others}"
 
 
+def test_the_other_roles_launch_the_dev_server_through_its_public_names() -> None:
+    """Outside `devserver/`, the package imports `fastmcp_temporal.devserver`, never one of its modules."""
+    for name, targets in _imports_of("server", "worker", "connection", "cli").items():
+        reached = {target for target in targets if target.startswith("fastmcp_temporal.devserver.")}
+        assert not reached, f"{name} imports {reached}: import from fastmcp_temporal.devserver"
+
+
 def test_the_shared_modules_import_no_role() -> None:
     """The top-level modules every role uses import only each other: no arrow runs back up."""
-    shared = ("_settings", "_policy", "_wire", "_fastmcp_private")
+    shared = ("_settings", "_policy", "_wire", "_fastmcp_private", "_upstream_check", "_reliance")
     for name, targets in _imports_of(*shared).items():
         roles = {target for target in targets if not _within(target, *shared)}
         assert not roles, f"{name} imports {roles}"
+
+
+def test_only_the_extension_and_the_plugin_run_the_upstream_check() -> None:
+    """The start-up check runs where a server or a worker is made, and `_reliance` serves it alone."""
+    modules = _modules()
+    check, reliance = "fastmcp_temporal._upstream_check", "fastmcp_temporal._reliance"
+    importers = {target: {name for name, path in modules.items() if target in _imports(path, modules)}
+                 for target in (check, reliance)}
+    assert importers == {
+        check: {"fastmcp_temporal.server._extension", "fastmcp_temporal.worker._plugin"},
+        reliance: {check},
+    }
 
 
 def test_nothing_outside_the_server_imports_what_it_knows_of_tasks() -> None:
@@ -131,6 +158,27 @@ def test_only_the_extension_imports_the_task_methods() -> None:
     handlers = "fastmcp_temporal.server._handlers"
     importers = {name for name, path in modules.items() if handlers in _imports(path, modules)}
     assert importers == {"fastmcp_temporal.server._extension"}, f"{handlers} imported by {importers}"
+
+
+def _names_imported(path: Path) -> set[str]:
+    return {alias.name for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)
+            for alias in node.names}
+
+
+def test_a_tasks_facts_are_written_from_one_value() -> None:
+    """The memo a task starts with is built from its `TaskFacts` alone, as its input and UI summary are."""
+    writers = {name for name, path in _modules().items() if "created_memo" in _names_imported(path)}
+    assert writers == {"fastmcp_temporal.server._facts"}
+
+
+def test_the_cli_is_the_top_role() -> None:
+    """Commands use the other roles, none uses a command: what a server and `tasks --stuck` both
+    decide (the stall rule) lives below them both (`connection/_stall.py`)."""
+    modules = _modules()
+    for name, path in modules.items():
+        if not _within(name, "cli"):
+            leaks = {target for target in _imports(path, modules) if _within(target, "cli")}
+            assert not leaks, f"{name} imports {leaks}"
 
 
 def _top_level_imports(path: Path) -> set[str]:

@@ -13,8 +13,11 @@ from typing import Any
 from temporalio.client import WorkflowHistory
 from temporalio.converter import default
 
+from fastmcp_temporal.server._facts import TaskFacts
+from fastmcp_temporal.server._watch import Timing
 from fastmcp_temporal.workflows.models import (
     DEFAULT_POLL_INTERVAL_MS,
+    LegPolicy,
     TaskMemo,
     answered_bytes_memo,
     answered_marks_memo,
@@ -115,3 +118,14 @@ def test_the_workflow_upserts_read_back() -> None:
     assert memo.answered_bytes_in_round([second]) == 42
     assert closed_round_memo([first]) == {"inputRequests": None, f"answered:{first}": None}
     assert {name for name in raw if is_round_field(name)} == {"inputRequests", f"answered:{first}"}
+
+
+def test_a_tasks_facts_read_back_from_the_memo_they_write() -> None:
+    """A read of the memo times the task as the server did when it created it, a 0 poll interval too."""
+    policy = LegPolicy(start_to_close_seconds=1.0, heartbeat_seconds=1.0)
+    for poll_interval_ms in (7, 0):
+        facts = TaskFacts(kind="call", task_id="id", scope="s", tool="t", version="2", created_at="now",
+                          ttl_ms=9, poll_interval_ms=poll_interval_ms, policy=policy)
+        memo = TaskMemo.parse(facts.memo(input_bytes=3))
+        assert (memo.kind, memo.scope, memo.tool, memo.input_bytes) == ("call", "s", "t", 3)
+        assert Timing(memo.created_at or "", memo.ttl_ms or 0, memo.poll_interval_ms) == facts.timing

@@ -14,7 +14,7 @@ from mcp_types import INTERNAL_ERROR, InputRequiredResult
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.cli._tasks import STATUS_QUERIES
+from fastmcp_temporal.cli._reading import STATUS_QUERIES
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG
 from helpers.servers import server_with, square
 from helpers.temporal import start_broken_task, task_handle, workflow_closed, workflows_listed

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fastmcp_temporal.devserver import _server
+from fastmcp_temporal.devserver import _process
 from helpers.servers import WORKER_SERVER, silent_tcp_server
 
 RUNS = 10
@@ -57,9 +57,9 @@ def test_a_server_that_cannot_reach_temporal_exits_with_its_error_every_time(tmp
 def test_the_watchdog_exits_with_its_commands_code() -> None:
     failing = [sys.executable, "-c", "import sys; sys.exit('temporal: the failure it names')"]
     for _ in range(RUNS):
-        # The owner keeps the watchdog's stdin open, as `_server._spawn` does: the command ends first.
+        # The owner keeps the watchdog's stdin open, as `_process.spawn` does: the command ends first.
         watchdog = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(_server._WATCHDOG), *failing],
+            [sys.executable, "-I", "-S", str(_process.WATCHDOG), *failing],
             stdin=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

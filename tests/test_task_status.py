@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowExecutionStatus as Status
 
-from fastmcp_temporal.cli._tasks import _mcp_status
+from fastmcp_temporal.cli._reading import task_status
 from fastmcp_temporal.server._status import mcp_status
 from fastmcp_temporal.workflows.task import STATUS_ATTRIBUTE
 
@@ -71,4 +71,4 @@ def _execution(status: Status, published: str | None) -> Any:
 def test_the_cli_status_of_a_workflow(
     status: Status, published: str | None, cancel_requested: bool, shown: str
 ) -> None:
-    assert _mcp_status(_execution(status, published), cancel_requested=cancel_requested) == shown
+    assert task_status(_execution(status, published), cancel_requested=cancel_requested) == shown

@@ -3,14 +3,20 @@
 Proves that:
 
 - the installed versions pass the start-up check, and every private use of theirs lives
-  in `fastmcp_temporal/_fastmcp_private.py`;
+  in the adapters (`fastmcp_temporal/_fastmcp_private.py`) or the check that verifies them
+  (`fastmcp_temporal/_upstream_check.py`);
 - creating a `TemporalTasksExtension` or a `McpTasksPlugin` fails, naming the installed
   FastMCP and fastmcp-tasks versions and what moved, when a symbol is gone;
 - the changes that would otherwise break a task silently are caught too: answers that no
   longer reach `ctx.input_responses`, progress FastMCP no longer reads from Docket's
   `current_execution`, message texts matched word for word, and error texts a task writes
   as FastMCP's inline call, the reference's tasks and Docket write them;
-- checking those texts, which calls FastMCP with tools that raise, leaves no log and no span.
+- checking those texts, which calls FastMCP with tools that raise, leaves no log and no span;
+- the check runs once per process: a construction after the first does not run it again,
+  and a failed check fails every construction after it.
+
+Each test starts and ends with the check's cached result cleared, so what a test breaks on
+purpose is checked, and not reported to the tests after it.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import ast
 import logging
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -41,8 +47,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import fastmcp_temporal
-from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension, _fastmcp_private
-from fastmcp_temporal._fastmcp_private import UpstreamChanged, check_upstream
+from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension, _fastmcp_private, _upstream_check
+from fastmcp_temporal._fastmcp_private import UpstreamChanged
+from fastmcp_temporal._upstream_check import check_upstream, upstream_failure
 from fastmcp_temporal.worker._progress import LegProgress
 
 ROOT = Path(fastmcp_temporal.__file__).parent
@@ -52,19 +59,28 @@ OURS = [
     *(ROOT.parent / "workflows").rglob("*.py"),
 ]
 UPSTREAM = ("fastmcp", "fastmcp_tasks", "docket", "mcp")
+# The adapters, and the check that verifies them: the only modules that name an upstream internal.
+COMPATIBILITY = {ROOT / "_fastmcp_private.py", ROOT / "_upstream_check.py"}
 # What fastmcp_tasks exports from its package; its modules are internals.
 FASTMCP_TASKS_EXPORTS = {"TasksExtension", "ToolTask", "call_tool_task", "__version__"}
 
 
+@pytest.fixture(autouse=True)
+def fresh_check() -> Iterator[None]:
+    upstream_failure.cache_clear()
+    yield
+    upstream_failure.cache_clear()
+
+
 def test_the_installed_fastmcp_has_everything_this_package_relies_on() -> None:
     check_upstream()
-    assert len(_fastmcp_private.RELIANCES) >= 30
+    assert len(_upstream_check.RELIANCES) >= 30
 
 
-def test_private_upstream_names_are_used_only_in_the_compatibility_module() -> None:
+def test_private_upstream_names_are_used_only_in_the_adapters_and_their_check() -> None:
     offenders = []
     for path in OURS:
-        if path.name == "_fastmcp_private.py":
+        if path in COMPATIBILITY:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.ImportFrom) or (node.module or "").split(".")[0] not in UPSTREAM:
@@ -114,9 +130,32 @@ def test_a_missing_symbol_fails_the_extension_at_creation(
 def test_a_missing_symbol_fails_the_plugin_at_creation(monkeypatch: pytest.MonkeyPatch) -> None:
     server = FastMCP("plugged")
     server.add_extension(TemporalTasksExtension(worker=False))
+    upstream_failure.cache_clear()
     monkeypatch.delattr(fastmcp_tasks.context, "_resolve_owning_server")
     with pytest.raises(UpstreamChanged, match=r"_resolve_owning_server is gone.*mounted tools run"):
         McpTasksPlugin(server)
+
+
+def test_a_construction_after_the_first_does_not_run_the_check_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    TemporalTasksExtension(worker=False)
+    monkeypatch.delattr(fastmcp_tasks.context, "_resolve_owning_server")
+    TemporalTasksExtension(worker=False)
+    upstream_failure.cache_clear()
+    with pytest.raises(UpstreamChanged, match="_resolve_owning_server is gone"):
+        TemporalTasksExtension(worker=False)
+
+
+def test_a_failed_check_fails_every_construction_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    server = FastMCP("plugged")
+    server.add_extension(TemporalTasksExtension(worker=False))
+    upstream_failure.cache_clear()
+    monkeypatch.delattr(fastmcp_tasks.context, "_resolve_owning_server")
+    with pytest.raises(UpstreamChanged) as first:
+        TemporalTasksExtension(worker=False)
+    monkeypatch.undo()
+    with pytest.raises(UpstreamChanged) as again:
+        McpTasksPlugin(server)
+    assert str(again.value) == str(first.value)
 
 
 def test_answers_that_would_no_longer_reach_the_tool_fail_at_start_up(

@@ -22,7 +22,7 @@ from typing import Any
 from temporalio.client import Client
 
 from fastmcp_temporal.connection._search_attributes import SearchAttributeSetupError, ensure_search_attributes
-from fastmcp_temporal.devserver._server import (
+from fastmcp_temporal.devserver import (
     BINARY_VARIABLE,
     DevServer,
     DevServerError,

@@ -1,7 +1,7 @@
 """`fastmcp-temporal`: the commands that run beside FastMCP servers whose tasks run on Temporal.
 
 Every command that talks to Temporal shares the connection options of
-`_cli_options.py`; a command defined in its own module registers in `_COMMANDS`.
+`_options.py`; a command defined in its own module registers in `_COMMANDS`.
 A worker process loads the same server definition as the MCP server (FastMCP's
 `path/to/server.py[:object]` spec), enters its full lifespan so tools see the same
 `lifespan_context`, and polls the task queue until SIGINT or SIGTERM, then stops
@@ -32,7 +32,7 @@ from fastmcp_temporal.cli._tasks import add_tasks_command
 from fastmcp_temporal.connection._client import TemporalConnectionError
 from fastmcp_temporal.connection._process_exit import end_process
 from fastmcp_temporal.connection._search_attributes import SearchAttributeSetupError
-from fastmcp_temporal.devserver._server import DevServerError
+from fastmcp_temporal.devserver import DevServerError
 from fastmcp_temporal.server._extension import TemporalTasksExtension
 from fastmcp_temporal.worker._plugin import tasks_extension
 

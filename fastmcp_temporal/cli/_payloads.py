@@ -23,8 +23,9 @@ from datetime import datetime, timedelta, timezone
 from pydantic import TypeAdapter, ValidationError
 from temporalio.client import Client
 
+from fastmcp_temporal.cli._operator import OperatorError, execute, operator_settings
 from fastmcp_temporal.cli._options import DefaultsShownRawDescription, add_connection_options
-from fastmcp_temporal.cli._tasks import OperatorError, _describe, _execute, _operator_settings
+from fastmcp_temporal.cli._reading import describe
 from fastmcp_temporal.connection._client import embedded_payload_folder
 from fastmcp_temporal.connection._store_marker import StoreIdentity, StoreMarker, store_identity
 from fastmcp_temporal.connection._stores import (
@@ -98,12 +99,12 @@ def _gc(args: argparse.Namespace) -> None:
             print(f"{'removed' if args.delete else 'would remove'}  {_summary(task)}")
         _report(args, client.namespace, contents, verdicts)
 
-    _execute(args, run)
+    execute(args, run)
 
 
 def _store(args: argparse.Namespace) -> FolderStorageDriver | TaskS3StorageDriver:
     """The store the settings name, resolved as servers and workers resolve it ('auto': the state folder)."""
-    settings = _operator_settings(args)
+    settings = operator_settings(args)
     folder = embedded_payload_folder(settings)
     driver = store_driver(settings.payload_store, folder, settings.stored_payload_limit)
     if driver is None:
@@ -160,7 +161,7 @@ async def _verdicts(client: Client, tasks: list[StoredTask], grace: timedelta) -
 
     async def exists(task: StoredTask) -> bool:
         async with limit:
-            return await _describe(client, task.workflow_id) is not None
+            return await describe(client, task.workflow_id) is not None
 
     found = await asyncio.gather(*(exists(task) for task in tasks))
     oldest_kept = datetime.now(timezone.utc) - grace

@@ -37,7 +37,7 @@ from fastmcp_temporal.connection._converter import tasks_data_converter
 from fastmcp_temporal.connection._search_attributes import SearchAttributeSetupError, ensure_search_attributes
 from fastmcp_temporal.connection._store_marker import identify_store
 from fastmcp_temporal.connection._tracing import client_interceptors
-from fastmcp_temporal.devserver._server import default_state_dir, reuse_or_start_dev_server
+from fastmcp_temporal.devserver import default_state_dir, reuse_or_start_dev_server
 from fastmcp_temporal.workflows.models import SEARCH_ATTRIBUTES
 
 logger = logging.getLogger("fastmcp_temporal")

@@ -7,6 +7,13 @@ caller's CLIENT span, carried in `_meta`) is current when the task's workflow is
 started, so the workflow, the leg activity and every span the tool body opens
 land in the caller's trace. Spans are exported by whatever tracer provider the
 process installs; nothing here configures exporters.
+
+temporalio calls this interceptor its legacy approach; its `OpenTelemetryPlugin` is kept
+off on purpose: it is experimental, and its workers refuse to start unless the process's
+global tracer provider is temporalio's replay-safe one, which would make every user of
+`tracing` change how they install OpenTelemetry. What it would add (workflow spans with
+real durations) matters little here: the work is the tool body, which runs in an
+activity, where plain OpenTelemetry spans already nest under the caller's trace.
 """
 
 from __future__ import annotations

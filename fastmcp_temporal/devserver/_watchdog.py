@@ -2,7 +2,7 @@
 
 Why it exists: a server process killed by SIGKILL, or by a SIGTERM that skips its
 cleanup, cannot stop the ``temporal`` process it started, which would then run on as
-an orphan holding the state folder. ``_server`` starts this script as the leader
+an orphan holding the state folder. ``_process`` starts this script as the leader
 of the dev server's process group, with its stdin a pipe whose write end only the
 owner holds. The kernel closes that end when the owner exits for any reason; the
 script reads end-of-file and stops the server.

@@ -6,7 +6,8 @@ workflow by the same path, under an `mcp-call/` id.
 Arguments are validated exactly as a synchronous call would before anything exists,
 so a bad call gets the same `isError` result and starts nothing. The workflow is
 started before `CreateTaskResult` is returned; Temporal has persisted it by then,
-so the id answers `tasks/get` at once, with or without a worker online.
+so the id answers `tasks/get` at once, with or without a worker online. What the task is
+(`_facts.TaskFacts`) is decided once; everything the start writes of it derives from that.
 
 With Worker Versioning on, Temporal routes the task to the deployment's current version
 (never eagerly to this process's own worker, which may be an older one), and a tool's
@@ -20,7 +21,6 @@ tag), so a queue with fairness on shares the workers between callers, and the to
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
 from fastmcp.exceptions import ValidationError
@@ -31,8 +31,6 @@ from temporalio.common import (
     PinnedVersioningOverride,
     Priority,
     RawValue,
-    SearchAttributePair,
-    TypedSearchAttributes,
     VersioningOverride,
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
@@ -49,28 +47,15 @@ from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._wire import encode_answers
 from fastmcp_temporal.connection._sizes import converted, converter_budget
 from fastmcp_temporal.server._backend import Backend
-from fastmcp_temporal.server._scope import WorkflowKind, fairness_key, new_task_id, workflow_id
+from fastmcp_temporal.server._facts import TaskFacts
+from fastmcp_temporal.server._scope import WorkflowKind, fairness_key
 from fastmcp_temporal.server._ui_metadata import task_user_metadata
-from fastmcp_temporal.workflows.models import (
-    WORKFLOW_NAME,
-    LegPolicy,
-    NextLeg,
-    TaskInput,
-    TaskOutcome,
-    ToolCall,
-    created_memo,
-)
-from fastmcp_temporal.workflows.task import SCOPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOOL_ATTRIBUTE
+from fastmcp_temporal.workflows.models import WORKFLOW_NAME, NextLeg, TaskInput, TaskOutcome, ToolCall
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
     from fastmcp.server.context import Context
     from fastmcp.tools.base import Tool
-
-# A tool's own `timeout=` is enforced inside the leg; the activity gets this much
-# longer so the tool's clean timeout error wins over a Temporal retry.
-_TOOL_TIMEOUT_MARGIN = timedelta(seconds=30)
-_INITIAL_RETRY = timedelta(milliseconds=500)
 
 
 @dataclass(frozen=True)
@@ -78,9 +63,7 @@ class StartedWorkflow:
     """A tool call's workflow, persisted by Temporal."""
 
     handle: WorkflowHandle[Any, TaskOutcome]
-    task_id: str
-    created_at: str
-    poll_interval_ms: int
+    facts: TaskFacts
     input_bytes: int = 0
 
 
@@ -89,13 +72,14 @@ async def start_task(
 ) -> tuple[CreateTaskResult, StartedWorkflow]:
     """Start a task's workflow: what the wire answers, and the workflow started."""
     started = await start_tool_workflow(backend, tool, arguments, context, kind="task")
+    facts = started.facts
     return CreateTaskResult(
-        task_id=started.task_id,
+        task_id=facts.task_id,
         status="working",
-        created_at=started.created_at,
-        last_updated_at=started.created_at,
-        ttl_ms=backend.ttl_ms,
-        poll_interval_ms=started.poll_interval_ms,
+        created_at=facts.created_at,
+        last_updated_at=facts.created_at,
+        ttl_ms=facts.ttl_ms,
+        poll_interval_ms=facts.poll_interval_ms,
     ), started
 
 
@@ -114,72 +98,25 @@ async def start_tool_workflow(
     raw_arguments = dict(arguments or {})
     _fastmcp_private.validate_call(component, raw_arguments, strict=context.fastmcp.strict_input_validation)
 
-    task_id = new_task_id()
-    scope_tag = backend.caller_scope().tag
-    created_at = datetime.now(timezone.utc).isoformat()
-    poll_interval_ms = int(component.task_config.poll_interval.total_seconds() * 1000)
-    snapshot = TaskContextSnapshot.capture(owning_tool_name=tool.name, owning_tool_version=tool.version)
-    call = ToolCall(
-        task_id=task_id,
-        component_key=component.key,
-        arguments={},  # apart: the workflow's second input
-        snapshot=snapshot_codec().encode(snapshot.to_json()),
-        client_extensions=_client_extensions(context),
-        synchronous=kind == "call",
-        outcome_limit=backend.payload_limits.limit,
-        outcome_stored=backend.payload_limits.stored,
-        relay_logs=relay is not None,
-        relay_progress=relay is not None and relay.progress,
-        relay_asks=relay is not None and relay.asks,
-        carried_asks=relay.carried_asks if relay is not None else None,
-    )
-    task = TaskInput(
-        call=call,
-        ttl_ms=backend.ttl_ms,
-        policy=_leg_policy(backend, component),
-        search_attributes=backend.searchable,
-        history_events_limit=backend.settings.history_events_limit,
-        resume=_continuation(context) if kind == "call" else None,
-        publish_completion=False,
-        asks_written_once=True,
-        arguments_apart=True,
-    )
+    facts = TaskFacts.decide(backend, tool, component, kind)
+    task = _task_input(backend, facts, component, context, relay)
     inputs, input_bytes = await _converted_call(backend, task, raw_arguments)
     handle = await backend.client.start_workflow(
         WORKFLOW_NAME,
         args=inputs,
         result_type=TaskOutcome,
-        id=workflow_id(scope_tag, task_id, kind),
+        id=facts.workflow_id,
         task_queue=backend.settings.task_queue,
-        memo=created_memo(
-            kind=kind,
-            created_at=created_at,
-            ttl_ms=backend.ttl_ms,
-            poll_interval_ms=poll_interval_ms,
-            scope=scope_tag,
-            tool=tool.name,
-            input_bytes=input_bytes,
-        ),
-        search_attributes=_search_attributes(backend, tool.name, scope_tag),
+        memo=facts.memo(input_bytes),
+        search_attributes=facts.search_attributes() if backend.searchable else None,
         id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
         id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
         request_eager_start=backend.embedded_worker and backend.settings.deployment_version is None,
         versioning_override=_versioning_override(backend, component),
-        priority=_priority(scope_tag, component),
-        **task_user_metadata(
-            tool=tool.name,
-            version=tool.version,
-            task_id=task_id,
-            created_at=created_at,
-            ttl_ms=backend.ttl_ms,
-            scope_tag=scope_tag,
-            poll_interval_ms=poll_interval_ms,
-            policy=task.policy,
-            arguments=raw_arguments,
-            encrypted=backend.client.data_converter.payload_codec is not None,
-        ),
+        priority=_priority(facts.scope, component),
+        **task_user_metadata(facts, raw_arguments, encrypted=_encrypted(backend)),
     )
-    return StartedWorkflow(handle, task_id, created_at, poll_interval_ms, input_bytes)
+    return StartedWorkflow(handle, facts, input_bytes)
 
 
 class Relayed(Protocol):
@@ -201,6 +138,38 @@ async def task_component(server: FastMCP, tool: Tool) -> Tool:
         return await registered_component_for_key(server, tool.key)
     except MCPError:
         return tool  # not among get_tasks(): validate against the tool as resolved
+
+
+def _task_input(
+    backend: Backend, facts: TaskFacts, component: Tool, context: Context, relay: Relayed | None
+) -> TaskInput:
+    """The workflow's first input: the call as a leg runs it (its arguments apart), and the task's facts."""
+    snapshot = TaskContextSnapshot.capture(owning_tool_name=facts.tool, owning_tool_version=facts.version)
+    call = ToolCall(
+        task_id=facts.task_id,
+        component_key=component.key,
+        arguments={},  # apart: the workflow's second input
+        snapshot=snapshot_codec().encode(snapshot.to_json()),
+        client_extensions=_client_extensions(context),
+        synchronous=facts.kind == "call",
+        outcome_limit=backend.payload_limits.limit,
+        outcome_stored=backend.payload_limits.stored,
+        relay_logs=relay is not None,
+        relay_progress=relay is not None and relay.progress,
+        relay_asks=relay is not None and relay.asks,
+        carried_asks=relay.carried_asks if relay is not None else None,
+    )
+    return TaskInput(
+        call=call,
+        ttl_ms=facts.ttl_ms,
+        policy=facts.policy,
+        search_attributes=backend.searchable,
+        history_events_limit=backend.settings.history_events_limit,
+        resume=_continuation(context) if facts.kind == "call" else None,
+        publish_completion=False,
+        asks_written_once=True,
+        arguments_apart=True,
+    )
 
 
 async def _converted_call(
@@ -242,21 +211,9 @@ def _continuation(context: Context) -> NextLeg | None:
     return NextLeg(input_responses=encode_answers(responses) if responses else None, request_state=state)
 
 
-def _leg_policy(backend: Backend, component: Tool) -> LegPolicy:
-    """The extension's defaults, overridden by the tool's own `execution_policy`."""
-    settings, policy = backend.settings, policy_of(component)
-    start_to_close = policy.start_to_close_timeout or settings.start_to_close_timeout
-    tool_timeout = getattr(component, "timeout", None)
-    if tool_timeout is not None:
-        start_to_close = max(start_to_close, timedelta(seconds=tool_timeout) + _TOOL_TIMEOUT_MARGIN)
-    attempts = policy.maximum_attempts if policy.maximum_attempts is not None else settings.maximum_attempts
-    return LegPolicy(
-        start_to_close_seconds=start_to_close.total_seconds(),
-        heartbeat_seconds=(policy.heartbeat_timeout or settings.heartbeat_timeout).total_seconds(),
-        maximum_attempts=attempts,
-        initial_retry_seconds=(policy.initial_retry_interval or _INITIAL_RETRY).total_seconds(),
-        local=(policy.leg or settings.leg) == "local",
-    )
+def _encrypted(backend: Backend) -> bool:
+    """Whether payloads, the UI's summary and details among them, go through a codec."""
+    return backend.client.data_converter.payload_codec is not None
 
 
 def _versioning_override(backend: Backend, component: Tool) -> VersioningOverride | None:
@@ -277,15 +234,3 @@ def _versioning_override(backend: Backend, component: Tool) -> VersioningOverrid
 def _priority(scope_tag: str, component: Tool) -> Priority:
     """The caller's fairness key and the tool's priority key (unset: Temporal's default)."""
     return Priority(priority_key=policy_of(component).priority, fairness_key=fairness_key(scope_tag))
-
-
-def _search_attributes(backend: Backend, tool_name: str, scope_tag: str) -> TypedSearchAttributes | None:
-    if not backend.searchable:
-        return None
-    return TypedSearchAttributes(
-        [
-            SearchAttributePair(TOOL_ATTRIBUTE, tool_name),
-            SearchAttributePair(STATUS_ATTRIBUTE, "working"),
-            SearchAttributePair(SCOPE_ATTRIBUTE, scope_tag),
-        ]
-    )

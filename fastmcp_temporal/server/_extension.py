@@ -41,6 +41,7 @@ from fastmcp_temporal._fastmcp_private import (
     missing_capability_error_data,
 )
 from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal._upstream_check import check_upstream
 from fastmcp_temporal.connection._client import require_codec, require_reachable, searchable, temporal_client
 from fastmcp_temporal.connection._process_exit import end_without_finalizing_on_failure
 from fastmcp_temporal.server._backend import Backend, temporal_errors
@@ -102,7 +103,7 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
         heartbeat_timeout: timedelta | None = None,
         **settings: Any,
     ) -> None:
-        _fastmcp_private.check_upstream()
+        check_upstream()
         overrides = {
             "address": address,
             "namespace": namespace,

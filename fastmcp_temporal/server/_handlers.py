@@ -50,7 +50,6 @@ from fastmcp_temporal.server._stalled import EXPIRED_REASON, StalledTasks
 from fastmcp_temporal.server._status import mcp_status
 from fastmcp_temporal.server._watch import Timing
 from fastmcp_temporal.workflows.models import (
-    DEFAULT_POLL_INTERVAL_MS,
     STORE_WAITING_DETAIL,
     TaskMemo,
     TaskOutcome,
@@ -103,10 +102,8 @@ class TaskMethods:
 
     def watch(self, started: StartedWorkflow) -> None:
         """Follow a task just created here (see `KnownTasks.watch_created`)."""
-        key = self._key(started.task_id)
-        poll_interval_ms = started.poll_interval_ms or DEFAULT_POLL_INTERVAL_MS
-        timing = Timing(started.created_at, self._backend.ttl_ms, poll_interval_ms)
-        self._known.watch_created(key, self._handle(key), timing, started.handle.result_run_id or "")
+        key, run_id = self._key(started.facts.task_id), started.handle.result_run_id or ""
+        self._known.watch_created(key, self._handle(key), started.facts.timing, run_id)
 
     async def read_clock(self) -> None:
         """Read Temporal's clock, which every age is measured on (at start, so no read waits for it)."""

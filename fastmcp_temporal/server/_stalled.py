@@ -1,13 +1,8 @@
-"""Tasks no worker runs: telling them apart, and ending them from the server side.
+"""Tasks no worker runs: what the servers do for them that no worker can.
 
-A task's workflow moves only when a worker runs its workflow tasks. One pinned to a
-build whose workers are all gone (Worker Versioning), or whose every worker fails it,
-stays RUNNING in Temporal for good: its answers are never applied, its cancel never
-runs, and its TTL timer fires with no worker to end it. Temporal keeps no record of
-which builds still have workers (it remembers pollers for minutes after they stop), so
-a task counts as stalled when its pending workflow task has waited `STALL_GRACE` for a
-worker, or has failed before and waits for a retry: a live worker takes one within
-milliseconds, and a stopped worker's sticky queue hands it on after the plugin's `STICKY_TIMEOUT`.
+A task no worker moves (`connection/_stall.py` tells them apart) stays RUNNING in
+Temporal for good: its answers are never applied, its cancel never runs, and its TTL
+timer fires with no worker to end it.
 
 For a stalled task the servers do what no worker can: a `tasks/cancel` terminates the
 workflow (`CANCELLED_REASON`), and a read past its TTL timer terminates it
@@ -28,74 +23,22 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import AsyncIterator
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
-from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.enums.v1 import EventType, PendingWorkflowTaskState, VersioningBehavior
-from temporalio.api.history.v1 import HistoryEvent
-from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
+from temporalio.api.enums.v1 import EventType, PendingWorkflowTaskState
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle
 from temporalio.client import WorkflowExecutionStatus as Status
 from temporalio.service import RPCError, RPCStatusCode
 
+from fastmcp_temporal.connection._stall import STALL_GRACE, failed_before, newest_events_first, stalled
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
 
-STALL_GRACE = timedelta(seconds=10)
 EXPIRED_REASON = "Expired: its TTL passed while no worker could run the task, so a server ended it."
 CANCELLED_REASON = "Cancelled: no worker could run the task to cancel it, so a server ended it."
 _CANCEL_CHECK_FIRST = 0.02
 _CANCEL_CHECK_MAX = 1.0
 _REMEMBERED_DEADLINES = 1_000
-
-
-def waiting_for_worker(description: WorkflowExecutionDescription, now: datetime) -> timedelta | None:
-    """How long the task's pending workflow task has waited for a worker; None when none waits."""
-    raw = description.raw_description
-    if not raw.HasField("pending_workflow_task"):
-        return None
-    pending = raw.pending_workflow_task
-    if pending.state != PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED:
-        return None  # a worker is running it (a long local activity keeps it started)
-    return now - pending.scheduled_time.ToDatetime(tzinfo=timezone.utc)
-
-
-def stalled(description: WorkflowExecutionDescription, now: datetime) -> bool:
-    """Whether no worker runs the task: its workflow task waits past the grace, or failed before."""
-    waited = waiting_for_worker(description, now)
-    if waited is None:
-        return False
-    return waited >= STALL_GRACE or description.raw_description.pending_workflow_task.attempt > 1
-
-
-def pinned_build(description: WorkflowExecutionDescription) -> tuple[str, str] | None:
-    """The (deployment, build id) a pinned task runs on; None when it may move to another build."""
-    versioning = description.raw_description.workflow_execution_info.versioning_info
-    override = versioning.versioning_override.WhichOneof("override")
-    if override == "pinned":  # an operator moved it to this build
-        version = versioning.versioning_override.pinned.version
-    elif override is None and versioning.behavior == VersioningBehavior.VERSIONING_BEHAVIOR_PINNED:
-        version = versioning.deployment_version
-    else:
-        return None
-    return (version.deployment_name, version.build_id) if version.build_id else None
-
-
-async def newest_events_first(client: Client, workflow_id: str, run_id: str) -> AsyncIterator[HistoryEvent]:
-    """The run's history from its newest event back, a page at a time."""
-    request = GetWorkflowExecutionHistoryReverseRequest(
-        namespace=client.namespace,
-        execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id),
-        maximum_page_size=100,
-    )
-    while True:
-        page = await client.workflow_service.get_workflow_execution_history_reverse(request)
-        for event in page.history.events:
-            yield event
-        if not page.next_page_token:
-            return
-        request.next_page_token = page.next_page_token
 
 
 async def ttl_timer_fires_at(
@@ -191,7 +134,7 @@ def cannot_take_cancel(description: WorkflowExecutionDescription, now: datetime,
     before (every worker may fail it), waits past the grace, or still waits when the grace is over."""
     pending = description.raw_description.pending_workflow_task
     waiting = pending.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED
-    return pending.attempt > 1 or stalled(description, now) or (out_of_time and waiting)
+    return failed_before(description) or stalled(description, now) or (out_of_time and waiting)
 
 
 async def _terminate(handle: WorkflowHandle[Any, Any], reason: str) -> None:

@@ -1,6 +1,6 @@
 """A task's MCP status, worked out in one place from what Temporal says of its workflow.
 
-`tasks/get` (`_handlers.py`) and the operators' `fastmcp-temporal tasks` (`cli/_tasks.py`) both
+`tasks/get` (`_handlers.py`) and the operators' `fastmcp-temporal tasks` (`cli/_reading.py`) both
 name a task's status from its execution's status, whether a cancel was requested, whether it
 waits for input and, once it has ended, how it ended. Each gathers those facts its own way
 (the memo's open asks or the published `McpTaskStatus`; the outcome read from history or the

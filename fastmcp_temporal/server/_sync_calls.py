@@ -65,7 +65,7 @@ async def call_through_workflow(
     relay = Relay(backend, context, channel, started.input_bytes)
     try:
         outcome = await _outcome(started.handle, cancel_requested(context), relay)
-        return _answer(outcome, started.handle.id, timedelta(milliseconds=backend.ttl_ms))
+        return _answer(outcome, started.handle.id, timedelta(milliseconds=started.facts.ttl_ms))
     except AskNotCarried as refused:
         return InputRequiredToolResult(refused.ask)  # FastMCP refuses it as it refuses an inline ask
 

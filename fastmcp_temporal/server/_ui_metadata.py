@@ -11,40 +11,32 @@ stored in clear and the preview is short.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastmcp_temporal.workflows.models import LegPolicy
+
+if TYPE_CHECKING:
+    from fastmcp_temporal.server._facts import TaskFacts
 
 _MAX_ARGUMENT_PREVIEW = 120
 
 
-def task_user_metadata(
-    *,
-    tool: str,
-    version: str | None,
-    task_id: str,
-    created_at: str,
-    ttl_ms: int,
-    scope_tag: str,
-    poll_interval_ms: int,
-    policy: LegPolicy,
-    arguments: dict[str, Any],
-    encrypted: bool,
-) -> dict[str, str]:
+def task_user_metadata(facts: TaskFacts, arguments: dict[str, Any], *, encrypted: bool) -> dict[str, str]:
     """`static_summary` and `static_details` for `Client.start_workflow`."""
+    tool, version, policy = facts.tool, facts.version, facts.policy
     named = f"{tool} v{version}" if version else tool
     details = [
         f"**MCP task** of tool `{tool}`" + (f" (version {version})" if version else ""),
         "",
-        f"- Task id: `{task_id}`",
-        f"- Created: {created_at}",
-        f"- TTL: {ttl_ms / 1000:g} s",
-        f"- Caller scope (hash): `{scope_tag}`",
-        f"- Poll interval: {poll_interval_ms} ms",
+        f"- Task id: `{facts.task_id}`",
+        f"- Created: {facts.created_at}",
+        f"- TTL: {facts.ttl_ms / 1000:g} s",
+        f"- Caller scope (hash): `{facts.scope}`",
+        f"- Poll interval: {facts.poll_interval_ms} ms",
         f"- Each leg: {_leg_kind(policy)}, start-to-close {policy.start_to_close_seconds:g} s, {_attempts(policy)}",
         f"- Arguments: {_argument_preview(arguments, encrypted)}",
     ]
-    return {"static_summary": f"{named} · task {task_id}", "static_details": "\n".join(details)}
+    return {"static_summary": f"{named} · task {facts.task_id}", "static_details": "\n".join(details)}
 
 
 def _leg_kind(policy: LegPolicy) -> str:

@@ -33,6 +33,7 @@ from temporalio.worker import Worker, WorkerConfig, WorkerDeploymentConfig
 
 from fastmcp_temporal import _fastmcp_private
 from fastmcp_temporal._settings import VERSIONING_BEHAVIORS, TemporalTasksSettings
+from fastmcp_temporal._upstream_check import check_upstream
 from fastmcp_temporal.activities.tool_leg import ToolLegActivities
 from fastmcp_temporal.connection._client import require_codec
 from fastmcp_temporal.connection._converter import tasks_data_converter
@@ -77,7 +78,7 @@ class McpTasksPlugin(SimplePlugin):
     """
 
     def __init__(self, server: FastMCP, *, enter_server_lifespan: bool = True) -> None:
-        _fastmcp_private.check_upstream()
+        check_upstream()
         self._server = server
         self._extension = tasks_extension(server)
         self._lost_payloads = EndTasksWithLostPayloads()
