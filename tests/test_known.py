@@ -266,7 +266,7 @@ async def test_a_watch_nobody_reads_goes_idle_after_a_while_and_three_poll_inter
 
 async def test_a_read_right_after_a_working_answer_is_held_for_reread_hold() -> None:
     followed = watch()
-    followed.answered(answer("working"), now=10.0)
+    followed.record_shown(answer("working"), now=10.0)
     quick = _QUICK_REREAD.total_seconds()
 
     followed.hold_quick_reread(10.0 + quick / 2, reread_hold=1.0)
@@ -279,19 +279,19 @@ async def test_a_read_right_after_a_working_answer_is_held_for_reread_hold() -> 
 
 async def test_a_read_after_a_parked_answer_is_not_held_and_a_longer_hold_is_kept() -> None:
     parked = watch()
-    parked.answered(answer("input_required", input_requests={"k": {}}), now=10.0)
+    parked.record_shown(answer("input_required", input_requests={"k": {}}), now=10.0)
     parked.hold_quick_reread(10.01, reread_hold=1.0)
     assert parked.hold_until == 0.0
 
     waited_on = watch(hold_until=50.0)
-    waited_on.answered(answer("working"), now=10.0)
+    waited_on.record_shown(answer("working"), now=10.0)
     waited_on.hold_quick_reread(10.01, reread_hold=1.0)
     assert waited_on.hold_until == 50.0
 
 
 async def test_an_answer_differs_by_what_a_caller_can_tell_apart() -> None:
     followed = watch()
-    followed.answered(answer("working", "step 1", input_requests={"a": {"method": "x"}}), now=1.0)
+    followed.record_shown(answer("working", "step 1", input_requests={"a": {"method": "x"}}), now=1.0)
     assert not followed.differs(answer("working", "step 1", input_requests={"a": {"method": "y"}}))
     assert followed.differs(answer("working", "step 2", input_requests={"a": {}}))
     assert followed.differs(answer("working", "step 1", input_requests={"b": {}}))
@@ -481,68 +481,68 @@ def test_a_quiet_task_asks_for_its_own_interval_then_half_its_quiet_up_to_the_ca
 
 def test_the_same_answer_keeps_its_quiet_and_any_change_starts_it_anew() -> None:
     quiet = QuietTasks(timedelta(seconds=CAP), REMEMBERED)
-    first = quiet.answered("t", PARKED, now=0.0)
+    first = quiet.quiet_after("t", PARKED, now=0.0)
     assert first is not None and (first.since, first.apart) == (0.0, float("inf"))
-    again = quiet.answered("t", answer("input_required", input_requests={"k": {"other": 1}}), now=40.0)
+    again = quiet.quiet_after("t", answer("input_required", input_requests={"k": {"other": 1}}), now=40.0)
     assert again is not None and (again.since, again.apart) == (0.0, 40.0)
     for changed in (answer("working"), answer("input_required", input_requests={"k2": {}})):
-        after = quiet.answered("t", changed, now=50.0)
+        after = quiet.quiet_after("t", changed, now=50.0)
         assert after is not None and after.since == 50.0
 
 
 def test_the_advertised_interval_is_the_tasks_own_until_quiet_and_never_for_a_close() -> None:
     quiet = QuietTasks(timedelta(seconds=CAP), REMEMBERED)
-    quiet.answered("t", PARKED, now=0.0)
-    assert quiet.advertised(PARKED, quiet.answered("t", PARKED, now=5.0), now=5.0) is PARKED
-    grown = quiet.advertised(PARKED, quiet.answered("t", PARKED, now=2 * CAP), now=2 * CAP)
+    quiet.quiet_after("t", PARKED, now=0.0)
+    assert quiet.advertised(PARKED, quiet.quiet_after("t", PARKED, now=5.0), now=5.0) is PARKED
+    grown = quiet.advertised(PARKED, quiet.quiet_after("t", PARKED, now=2 * CAP), now=2 * CAP)
     assert grown.poll_interval_ms == CAP * 1000 and grown.input_requests == PARKED.input_requests
-    assert quiet.answered("t", answer("completed"), now=3 * CAP) is None
+    assert quiet.quiet_after("t", answer("completed"), now=3 * CAP) is None
     assert len(quiet) == 0
     off = QuietTasks(timedelta(0), REMEMBERED)
-    assert off.advertised(PARKED, off.answered("t", PARKED, now=10 * CAP), now=10 * CAP) is PARKED
+    assert off.advertised(PARKED, off.quiet_after("t", PARKED, now=10 * CAP), now=10 * CAP) is PARKED
 
 
 def test_a_quiet_task_read_here_further_apart_than_a_long_poll_lasts_is_let_go() -> None:
     quiet = QuietTasks(timedelta(seconds=CAP), REMEMBERED)
     for now in range(0, int(CAP) + 11, 10):
-        quiet.answered("t", PARKED, now=float(now))
+        quiet.quiet_after("t", PARKED, now=float(now))
     assert not quiet.let_go("t", TIMING.poll_interval_ms)  # quiet, but read often enough
-    quiet.answered("t", PARKED, now=CAP + 10 + PERIOD)
+    quiet.quiet_after("t", PARKED, now=CAP + 10 + PERIOD)
     assert quiet.let_go("t", TIMING.poll_interval_ms)
     assert not quiet.let_go("t", int(CAP * 1000))  # a task whose own interval is the cap is never quiet
     quiet.forget("t")  # a write through this server
     assert not quiet.let_go("t", TIMING.poll_interval_ms)
     young = QuietTasks(timedelta(seconds=CAP), REMEMBERED)
-    young.answered("t", PARKED, now=0.0)
-    young.answered("t", PARKED, now=PERIOD)
+    young.quiet_after("t", PARKED, now=0.0)
+    young.quiet_after("t", PARKED, now=PERIOD)
     assert not young.let_go("t", TIMING.poll_interval_ms)  # read seldom, but not quiet yet
 
 
 def test_a_server_remembers_the_quiet_of_a_bounded_number_of_tasks() -> None:
     quiet = QuietTasks(timedelta(seconds=CAP), REMEMBERED)
     for n in range(REMEMBERED + 1):
-        quiet.answered(f"t{n}", PARKED, now=0.0)
+        quiet.quiet_after(f"t{n}", PARKED, now=0.0)
     assert len(quiet) == REMEMBERED
-    quiet.answered("t0", PARKED, now=PERIOD + CAP)  # the oldest was forgotten: it starts anew
+    quiet.quiet_after("t0", PARKED, now=PERIOD + CAP)  # the oldest was forgotten: it starts anew
     assert not quiet.let_go("t0", TIMING.poll_interval_ms)
     none = QuietTasks(timedelta(seconds=CAP), 0)  # quiet_tasks=0: every task keeps its own interval
-    none.answered("t", PARKED, now=0.0)
-    assert none.advertised(PARKED, none.answered("t", PARKED, now=3 * CAP), now=3 * CAP) is PARKED
+    none.quiet_after("t", PARKED, now=0.0)
+    assert none.advertised(PARKED, none.quiet_after("t", PARKED, now=3 * CAP), now=3 * CAP) is PARKED
 
 
 async def test_a_quiet_watched_task_read_seldom_is_let_go_and_not_followed_until_it_changes() -> None:
     async with known_tasks(quiet_poll_interval=timedelta(seconds=CAP)) as (tasks, _):
         followed = created(tasks)
         now = asyncio.get_running_loop().time()
-        tasks._quiet.answered("task-wf", PARKED, now - 2 * CAP)  # quiet for a minute, read then
+        tasks._quiet.quiet_after("task-wf", PARKED, now - 2 * CAP)  # quiet for a minute, read then
         handle = followed.handle
 
-        advertised = tasks.answered("task-wf", PARKED)
+        advertised = tasks.remember("task-wf", PARKED)
         assert followed.follow is not None
         await asyncio.wait([followed.follow])
 
         assert advertised.poll_interval_ms == CAP * 1000
         assert tasks.watch_of("task-wf") is None
         assert tasks.follow("task-wf", handle, TIMING, RUN) is None
-        assert tasks.answered("task-wf", answer("working")).poll_interval_ms == TIMING.poll_interval_ms
+        assert tasks.remember("task-wf", answer("working")).poll_interval_ms == TIMING.poll_interval_ms
         assert tasks.follow("task-wf", handle, TIMING, RUN) is not None

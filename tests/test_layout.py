@@ -10,6 +10,7 @@ shared top-level modules import no role. Some concerns have one home:
 - only the extension and the plugin run the start-up check of FastMCP's internals;
 - what a server knows of the tasks it reads (`server/_known.py`, `server/_watch.py`,
   `server/_quiet.py`) is the server's alone;
+- the `tasks/*` handlers (`server/_handlers.py`) are the extension's alone;
 - a task's memo is written at creation from its facts (`server/_facts.py`) alone.
 The tests keep their own rooms apart too: what test modules share is in `tests/helpers/`,
 never in another test module, and `tests/` and `bench/` never put each other on `sys.path`.
@@ -159,6 +160,14 @@ def test_nothing_outside_the_server_imports_what_it_knows_of_tasks() -> None:
         if not _within(name, "server"):
             leaks = _imports(path, modules) & known_tasks
             assert not leaks, f"{name} imports {leaks}"
+
+
+def test_only_the_extension_imports_the_task_methods() -> None:
+    """What the handlers share with a durable call (answers, statuses) lives in a module of its own."""
+    modules = _modules()
+    handlers = "fastmcp_temporal.server._handlers"
+    importers = {name for name, path in modules.items() if handlers in _imports(path, modules)}
+    assert importers == {"fastmcp_temporal.server._extension"}, f"{handlers} imported by {importers}"
 
 
 def _names_imported(path: Path) -> set[str]:

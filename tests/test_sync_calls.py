@@ -9,7 +9,7 @@ Temporal: the call's workflow exists, completed, with one activity, or none was
 started when the call was rejected or served inline. A request the client cancels
 cancels the workflow; a workflow cancelled by an operator, or a leg that gives up,
 ends the call with a -32603 that says why. The caller's identity and scope hash are
-a task's.
+a task's. The close the server followed answers the call: it is not read from Temporal again.
 """
 
 from __future__ import annotations
@@ -36,12 +36,15 @@ from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client as TemporalClient
 from temporalio.client import (
+    FetchWorkflowHistoryEventsInput,
     Interceptor,
     OutboundInterceptor,
     StartWorkflowInput,
     WorkflowExecution,
     WorkflowExecutionStatus,
     WorkflowHandle,
+    WorkflowHistoryEventAsyncIterator,
+    WorkflowHistoryEventFilterType,
 )
 
 from fastmcp_temporal import TemporalTasksExtension, TemporalTasksSettings, execution_policy
@@ -160,6 +163,39 @@ async def test_durable_call_answers_what_an_inline_call_answers(make_extension, 
     async with durable_and_inline(make_extension, tool(fn, **options)) as pair:
         result = await assert_same_answer(pair)
     assert expect.items() <= result.items()
+
+
+class CloseReads(Interceptor):
+    """Counts the history reads that ask for the close event alone, as `handle.result()` reads it."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        owner = self
+
+        class Outbound(OutboundInterceptor):
+            def fetch_workflow_history_events(
+                self, input: FetchWorkflowHistoryEventsInput
+            ) -> WorkflowHistoryEventAsyncIterator:
+                owner.count += input.event_filter_type == WorkflowHistoryEventFilterType.CLOSE_EVENT
+                return super().fetch_workflow_history_events(input)
+
+        return Outbound(next)
+
+
+async def test_the_close_the_relay_followed_answers_the_call_unread_again(
+    make_extension, temporal_server: DevServer
+) -> None:
+    close_reads = CloseReads()
+    temporal = await TemporalClient.connect(temporal_server.address, interceptors=[close_reads])
+    server = server_with(make_extension(sync_calls="workflow", client=temporal))
+    server.tool(square, task=True)
+    async with NoTasksClient(server) as client:
+        with anyio.fail_after(DEADLINE):
+            result = await client.call_tool_mcp("square", {"n": 3})
+    assert wire(result)["structuredContent"] == {"result": 9}
+    assert close_reads.count == 0
 
 
 @ERROR_CASES

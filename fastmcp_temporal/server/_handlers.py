@@ -1,13 +1,14 @@
 """`tasks/get`, `tasks/update` and `tasks/cancel`, answered from Temporal.
 
-Reads use `describe()` and the memo the workflow keeps, plus the result from
-history once the workflow is closed, so they need no worker online. An update is a
-signal that Temporal has persisted before we acknowledge it; the workflow applies
-it. Every lookup derives the workflow id from the caller's own scope tag (and, only
-when nothing is found under it, the caller's tags under the other listed encryption
-keys, then its legacy tag: see `_scope`), so a missing, expired or foreign task id all
-get the same -32602, from a cancel as from a read. Whether a closed task's TTL has ended is
-judged on Temporal's clock (`TemporalClock`, read when the server starts), never the local one.
+Reads use `describe()` and the memo the workflow keeps, plus the result from history
+once the workflow is closed, so they need no worker online. An update is a signal that
+Temporal has persisted before we acknowledge it (its answers checked and sent as a
+durable call's are: `_answers`); the workflow applies it. Every lookup derives the
+workflow id from the caller's own scope tag (and, only when nothing is found under it,
+the caller's tags under the other listed encryption keys, then its legacy tag: see
+`_scope`), so a missing, expired or foreign task id all get the same -32602, from a
+cancel as from a read. Whether a closed task's TTL has ended is judged on Temporal's
+clock (`TemporalClock`, read when the server starts), never the local one.
 
 A read answers from what this server knows of the task (`_known.KnownTasks`: its watch,
 a held read, the closed-answer cache) wherever that is as current as a `describe()`
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from functools import partial
@@ -29,7 +29,6 @@ from typing import Any
 
 import mcp_types
 from mcp.shared.exceptions import MCPError
-from pydantic import ValidationError
 from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure
 from temporalio.client import (
     WorkflowExecutionDescription,
@@ -40,9 +39,9 @@ from temporalio.client import WorkflowExecutionStatus as Status
 from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal._fastmcp_private import CancelTaskResult, GetTaskResult, TaskStatus, UpdateTaskResult
-from fastmcp_temporal._task_json import encode_answer
-from fastmcp_temporal.connection._sizes import converted, encoded_size_of
+from fastmcp_temporal.connection._sizes import encoded_size_of
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
+from fastmcp_temporal.server._answers import submit_answers, validated_answer
 from fastmcp_temporal.server._backend import Backend, UnreadablePayloadError
 from fastmcp_temporal.server._creation import StartedWorkflow
 from fastmcp_temporal.server._known import Closed, KnownTasks, described
@@ -52,8 +51,6 @@ from fastmcp_temporal.server._status import mcp_status
 from fastmcp_temporal.server._watch import Timing
 from fastmcp_temporal.workflows.models import (
     STORE_WAITING_DETAIL,
-    SUBMIT_INPUT_SIGNAL,
-    InputAnswers,
     TaskMemo,
     TaskOutcome,
     UnreadablePayload,
@@ -125,7 +122,7 @@ class TaskMethods:
         answer = await self._known.held_answer(key, closed_answer, partial(self._reread, task_id))
         if answer is None:
             answer = await self._reread(task_id, self._progress_refresh)
-        return self._known.answered(key, answer)
+        return self._known.remember(key, answer)
 
     async def _reread(self, task_id: str, progress_refresh: float) -> GetTaskResult:
         """The task's answer now, its progress at most `progress_refresh` old."""
@@ -340,68 +337,6 @@ def _expires_at(description: WorkflowExecutionDescription, memo: TaskMemo) -> da
     if description.close_time is None:
         return datetime.max.replace(tzinfo=timezone.utc)
     return description.close_time + timedelta(milliseconds=memo.ttl_ms or 0)
-
-
-def validated_answer(key: str, request: dict[str, Any], raw: Any) -> dict[str, Any]:
-    """An answer to the outstanding request `key`, encoded as a leg reads it; -32602 when invalid."""
-    try:
-        return encode_answer(request, raw)
-    except ValidationError as exc:
-        raise invalid_answer(key, request, exc) from None
-
-
-def invalid_answer(key: str, request: dict[str, Any], exc: ValidationError) -> MCPError:
-    return MCPError(
-        code=mcp_types.INVALID_PARAMS,
-        message=f"Invalid answer for input request {key!r} ({request.get('method')}): {exc}",
-    )
-
-
-async def submit_answers(
-    backend: Backend,
-    handle: WorkflowHandle[Any, Any],
-    answers: dict[str, Any],
-    carried_bytes: int,
-    left_open: Sequence[str] = (),
-) -> bool:
-    """Signal validated answers to a parked workflow (`submit_input`); False when it has closed.
-
-    Refused (-32602) before anything is signalled when the next leg could not carry them: its
-    input holds the arguments and every answer of this round (`carried_bytes` of them already
-    applied or sent with the arguments), so it is measured whole, against the limit that will
-    apply to it (Temporal's payload limit, or the store's); the workflow checks it again
-    before the leg. Refused too when they would leave too little room to decline the round's
-    questions `left_open`: a round the limit could no longer finish would wait for its TTL.
-    """
-    converter = backend.client.data_converter
-    value, size = await converted(converter, InputAnswers(answers))
-    what = "The next leg's input (the task's arguments with this round's answers)"
-    if refusal := backend.payload_limits.refusal(what, size + carried_bytes):
-        raise MCPError(code=mcp_types.INVALID_PARAMS, message=refusal)
-    if left_open:
-        _, closing = await converted(converter, InputAnswers({**answers, **dict.fromkeys(left_open, _DECLINED)}))
-        if backend.payload_limits.refusal(what, closing + carried_bytes):
-            limit = backend.payload_limits.limit
-            raise MCPError(
-                code=mcp_types.INVALID_PARAMS,
-                message=(
-                    f"{what}: these answers leave {limit - size - carried_bytes:,} bytes under its limit of "
-                    f"{limit:,} bytes, and the round's {len(left_open)} other open question(s) need "
-                    f"{closing - size:,} bytes even declined, so the round could never be finished. "
-                    "Answer with less; any question can still be declined."
-                ),
-            )
-    try:
-        await handle.signal(SUBMIT_INPUT_SIGNAL, value)
-    except RPCError as exc:
-        if exc.status != RPCStatusCode.NOT_FOUND:
-            raise
-        return False
-    return True
-
-
-_DECLINED = encode_answer({"method": "elicitation/create"}, {"action": "decline"})
-"""The smallest answer a question takes: what the room kept for the round's open questions is measured with."""
 
 
 def _outcome_state(outcome: TaskOutcome) -> tuple[TaskStatus, dict[str, Any]] | None:

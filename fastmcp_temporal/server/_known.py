@@ -194,8 +194,8 @@ class KnownTasks:
                 return answer
         return None
 
-    def answered(self, key: str, answer: GetTaskResult) -> GetTaskResult:
-        """A read answered the task: `answer`, with the poll interval its quiet earns (see `_quiet`).
+    def remember(self, key: str, answer: GetTaskResult) -> GetTaskResult:
+        """Remember what a read answers the task; that answer, with the poll interval its quiet earns.
 
         The watch of a task quiet for long enough, whose reads here come further apart than
         a long poll lasts, is let go: each read then describes it, at less cost.
@@ -203,8 +203,8 @@ class KnownTasks:
         now = asyncio.get_running_loop().time()
         watch = self._watches.get(key)
         if watch is not None:
-            watch.answered(answer, now)
-        quiet = self._quiet.answered(key, answer, now)
+            watch.record_shown(answer, now)
+        quiet = self._quiet.quiet_after(key, answer, now)
         let_go = self._quiet.let_go(key, answer.poll_interval_ms or 0)
         if watch is not None and watch.follow is not None and let_go:
             watch.follow.cancel()

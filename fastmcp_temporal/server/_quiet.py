@@ -72,8 +72,8 @@ class QuietTasks:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def answered(self, key: str, answer: GetTaskResult, now: float) -> Quiet | None:
-        """Note an answer given at `now`; what the task's quiet is then (None: it has closed)."""
+    def quiet_after(self, key: str, answer: GetTaskResult, now: float) -> Quiet | None:
+        """The task's quiet once `answer` is given at `now`, noted for the next (None: it has closed)."""
         if answer.status in _TERMINAL:
             self._entries.pop(key, None)
             return None

@@ -1,8 +1,9 @@
 """What a durable synchronous call relays to its caller while it waits.
 
 The server that holds a `tools/call` open for a workflow (`_sync_calls.py`) follows the
-call's history (one long poll of every event, as `handle.result()` polls for the close)
-and gives the caller what the same tool gives inline:
+call's history (one long poll of every event, whose close answers the call as
+`handle.result()` would, without a second read: `_close.py`) and gives the caller what the
+same tool gives inline:
 
 - **Log messages and progress.** The leg puts the body's `ctx.log` messages and, when the
   caller sent a `progressToken`, its `ctx.report_progress` reports in its heartbeat details
@@ -16,7 +17,7 @@ and gives the caller what the same tool gives inline:
   stateful session whose client declared elicitation, sampling or roots), a tool's ask
   parks the workflow as a task's does. The server sees the park (the memo upsert event),
   sends each request to the caller on the open call, and delivers the answers as the one
-  `submit_input` signal `tasks/update` sends (`_handlers.submit_answers`). An invalid
+  `submit_input` signal `tasks/update` sends (`_answers.submit_answers`). An invalid
   answer gets the -32602 `tasks/update` gives, a client's error is the call's error; each
   cancels the workflow. An ask the connection cannot carry (`CallerChannel.carried_asks`)
   never parks: the leg fails the workflow with the reason, and the call gets the inline
@@ -43,8 +44,9 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowHandle
 
 from fastmcp_temporal._fastmcp_private import result_type_for_method
+from fastmcp_temporal.server._answers import invalid_answer, submit_answers, validated_answer
 from fastmcp_temporal.server._backend import Backend
-from fastmcp_temporal.server._handlers import invalid_answer, submit_answers, validated_answer
+from fastmcp_temporal.server._close import is_close, next_run, result_of
 from fastmcp_temporal.workflows.models import INPUT_REQUESTS_MEMO, LegOutcome, TaskOutcome
 
 if TYPE_CHECKING:
@@ -122,15 +124,17 @@ class Relay:
     _sending: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def follow(self, handle: WorkflowHandle[Any, TaskOutcome]) -> TaskOutcome:
-        """Relay until the workflow closes (through any continue-as-new); then its outcome."""
+        """Relay until the workflow closes (through any continue-as-new); then its outcome, read
+        from the close event in hand as `handle.result()` would read it again (`_close`)."""
         client = self.backend.client
         run = client.get_workflow_handle(handle.id, run_id=handle.result_run_id)
         while True:
             self.run = run
             closed = await self._follow_run(run)
-            if closed is None or not closed.HasField("workflow_execution_continued_as_new_event_attributes"):
+            if not is_close(closed):  # a history that ended before its close: Temporal sends none
                 return await handle.result()
-            new_run = closed.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+            if not (new_run := next_run(closed)):
+                return await result_of(closed, client, handle.id, TaskOutcome)
             run = client.get_workflow_handle(handle.id, run_id=new_run)
 
     async def _follow_run(self, run: WorkflowHandle[Any, Any]) -> HistoryEvent | None:

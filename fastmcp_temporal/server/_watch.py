@@ -183,8 +183,8 @@ class Watch:
         if self.shown[0] == "working" and now - self.answered_at < _QUICK_REREAD.total_seconds():
             self.hold_until = max(self.hold_until, now + reread_hold)
 
-    def answered(self, answer: GetTaskResult, now: float) -> None:
-        """A read answered the task: later held reads wait for a change from this."""
+    def record_shown(self, answer: GetTaskResult, now: float) -> None:
+        """What a read was shown at `now`: later held reads wait for a change from this."""
         self.shown, self.answered_at = shown_of(answer), now
 
     def differs(self, answer: GetTaskResult) -> bool:
