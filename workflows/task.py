@@ -36,6 +36,14 @@ from temporalio.exceptions import (
 )
 
 from fastmcp_temporal.workflows.arguments import JSON_ENCODING, JoinedLegInput, joined
+from fastmcp_temporal.workflows.budget import (
+    HISTORY_BYTES_LIMIT,
+    converted,
+    converted_size,
+    over_budget,
+    run_full,
+    size_of,
+)
 from fastmcp_temporal.workflows.models import (
     INPUT_REQUESTS_MEMO,
     LEG_OUTCOME_SIGNAL,
@@ -75,9 +83,6 @@ SCOPE_ATTRIBUTE = SearchAttributeKey.for_keyword(SCOPE_SEARCH_ATTRIBUTE)
 _ARGUMENTS_IN_CALL = RawValue(Payload())
 
 
-# Continue as new past this many bytes of history too (Temporal terminates a task at 50 MiB),
-# or when Temporal suggests it.
-_HISTORY_BYTES_LIMIT = 8 * 1024 * 1024
 # Patch ids, one per change to the workflow's commands since 0.2.0 (see CONTRIBUTING.md).
 _CONTINUE_ON_HISTORY_SIZE = "continue-as-new-on-history-size"
 _ANSWER_BYTES_IN_MEMO = "answer-bytes-in-memo"
@@ -141,7 +146,7 @@ class McpTaskWorkflow:
         while True:
             if open_round is None:
                 leg_input = leg.input_of(task.call)
-                if oversize := _over_budget(task, leg_input, self._arguments):
+                if oversize := over_budget(task, leg_input, self._arguments):
                     return self._finish("failed", TaskOutcome(error=_internal_error(oversize)))
                 try:
                     outcome = await self._execute(task, leg_input)
@@ -235,7 +240,7 @@ class McpTaskWorkflow:
         self._outstanding, self._answers = dict(open_round.outstanding), dict(open_round.answers)
         asks = workflow.memo_value(INPUT_REQUESTS_MEMO, {})
         self._requests = {key: asks[key] for key in self._outstanding if key in asks}
-        self._answered_bytes = _converted_size(self._answers) if self._answers else 0
+        self._answered_bytes = converted_size(self._answers) if self._answers else 0
         self._show("input_required")
 
     async def _wait_for_answers(self, task: TaskInput, timeout: timedelta) -> bool:
@@ -258,7 +263,7 @@ class McpTaskWorkflow:
         """Whether to carry the open round to a new run: after at least one answer in this one,
         so every run moves the round on."""
         moved_on = bool(self._answered_keys) and not self._stay_in_run
-        return task.asks_written_once and moved_on and _run_full(task)
+        return task.asks_written_once and moved_on and run_full(task)
 
     def _continue_round(self, task: TaskInput, open_round: OpenRound) -> None:
         """Continue as new inside the round: the open asks in the new run's memo, the answers so
@@ -267,7 +272,7 @@ class McpTaskWorkflow:
             open_round, outstanding=dict(self._outstanding), answers=dict(self._answers)
         )
         continued = dataclasses.replace(task, resume=None, open_round=carried)
-        size = _converted_size(continued) + _size_of(self._arguments)
+        size = converted_size(continued) + size_of(self._arguments)
         if task.leg_input_budget is not None and size > task.leg_input_budget:
             self._stay_in_run = True
             return
@@ -304,7 +309,7 @@ class McpTaskWorkflow:
             self._answers[tool_key] = update.answers[key]
             self._requests.pop(key, None)
             if written_once:  # each answer measured once, with its own braces: never less than in the dict
-                self._answered_bytes += _converted_size({tool_key: update.answers[key]})
+                self._answered_bytes += converted_size({tool_key: update.answers[key]})
         if not self._outstanding:
             return
         if written_once:
@@ -313,7 +318,7 @@ class McpTaskWorkflow:
         else:
             memo = asks_memo(self._requests)
             if workflow.patched(_ANSWER_BYTES_IN_MEMO):
-                memo.update(answered_bytes_memo(self._leg, _converted_size(self._answers)))
+                memo.update(answered_bytes_memo(self._leg, converted_size(self._answers)))
         workflow.upsert_memo(memo)
         self._show("input_required")
 
@@ -362,7 +367,7 @@ def _start_leg(
     summary = leg_summary(_tool_name(), leg.leg, leg.input_responses or ())
     argument: LegInput | JoinedLegInput = leg
     if arguments is not None:
-        argument = joined(leg.leg, _converted(leg), arguments.payload)
+        argument = joined(leg.leg, converted(leg), arguments.payload)
     start_to_close = timedelta(seconds=policy.start_to_close_seconds)
     retry_policy = RetryPolicy(
         initial_interval=timedelta(seconds=policy.initial_retry_seconds),
@@ -406,20 +411,8 @@ def _history_full(task: TaskInput) -> bool:
     info = workflow.info()
     if info.get_current_history_length() > task.history_events_limit:
         return True
-    too_big = info.is_continue_as_new_suggested() or info.get_current_history_size() > _HISTORY_BYTES_LIMIT
+    too_big = info.is_continue_as_new_suggested() or info.get_current_history_size() > HISTORY_BYTES_LIMIT
     return too_big and workflow.patched(_CONTINUE_ON_HISTORY_SIZE)
-
-
-def _run_full(task: TaskInput) -> bool:
-    """Whether this run's history is past the task's event limit or the byte limit.
-
-    Not Temporal's suggestion: inside a round a new run starts with the open asks in its
-    memo and the answers in its input, a few MiB that Temporal may already call enough."""
-    info = workflow.info()
-    return (
-        info.get_current_history_length() > task.history_events_limit
-        or info.get_current_history_size() > _HISTORY_BYTES_LIMIT
-    )
 
 
 def _now_ms() -> int:
@@ -439,20 +432,6 @@ def _well_formed_answers(update: Any) -> bool:
 
 def _well_formed_late(late: Any) -> bool:
     return isinstance(late, LateLegOutcome) and isinstance(late.leg, int) and isinstance(late.outcome, LegOutcome)
-
-
-def _converted(value: Any) -> Payload:
-    (payload,) = workflow.payload_converter().to_payloads([value])
-    return payload
-
-
-def _converted_size(value: Any) -> int:
-    return _converted(value).ByteSize()
-
-
-def _size_of(arguments: RawValue | None) -> int:
-    """The converted bytes of arguments that travel apart; 0 when they are in the call."""
-    return 0 if arguments is None else arguments.payload.ByteSize()
 
 
 def _lost_arguments(arguments: RawValue) -> UnreadablePayload | None:
@@ -479,27 +458,6 @@ def _is_cancellation(err: BaseException) -> bool:
     if isinstance(err, asyncio.CancelledError):
         return True
     return isinstance(err, ActivityError) and isinstance(err.cause, CancelledError)
-
-
-def _over_budget(task: TaskInput, leg: LegInput, arguments: RawValue | None) -> str | None:
-    """Why the leg's input cannot enter history, checked before scheduling it.
-
-    Temporal refuses the whole workflow task when one command's payload is too large,
-    and refuses it again on every retry; a leg that cannot be scheduled ends the task.
-    """
-    if task.leg_input_budget is None or (leg.input_responses is None and leg.request_state is None):
-        return None  # the arguments alone: measured, with more, when the task was created
-    size = _converted_size(leg) + _size_of(arguments)
-    if size <= task.leg_input_budget:
-        return None
-    if task.call.outcome_stored:
-        where, fix = "the payload store takes", "raise FASTMCP_TEMPORAL_STORED_PAYLOAD_LIMIT, or answer with less"
-    else:
-        where, fix = "Temporal history takes", "set FASTMCP_TEMPORAL_PAYLOAD_STORE so large payloads are stored outside history"
-    return (
-        f"The tool's arguments and answers together are {size:,} bytes, more than the "
-        f"{task.leg_input_budget:,} bytes {where} for a leg's input; {fix}."
-    )
 
 
 def _unfinished(err: ActivityError, task: TaskInput) -> str:

@@ -68,7 +68,7 @@ CONSTANTS: dict[str, str] = {
     "notice_message_chars": f"{NOTICES}:MESSAGE_CHARS",
     "store_retry_longest": "fastmcp_temporal.worker._store_outage:_LONGEST_RETRY seconds",
     "store_threshold": "fastmcp_temporal.connection._stores:STORE_THRESHOLD",
-    "history_bytes_limit": "fastmcp_temporal.workflows.task:_HISTORY_BYTES_LIMIT",
+    "history_bytes_limit": "fastmcp_temporal.workflows.budget:HISTORY_BYTES_LIMIT",
     "big_run_arguments": "fastmcp_temporal.worker._big_runs:BIG_ARGUMENTS",
     "codec_max_body": "fastmcp_temporal.cli._codec_server:MAX_BODY",
     "uncounted_bytes": "fastmcp_temporal.server._http_limit:UNCOUNTED_BYTES",
