@@ -224,3 +224,10 @@ def test_tests_and_bench_keep_off_each_others_path(pytestconfig: pytest.Config) 
             assert not _touches_sys_path(path), f"{where} changes sys.path"
             crossing = _top_level_imports(path) & others
             assert not crossing, f"{where} imports {sorted(crossing)}"
+
+
+def test_each_module_is_short_enough_to_read_as_one_concern() -> None:
+    """Past 500 lines a module holds several concerns; the settings table is one long list."""
+    long = {name: lines for name, path in _modules().items()
+            if (lines := len(path.read_text().splitlines())) > 500 and name != "fastmcp_temporal._settings"}
+    assert not long, f"split these into modules of one concern each: {long}"
