@@ -135,6 +135,7 @@ class ChangeFeed:
         self._latest: dict[str, tuple[Change, float]] = {}
         """The newest change listed of each task, and when (`monotonic()`) it was listed."""
         self._covering_since: float | None = None
+        self._failing = False
         self._loop_task: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -179,11 +180,6 @@ class ChangeFeed:
         and the feed has not mentioned since is current, as far as visibility lags no more than `lag`."""
         return self._covering_since
 
-    @property
-    def waiting(self) -> int:
-        """How many tasks readers wait on."""
-        return len(self._waiters)
-
     async def close(self) -> None:
         """Stop querying; whoever waits is told to re-read."""
         self._closed = True
@@ -197,7 +193,7 @@ class ChangeFeed:
         """Query every interval while anyone waits (and `_LINGER` after), each query reaching back
         `lag` before the previous successful one began."""
         previous_start = self._clock.now()
-        self._covering_since = monotonic()
+        self._covering_since = None if self._failing else monotonic()
         backoff = self._interval
         idle_since: float | None = None
         try:
@@ -218,16 +214,18 @@ class ChangeFeed:
             self._covering_since = None
 
     def _failed(self, exc: Exception, backoff: float) -> float:
-        if self._covering_since is not None:
+        if not self._failing:
             logger.warning("The change feed's visibility query failed (%s); readers re-read their tasks.", exc)
-        self._covering_since = None
+        self._failing, self._covering_since = True, None
         self._release_all()
         return min(max(backoff, self._interval) * 2, _MOST_BACKOFF.total_seconds())
 
     def _recovered(self) -> None:
+        if self._failing:
+            logger.warning("The change feed's visibility query answers again.")
         if self._covering_since is None:
-            logger.info("The change feed's visibility query answers again.")
             self._covering_since = monotonic()
+        self._failing = False
 
     def _take(self, changes: Iterable[Change], *, since: datetime) -> None:
         """Wake the waiters of each change not listed before; forget what no query lists any more."""
