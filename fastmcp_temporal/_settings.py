@@ -329,7 +329,9 @@ class TemporalTasksSettings(BaseSettings):
         default=timedelta(milliseconds=250),
         description="While a read waits on a task, how often this server asks Temporal's visibility which "
         "of its tasks changed (one query for all of them, needing the McpTaskChangedAt search attribute). "
-        "Lower shows a change sooner, at more visibility requests.",
+        "Lower shows a change sooner, at more visibility requests, which Temporal rate-limits per namespace "
+        "(frontend.namespaceRPS.visibility, 10 a second per frontend by default): keep the number of servers "
+        "divided by this interval well under that limit.",
     )
     change_feed_lag: timedelta = Field(
         default=timedelta(seconds=3),
