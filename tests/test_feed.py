@@ -1,8 +1,9 @@
 """The change feed: one visibility query per interval tells a server which of its tasks changed.
 
 Against a real dev server, a running task's ask and its close each wake a reader waiting
-on it, and a task stamps `McpTaskChangedAt` in the upsert it already makes, adding no
-history event. Against a stand-in visibility that lists changes late (up to the feed's
+on it, while other workflow types, task queues and namespaces are not listed; a task stamps
+`McpTaskChangedAt` in the upsert it already makes, adding no history event, and a namespace
+without the attribute still serves tasks, unstamped, with a log naming the fix. Against a stand-in visibility that lists changes late (up to the feed's
 lag) and out of order, nothing is missed; a change listed later than that is left to the
 reader's safety re-read, which `last_mentioned` tells it to make; a failing visibility
 tells the waiting readers to re-read, and the feed stops querying once nobody waits.
@@ -30,11 +31,12 @@ from temporalio.client import Client as TemporalClient
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.connection._search_attributes import Indexed
+from fastmcp_temporal.connection._search_attributes import Indexed, ensure_search_attributes
 from fastmcp_temporal.connection._temporal_clock import TemporalClock, monotonic
 from fastmcp_temporal.devserver import DevServer
 from fastmcp_temporal.server import _extension
 from fastmcp_temporal.server._feed import Change, ChangeFeed, TemporalVisibility
+from fastmcp_temporal.workflows.models import WORKFLOW_NAME
 from fastmcp_temporal.workflows.task import CHANGED_AT_ATTRIBUTE, STATUS_ATTRIBUTE
 from helpers.servers import server_with
 from helpers.temporal import anonymous_workflow_id, task_handle
@@ -95,9 +97,15 @@ async def test_a_tasks_ask_and_its_close_each_wake_its_reader(make_extension, ta
             await feed.close()
 
 
-async def test_rows_of_other_workflow_types_and_task_queues_are_not_listed(
-    make_extension, task_queue: str
+async def test_rows_of_other_workflow_types_task_queues_and_namespaces_are_not_listed(
+    make_extension, temporal_server: DevServer, task_queue: str
 ) -> None:
+    namespace = f"other-{task_queue}"
+    elsewhere = await TemporalClient.connect(temporal_server.address, namespace=namespace)
+    await elsewhere.workflow_service.register_namespace(
+        RegisterNamespaceRequest(namespace=namespace, workflow_execution_retention_period=Duration(seconds=86400))
+    )
+    await ensure_search_attributes(elsewhere, temporal_server.address, namespace)
     extension = make_extension()
     mcp = server_with(extension)
     mcp.tool(name="asker", task=True)(_asker)
@@ -106,9 +114,11 @@ async def test_rows_of_other_workflow_types_and_task_queues_are_not_listed(
         assert temporal is not None
         since = (await _read_clock(temporal)).now() - timedelta(seconds=1)
         stamped = TypedSearchAttributes([SearchAttributePair(CHANGED_AT_ATTRIBUTE, datetime.now(timezone.utc))])
-        for workflow, queue in (("NotAnMcpTask", task_queue), ("McpTaskWorkflow", f"{task_queue}-other")):
-            other = await temporal.start_workflow(workflow, id=f"other-{uuid.uuid4().hex}", task_queue=queue,
-                                                  search_attributes=stamped)
+        others = [(temporal, "NotAnMcpTask", task_queue), (temporal, WORKFLOW_NAME, f"{task_queue}-other"),
+                  (elsewhere, WORKFLOW_NAME, task_queue)]
+        for where, workflow, queue in others:
+            other = await where.start_workflow(workflow, id=f"other-{uuid.uuid4().hex}", task_queue=queue,
+                                               search_attributes=stamped)
             await other.terminate()
         task = await call_tool_task(client, "asker", {})
         await status_becomes(task, "input_required")
