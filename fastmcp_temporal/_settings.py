@@ -40,7 +40,7 @@ CLI_VARIABLES = frozenset({CODEC_TOKEN_VARIABLE, UI_URL_VARIABLE})
 """Variables of the operator CLI that share the prefix but are not settings."""
 POSITIVE_DURATIONS = (
     "task_ttl", "heartbeat_timeout", "start_to_close_timeout", "connect_timeout", "heartbeat_interval",
-    "read_recheck", "progress_refresh",
+    "read_recheck", "progress_refresh", "change_feed_interval", "change_feed_lag",
 )
 DURATIONS_OFF_AT_ZERO = (
     "shutdown_grace", "heartbeat_fast_period", "read_hold", "reread_hold", "quiet_poll_interval",
@@ -324,6 +324,20 @@ class TemporalTasksSettings(BaseSettings):
         "spreads reads every server sees every task: keep this above the running tasks (0: none, every task "
         "keeps its own interval). See "
         "[Reads at scale](performance.md#reads-at-scale).",
+    )
+    change_feed_interval: timedelta = Field(
+        default=timedelta(milliseconds=250),
+        description="While a read waits on a task, how often this server asks Temporal's visibility which "
+        "of its tasks changed (one query for all of them, needing the McpTaskChangedAt search attribute). "
+        "Lower shows a change sooner, at more visibility requests, which Temporal rate-limits per namespace "
+        "(frontend.namespaceRPS.visibility, 10 a second per frontend by default): keep the number of servers "
+        "divided by this interval well under that limit.",
+    )
+    change_feed_lag: timedelta = Field(
+        default=timedelta(seconds=3),
+        description="How far back before its previous query each change-feed query reaches: the delay "
+        "between a task's change and its showing in visibility (about a second on Elasticsearch or SQL) "
+        "within which the feed misses nothing. A change listed later waits for the task's next re-read.",
     )
 
     # How to reach a secured Temporal (Temporal Cloud or your own). Each one left unset

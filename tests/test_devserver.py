@@ -93,10 +93,10 @@ def custom_search_attributes(address: str) -> dict[str, int] | None:
 
 
 def has_search_attributes(address: str) -> bool:
-    """True when ``address`` answers and every SEARCH_ATTRIBUTES entry exists as a Keyword."""
+    """True when ``address`` answers and has every SEARCH_ATTRIBUTES entry, of its type."""
     attributes = custom_search_attributes(address) or {}
-    keyword = IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
-    return all(attributes.get(name) == keyword for name in SEARCH_ATTRIBUTES)
+    types = {"Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD, "Datetime": IndexedValueType.INDEXED_VALUE_TYPE_DATETIME}
+    return all(attributes.get(name) == types[kind] for name, kind in SEARCH_ATTRIBUTES.items())
 
 
 def test_start_is_ready_and_keeps_search_attributes_across_restarts(

@@ -22,14 +22,18 @@ REFUSED_ASK = "refusedAsk"
 STORE_WAITING_DETAIL = "payloadStore"
 """The key of a leg's heartbeat details that says why it waits for its payload store, while it does."""
 
-# Keyword search attributes tasks are indexed by, by name and type (a dev server we start is
+# Search attributes tasks are indexed by, by name and type (a dev server we start is
 # launched with them; `connection._search_attributes` registers those a server lacks).
+# The keywords list tasks by tool, status and scope; `McpTaskChangedAt` is when a task's
+# answer last changed, set in the status's own upsert, so one visibility query finds what changed.
 TOOL_SEARCH_ATTRIBUTE = "McpTool"
 STATUS_SEARCH_ATTRIBUTE = "McpTaskStatus"
 SCOPE_SEARCH_ATTRIBUTE = "McpScope"
-SEARCH_ATTRIBUTES: dict[str, str] = {
+CHANGED_AT_SEARCH_ATTRIBUTE = "McpTaskChangedAt"
+KEYWORD_SEARCH_ATTRIBUTES: dict[str, str] = {
     name: "Keyword" for name in (TOOL_SEARCH_ATTRIBUTE, STATUS_SEARCH_ATTRIBUTE, SCOPE_SEARCH_ATTRIBUTE)
 }
+SEARCH_ATTRIBUTES: dict[str, str] = {**KEYWORD_SEARCH_ATTRIBUTES, CHANGED_AT_SEARCH_ATTRIBUTE: "Datetime"}
 
 TaskState = Literal["working", "input_required", "completed", "failed", "cancelled"]
 
@@ -288,6 +292,11 @@ class TaskInput:
     leg undecoded (`workflows/arguments`), and `call.arguments` is empty: no workflow task
     decodes or re-encodes them. Tasks this release creates say True; the default reads the
     inputs of 0.2.0 and 0.3.0-dev, which carry them in `call`."""
+    stamps_changes: bool = False
+    """Set `McpTaskChangedAt` to the workflow's time in every `McpTaskStatus` upsert (the same
+    event, no extra Action), so a server's change feed finds the task by one visibility query.
+    The server says True when the namespace has the attribute; the default keeps the histories
+    of tasks created before it (or on a namespace without it) unchanged."""
 
 
 @dataclass

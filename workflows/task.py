@@ -45,6 +45,7 @@ from fastmcp_temporal.workflows.budget import (
     size_of,
 )
 from fastmcp_temporal.workflows.models import (
+    CHANGED_AT_SEARCH_ATTRIBUTE,
     INPUT_REQUESTS_MEMO,
     LEG_OUTCOME_SIGNAL,
     RUN_TOOL_LEG,
@@ -78,6 +79,7 @@ from fastmcp_temporal.workflows.ui import leg_summary, live_details
 STATUS_ATTRIBUTE = SearchAttributeKey.for_keyword(STATUS_SEARCH_ATTRIBUTE)
 TOOL_ATTRIBUTE = SearchAttributeKey.for_keyword(TOOL_SEARCH_ATTRIBUTE)
 SCOPE_ATTRIBUTE = SearchAttributeKey.for_keyword(SCOPE_SEARCH_ATTRIBUTE)
+CHANGED_AT_ATTRIBUTE = SearchAttributeKey.for_datetime(CHANGED_AT_SEARCH_ATTRIBUTE)
 
 # The second input of a task whose arguments travel in its first (`TaskInput.arguments_apart`).
 _ARGUMENTS_IN_CALL = RawValue(Payload())
@@ -347,7 +349,10 @@ class McpTaskWorkflow:
         if memo is not None:
             workflow.upsert_memo(memo)
         if workflow.info().typed_search_attributes.get(STATUS_ATTRIBUTE) is not None:  # created searchable
-            workflow.upsert_search_attributes([STATUS_ATTRIBUTE.value_set(state)])
+            updates = [STATUS_ATTRIBUTE.value_set(state)]
+            if self._task is not None and self._task.stamps_changes:  # in the same event: no extra Action
+                updates.append(CHANGED_AT_ATTRIBUTE.value_set(workflow.now()))
+            workflow.upsert_search_attributes(updates)
         self._show(state)
 
     def _show(self, state: TaskState) -> None:

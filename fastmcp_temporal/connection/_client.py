@@ -34,11 +34,15 @@ from temporalio.service import RPCError
 
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.connection._converter import tasks_data_converter
-from fastmcp_temporal.connection._search_attributes import SearchAttributeSetupError, ensure_search_attributes
+from fastmcp_temporal.connection._search_attributes import (
+    Indexed,
+    SearchAttributeSetupError,
+    ensure_search_attributes,
+)
 from fastmcp_temporal.connection._store_marker import identify_store
 from fastmcp_temporal.connection._tracing import client_interceptors
 from fastmcp_temporal.devserver import default_state_dir, reuse_or_start_dev_server
-from fastmcp_temporal.workflows.models import SEARCH_ATTRIBUTES
+from fastmcp_temporal.workflows.models import CHANGED_AT_SEARCH_ATTRIBUTE, KEYWORD_SEARCH_ATTRIBUTES
 
 logger = logging.getLogger("fastmcp_temporal")
 
@@ -245,16 +249,29 @@ async def require_reachable(client: Client, settings: TemporalTasksSettings) -> 
         ) from None
 
 
-async def searchable(client: Client, address: str, namespace: str) -> bool:
-    """Register the search attributes tasks are indexed by; False when the server refuses."""
+async def searchable(client: Client, address: str, namespace: str) -> Indexed:
+    """Register the search attributes tasks are indexed by; what the server refuses is off, and logged."""
     try:
         await ensure_search_attributes(client, address, namespace)
+        return Indexed(tasks=True, changes=True)
+    except SearchAttributeSetupError as exc:
+        refused = exc
+    try:
+        await ensure_search_attributes(client, address, namespace, KEYWORD_SEARCH_ATTRIBUTES)
     except SearchAttributeSetupError as exc:
         logger.warning(
             "Tasks will not be searchable by tool, status and scope: %s Register %s as "
             "Keyword search attributes to enable it.",
             exc,
-            ", ".join(SEARCH_ATTRIBUTES),
+            ", ".join(KEYWORD_SEARCH_ATTRIBUTES),
         )
-        return False
-    return True
+        return Indexed(tasks=False, changes=False)
+    logger.warning(
+        "Servers will re-read tasks one by one instead of learning what changed from one visibility "
+        "query: %s Register %s as a Datetime search attribute (temporal operator search-attribute "
+        "create --name %s --type Datetime) to enable it.",
+        refused,
+        CHANGED_AT_SEARCH_ATTRIBUTE,
+        CHANGED_AT_SEARCH_ATTRIBUTE,
+    )
+    return Indexed(tasks=True, changes=False)

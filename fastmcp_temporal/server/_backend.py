@@ -26,6 +26,8 @@ class Backend:
     """Whether the namespace has our search attributes registered."""
     embedded_worker: bool
     """Whether this process polls the task queue (enables eager workflow start)."""
+    changes_indexed: bool = False
+    """Whether the namespace has `McpTaskChangedAt` too, so tasks stamp their changes (`_feed`)."""
 
     @property
     def ttl_ms(self) -> int:

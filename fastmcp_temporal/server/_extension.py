@@ -272,7 +272,7 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
             stack.enter_context(_fastmcp_private.task_results_on_the_wire())
             if self._settings.worker:
                 await stack.enter_async_context(_running_worker(client, server, self._settings))
-            self._backend = Backend(client, self._settings, indexed, self._settings.worker)
+            self._backend = Backend(client, self._settings, indexed.tasks, self._settings.worker, indexed.changes)
             self._methods = TaskMethods(self._backend)
             await self._methods.read_clock()
             try:
