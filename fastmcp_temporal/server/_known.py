@@ -231,9 +231,11 @@ class KnownTasks:
         if self._quiet.let_go(key, answer.poll_interval_ms or 0) and watch is not None and watch.follow is not None:
             watch.follow.cancel()
         advertised = self._quiet.advertised(answer, quiet, now)
-        if advertised.poll_interval_ms == answer.poll_interval_ms:
-            interval = self._advertised_interval(self._heard(key), answer.status, answer.poll_interval_ms or 0)
-            advertised = advertised.model_copy(update={"poll_interval_ms": interval})
+        own_ms = answer.poll_interval_ms or 0
+        if advertised.poll_interval_ms == own_ms and (held_ms := self._advertised_interval(
+            self._heard(key), answer.status, own_ms
+        )) != own_ms:
+            advertised = advertised.model_copy(update={"poll_interval_ms": held_ms})
         if watch is not None:
             watch.record_shown(advertised, now)
         return advertised
