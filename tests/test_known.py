@@ -2,12 +2,14 @@
 
 A watch's state machine (`server/_watch.py`) is fed hand-built `describe()` answers and history
 events: what it knows answers a read until an event that changes an answer, a new run, a new leg
-or aged progress makes it stale; a held read's schedule and the closed-answer cache's re-checks
-follow the constants they name. How long a quiet task asks its clients to wait between polls,
+or aged progress makes it stale (a reported message after a second); which reads are held and for
+how long (`server/_holds.py`: a poll loop's repeat read, within the task's interval and the caps),
+a held read's schedule and the closed-answer cache's re-checks follow the constants they name. How long a quiet task asks its clients to wait between polls,
 and when its watch is let go, follow from the answers given and their times (`server/_quiet.py`).
 `KnownTasks` (`server/_known.py`) runs against a stand-in for Temporal's history long poll, so a
-held read is seen re-reading, ending, and answering the close at once, and a quiet task read
-seldom is seen let go. None of these tests asks for the session's dev server; the wire behaviour itself is in
+held read is seen re-reading, ending, answering the close and an event at once and a leg's
+progress after one re-read, a one-off read answering at once, followed tasks advertising the short
+interval of held reads, and a quiet task read seldom let go. None of these tests asks for the session's dev server; the wire behaviour itself is in
 test_reads.py, test_read_watch.py and test_quiet_reads.py (which sees a real server let go of a
 quiet task's long poll).
 """

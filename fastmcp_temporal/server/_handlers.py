@@ -12,10 +12,11 @@ clock (`TemporalClock`, read when the server starts), never the local one.
 
 A read answers from what this server knows of the task (`_known.KnownTasks`: its watch,
 the closed-answer cache) wherever that is as current as a `describe()` would be, and a
-read of a client in a poll loop waits for the task to change (`_holds`). A write reads the task fresh and makes later reads read afresh, so no read
-that starts after its acknowledgement returns an older state; an update's
-acknowledgement waits (up to `_APPLY_WAIT`) until the workflow shows the answers
-applied, and until then this server hides them from its own reads.
+read of a client in a poll loop waits for the task to change (`_holds`). A write reads
+the task fresh and makes later reads read afresh, so no read that starts after its
+acknowledgement returns an older state; an update's acknowledgement waits (up to
+`_APPLY_WAIT`) until the workflow shows the answers applied, and until then this server
+hides them from its own reads.
 """
 
 from __future__ import annotations
