@@ -5,8 +5,9 @@ its history (a `Watch`), and answers reads from its last `describe()` of the tas
 for as long as that poll has seen no event past it that changes an answer. An ask, an
 answer, a cancel through any server and the close each add such an event, so they show
 at the next read; a workflow's own bookkeeping (`_UNSEEN_BY_READS`) changes none. Progress
-(a running leg's heartbeat details) adds no event: it is re-read once the known copy is as
-old as the progress had stood still, within `_PROGRESS_RECHECK_MIN` and `progress_refresh`.
+(a running leg's heartbeat details) adds no event: a reported message is re-read once the
+known copy is `_PROGRESS_RECHECK_MIN` old, silent progress once the copy is as old as it had
+stood still, within `_PROGRESS_RECHECK_MIN` and `progress_refresh` (`Watch.progress_due`).
 A quiet task so costs one request per long poll instead of one `describe()` per read.
 
 A task this server just created is followed for its close alone for `_CLOSE_ONLY_FOR`, so a
