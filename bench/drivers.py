@@ -50,6 +50,7 @@ class McpDriver:
         self.metrics: list[str] = setup["metrics"]
         self.marks = Marks(Path(setup["marks"]))
         self.temporal: Any = None
+        self.status_read_at: dict[int, float] = {}  # each running task's last status read (see `_STATUS_READ_APART`)
 
     async def __aenter__(self) -> McpDriver:
         from fastmcp import Client
@@ -108,12 +109,20 @@ class McpDriver:
                 await _duration_ms(self.temporal, self._workflow_id(task.task_id))
             )
         out["get_finished"] += await _timed_each([task.status] * 3)
-        out["get_running"] += await _timed_each([running.status for running in self.running])
+        out["get_running"] += await self._status_reads()
         # The floor under tasks/get is "tasks/get finished": answered without calling Temporal.
         await self._mcp_call_floor(out)
 
         out["cancel"].append(await _cancel_ms(self.marks, lambda key: self._submit("hold", {"key": key})))
         return out
+
+    async def _status_reads(self) -> list[float]:
+        """Read each running task not read in the last `_STATUS_READ_APART`; milliseconds of each read."""
+        due = [n for n in range(len(self.running)) if time.perf_counter() - self.status_read_at.get(n, -1e9)
+               >= _STATUS_READ_APART]
+        times = await _timed_each([self.running[n].status for n in due])
+        self.status_read_at.update(dict.fromkeys(due, time.perf_counter()))
+        return times
 
     async def _mcp_call_floor(self, out: dict[str, list[float]]) -> None:
         """What a tools/call costs here before an engine does anything: the floor under submit."""
@@ -440,9 +449,11 @@ def _ms(t0: float) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
-# Running tasks read once each per round: a status read, not a client waiting on one task
-# (a tasks/get within 100 ms of a `working` answer of the same task waits, see `reread_hold`).
+# Running tasks read as status reads, not a client waiting on one task: a tasks/get soon after
+# the server's last answer of the same task is a poll loop's and waits for a change (see
+# `fastmcp_temporal.server._holds`), so the MCP driver reads each at most once per `_STATUS_READ_APART`.
 _RUNNING_READS = 3
+_STATUS_READ_APART = 2.0
 
 
 async def _timed_each(reads: list[Callable[[], Awaitable[Any]]]) -> list[float]:

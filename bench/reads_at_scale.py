@@ -30,8 +30,9 @@ change reaches the next poll). A client stops reading a task once it shows cance
   `--watched-tasks`, by default `--tasks`: every task watched), `quiet_poll_interval=0`:
   every read 5 s apart, as before quiet tasks advertised longer intervals;
 - `quiet`: as `watched`, with `quiet_poll_interval` (`--quiet-poll-interval`, by default
-  the setting's): a quiet task advertises a longer interval, and its watch is let go once
-  its reads on a server come further apart than a long poll lasts;
+  `QUIET_POLL_INTERVAL`, the setting's default until it became opt-in): a quiet task
+  advertises a longer interval, and its watch is let go once its reads on a server come
+  further apart than a long poll lasts;
 - `long-poll`: the floor, no MCP at all: one plain client waits on each task's next
   history event with back-to-back long polls, what following a task costs at the least.
 
@@ -79,6 +80,7 @@ TASK_QUEUE = "reads-at-scale"
 POLL_INTERVAL = 5.0  # the default pollIntervalMs
 CLIENTS_PER_SERVER = 4
 MODES = ("describe", "watched", "quiet", "long-poll")
+QUIET_POLL_INTERVAL = 30.0  # `quiet` mode's quiet_poll_interval unless --quiet-poll-interval says otherwise
 _release = asyncio.Event()
 _started = Counter[str]()
 
@@ -284,10 +286,10 @@ async def measure(
 
 
 def _quiet_setting(mode: str, args: argparse.Namespace) -> dict[str, float]:
-    """`quiet_poll_interval` for `mode`: off but in `quiet`, there `--quiet-poll-interval` or the default."""
+    """`quiet_poll_interval` for `mode`: off but in `quiet`, there `--quiet-poll-interval` or `QUIET_POLL_INTERVAL`."""
     if mode != "quiet":
         return {"quiet_poll_interval": 0}
-    return {} if args.quiet_poll_interval is None else {"quiet_poll_interval": args.quiet_poll_interval}
+    return {"quiet_poll_interval": QUIET_POLL_INTERVAL if args.quiet_poll_interval is None else args.quiet_poll_interval}
 
 
 async def _measure_long_polls(
@@ -381,7 +383,7 @@ def main() -> None:
     parser.add_argument("--long-poll-expiry", type=int, default=None, help="seconds; Temporal's default is 20")
     parser.add_argument("--warmup", type=float, default=0.0, help="seconds of reads before each window")
     parser.add_argument(
-        "--quiet-poll-interval", type=float, default=None, help="seconds, in `quiet` mode (default: the setting's)"
+        "--quiet-poll-interval", type=float, default=None, help="seconds, in `quiet` mode (default: QUIET_POLL_INTERVAL)"
     )
     parser.add_argument("--probes", type=int, default=20, help="running tasks cancelled in each mode's window")
     parser.add_argument("--out", default="reads_at_scale.json", help="file name under bench/results")

@@ -268,33 +268,36 @@ class TemporalTasksSettings(BaseSettings):
         "[Timeouts, retries and resumable tools](timeouts.md#timeouts-retries-and-resumable-tools).",
     )
     read_hold: timedelta = Field(
-        default=timedelta(milliseconds=250),
-        description="How long after this server starts a task a tasks/get of it waits for the task to "
-        "change, so a short task's result reaches the caller as soon as it exists instead of at its next "
-        "poll. Keep it below your clients' request timeouts: a held read that outlasts one fails. 0 answers "
-        "at once, and the creation then no longer counts toward reread_hold. See "
-        "[how a waiting client's polls are spared](performance.md#the-latest-full-run-both-shapes).",
+        default=timedelta(seconds=1),
+        description="How long the first tasks/get of a task this server just created, sent right after the "
+        "creation (as the FastMCP client sends one), waits for the task to change, so a short task's result "
+        "reaches the caller on that read. 0 answers it at once. Keep it below your clients' request timeouts. "
+        "See [Caveats](caveats.md).",
     )
     reread_hold: timedelta = Field(
-        default=timedelta(seconds=1),
-        description="How long a tasks/get that comes right after this server answered the task 'working' "
-        "(a client polling fast, waiting on it; the creation counts unless read_hold is 0) waits for the "
-        "task to change, sparing that client most of its polls. Keep it below your clients' request "
-        "timeouts; 0 answers at once. See "
-        "[how a waiting client's polls are spared](performance.md#the-latest-full-run-both-shapes).",
+        default=timedelta(seconds=5),
+        description="Longest a tasks/get of a running task waits for the task to change when it would repeat "
+        "this server's last answer and comes right after it (a client polling, waiting on the task); it also "
+        "ends at the task's poll interval, and answers the close, an ask or a cancel the moment this server "
+        "learns of it. Meanwhile answers advertise a short pollIntervalMs, so the client comes straight back. "
+        "Keep it well below your clients' request timeouts (the MCP Inspector's default is 10 s): a held read "
+        "that outlasts one fails. 0 answers at once, at the tool's own interval. See "
+        "[Caveats](caveats.md).",
     )
     read_recheck: timedelta = Field(
         default=timedelta(seconds=1),
-        description="While a tasks/get waits (read_hold, reread_hold), how often it re-reads the task (one "
-        "describe() each) for an ask, progress or a cancel through another server; the close ends the wait "
-        "at once. Lower shows those sooner, at more describe() calls. See "
+        description="While a task this server just created is followed for its close alone (its first "
+        "seconds), the longest what a describe() found answers its reads, and how often a held read re-reads "
+        "it (one describe() each) for an ask or a cancel through another server, while it waits for a "
+        "worker. Lower shows those sooner, at more describe() calls. See "
         "[how a waiting client's polls are spared](performance.md#the-latest-full-run-both-shapes).",
     )
     progress_refresh: timedelta = Field(
         default=timedelta(seconds=30),
-        description="Longest a tasks/get answers the progress of a running leg as this server last read it; "
-        "progress that changes is re-read sooner. Lower shows fresher progress, at up to one describe() per "
-        "read of a task in a leg; an ask, a cancel or the close show at once either way. See "
+        description="Longest a tasks/get answers the progress of a running leg that has reported no message as "
+        "this server last read it; progress that changes is re-read sooner, and a leg's reported message at "
+        "most 1 s old (one describe() a second however many read it). Lower shows a silent leg's first "
+        "message sooner, at more describe() calls; an ask, a cancel or the close show at once either way. See "
         "[Reads at scale](performance.md#reads-at-scale).",
     )
     watched_tasks: int = Field(
@@ -307,13 +310,14 @@ class TemporalTasksSettings(BaseSettings):
         "[Reads at scale](performance.md#reads-at-scale).",
     )
     quiet_poll_interval: timedelta = Field(
-        default=timedelta(seconds=30),
-        description="Longest poll interval a running task advertises (pollIntervalMs in tasks/get) once its "
-        "answer has read the same for this long: half as long as it has been quiet, at most this; any "
-        "change, a write through this server or the close brings back the tool's own interval. An ask, a "
-        "close or a cancel on a quiet task reaches its client up to this late; higher spares more reads "
-        "(each a describe() once the task is quiet enough that its long poll is let go). 0, or a value at "
-        "or below the tool's interval: always the tool's. See "
+        default=timedelta(0),
+        description="Off by default (0): every running task advertises its tool's interval, or a short one "
+        "while its reads are held. Set, an opt-in cost knob: the longest poll interval a running task "
+        "advertises (pollIntervalMs in tasks/get) once its answer has read the same for this long, half as "
+        "long as it has been quiet, at most this; any change, a write through this server or the close brings "
+        "back the usual interval. An ask, a close or a cancel on a quiet task then reaches its client up to "
+        "this late; higher spares more reads (each a describe() once the task is quiet enough that its long "
+        "poll is let go). A value at or below the tool's interval: always the tool's. See "
         "[Reads at scale](performance.md#reads-at-scale).",
     )
     quiet_tasks: int = Field(

@@ -409,8 +409,7 @@ async def test_a_task_parked_longer_than_its_ttl_is_not_found(make_extension) ->
     async with Client(server_with(make_extension(task_ttl=timedelta(seconds=2)), greeter(legs))) as client:
         task = await call_tool_task(client, "greet")
         assert task.create_result.ttl_ms == 2000
-        await parked(task)
-        assert (await task.status()).ttl_ms == 2000
+        assert (await status_becomes(task, "input_required")).ttl_ms == 2000
         with anyio.fail_after(DEADLINE):
             while True:
                 try:

@@ -2,12 +2,14 @@
 
 A watch's state machine (`server/_watch.py`) is fed hand-built `describe()` answers and history
 events: what it knows answers a read until an event that changes an answer, a new run, a new leg
-or aged progress makes it stale; a held read's schedule and the closed-answer cache's re-checks
-follow the constants they name. How long a quiet task asks its clients to wait between polls,
+or aged progress makes it stale (a reported message after a second); which reads are held and for
+how long (`server/_holds.py`: a poll loop's repeat read, within the task's interval and the caps),
+a held read's schedule and the closed-answer cache's re-checks follow the constants they name. How long a quiet task asks its clients to wait between polls,
 and when its watch is let go, follow from the answers given and their times (`server/_quiet.py`).
 `KnownTasks` (`server/_known.py`) runs against a stand-in for Temporal's history long poll, so a
-held read is seen re-reading, ending, and answering the close at once, and a quiet task read
-seldom is seen let go. None of these tests asks for the session's dev server; the wire behaviour itself is in
+held read is seen re-reading, ending, answering the close and an event at once and a leg's
+progress after one re-read, a one-off read answering at once, followed tasks advertising the short
+interval of held reads, and a quiet task read seldom let go. None of these tests asks for the session's dev server; the wire behaviour itself is in
 test_reads.py, test_read_watch.py and test_quiet_reads.py (which sees a real server let go of a
 quiet task's long poll).
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, cast
 
@@ -43,19 +45,20 @@ from temporalio.service import RPCError, RPCStatusCode
 from fastmcp_temporal import TemporalTasksSettings
 from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
+from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, POLL_LOOP_SLACK, Changes
 from fastmcp_temporal.server._known import _CLOSED_RECHECK_MAX, Closed, KnownTasks
 from fastmcp_temporal.server._quiet import _LONG_POLL_PERIOD, Quiet, QuietTasks
 from fastmcp_temporal.server._watch import (
     _CLOSE_ONLY_FIRST_RECHECK,
     _CLOSE_ONLY_RECHECK,
     _PROGRESS_RECHECK_MIN,
-    _QUICK_REREAD,
     _WATCH_IDLE,
     Known,
     Timing,
     Watch,
     _close_only_recheck,
     _progress_age,
+    shown_of,
 )
 from fastmcp_temporal.workflows.models import TaskMemo, TaskOutcome
 
@@ -127,12 +130,12 @@ def answer(status: TaskStatus, status_message: str | None = None, **fields: Any)
 
 async def test_what_a_describe_found_answers_until_an_event_past_it_changes_an_answer() -> None:
     followed = watch(known=known(await description(events=7)), changed=5)
-    assert followed.current(101.0, PROGRESS_REFRESH, recheck=1.0) is followed.known
+    assert followed.current(101.0, PROGRESS_REFRESH, read_recheck=1.0) is followed.known
 
     followed.saw(event(8, EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED), now=101.0)  # a memo upsert
 
     assert followed.changed == 8
-    assert followed.current(101.0, PROGRESS_REFRESH, recheck=1.0) is None
+    assert followed.current(101.0, PROGRESS_REFRESH, read_recheck=1.0) is None
 
 
 @pytest.mark.parametrize(
@@ -151,20 +154,20 @@ async def test_a_workflows_bookkeeping_leaves_what_is_known_current(bookkeeping:
     followed.saw(event(8, bookkeeping), now=101.0)
 
     assert followed.changed == 5
-    assert followed.current(101.0, PROGRESS_REFRESH, recheck=1.0) is followed.known
+    assert followed.current(101.0, PROGRESS_REFRESH, read_recheck=1.0) is followed.known
 
 
 async def test_a_new_run_of_the_workflow_makes_what_is_known_stale() -> None:
     followed = watch(known=known(await description(run_id="run-0")))
-    assert followed.current(101.0, PROGRESS_REFRESH, recheck=1.0) is None
+    assert followed.current(101.0, PROGRESS_REFRESH, read_recheck=1.0) is None
 
 
 async def test_while_only_the_close_is_followed_what_is_known_answers_for_the_recheck_alone() -> None:
     followed = watch(known=known(await description(), read_at=100.0), close_only=True)
-    assert followed.current(100.4, PROGRESS_REFRESH, recheck=0.5) is followed.known
-    assert followed.current(100.5, PROGRESS_REFRESH, recheck=0.5) is None
+    assert followed.current(100.4, PROGRESS_REFRESH, read_recheck=0.5) is followed.known
+    assert followed.current(100.5, PROGRESS_REFRESH, read_recheck=0.5) is None
     followed.close_only = False
-    assert followed.current(500.0, PROGRESS_REFRESH, recheck=0.5) is followed.known
+    assert followed.current(500.0, PROGRESS_REFRESH, read_recheck=0.5) is followed.known
 
 
 async def test_a_leg_scheduled_after_what_is_known_is_read_once_its_progress_can_have_moved() -> None:
@@ -173,32 +176,44 @@ async def test_a_leg_scheduled_after_what_is_known_is_read_once_its_progress_can
 
     first_progress = 200.0 + _PROGRESS_RECHECK_MIN.total_seconds()
     assert followed.changed == 0  # a schedule changes no answer by itself
-    assert followed.current(first_progress - 0.01, PROGRESS_REFRESH, recheck=1.0) is followed.known
-    assert followed.current(first_progress, PROGRESS_REFRESH, recheck=1.0) is None
+    assert followed.current(first_progress - 0.01, PROGRESS_REFRESH, read_recheck=1.0) is followed.known
+    assert followed.current(first_progress, PROGRESS_REFRESH, read_recheck=1.0) is None
 
 
 async def test_running_legs_progress_is_reread_once_the_copy_is_as_old_as_it_had_stood_still() -> None:
     found = await description(legs=((STARTED, b"half way"),))
     followed = watch(known=known(found, read_at=100.0, progress_since=90.0))  # stood still for 10 s
 
-    assert followed.current(109.9, PROGRESS_REFRESH, recheck=1.0) is followed.known
-    assert followed.current(110.0, PROGRESS_REFRESH, recheck=1.0) is None
+    assert followed.current(109.9, PROGRESS_REFRESH, read_recheck=1.0) is followed.known
+    assert followed.current(110.0, PROGRESS_REFRESH, read_recheck=1.0) is None
 
 
 async def test_a_task_running_no_leg_is_never_reread_for_progress() -> None:
     followed = watch(known=known(await description(), read_at=100.0, progress_since=0.0))
     assert followed.known is not None and followed.known.progress is None
-    assert followed.current(100.0 + 10 * PROGRESS_REFRESH, PROGRESS_REFRESH, recheck=1.0) is followed.known
+    assert followed.current(100.0 + 10 * PROGRESS_REFRESH, PROGRESS_REFRESH, read_recheck=1.0) is followed.known
 
 
-async def test_how_old_known_progress_may_be_is_how_long_it_stood_still_within_bounds() -> None:
+async def test_how_old_silent_progress_may_be_is_how_long_it_stood_still_within_bounds() -> None:
     found = await description(legs=((STARTED, b"step"),))
     minimum = _PROGRESS_RECHECK_MIN.total_seconds()
-    assert _progress_age(known(found, read_at=100.0, progress_since=100.0), PROGRESS_REFRESH) == minimum
-    assert _progress_age(known(found, read_at=100.0, progress_since=95.0), PROGRESS_REFRESH) == 5.0
+    assert _progress_age(known(found, read_at=100.0, progress_since=100.0), PROGRESS_REFRESH, reports=False) == minimum
+    assert _progress_age(known(found, read_at=100.0, progress_since=95.0), PROGRESS_REFRESH, reports=False) == 5.0
     assert (
-        _progress_age(known(found, read_at=100.0, progress_since=0.0), PROGRESS_REFRESH) == PROGRESS_REFRESH
+        _progress_age(known(found, read_at=100.0, progress_since=0.0), PROGRESS_REFRESH, reports=False)
+        == PROGRESS_REFRESH
     )
+
+
+async def test_a_leg_that_reports_a_message_is_reread_once_its_copy_is_a_second_old() -> None:
+    found = await description(legs=((STARTED, b"step"),))
+    followed = watch(known=known(found, read_at=100.0, progress_since=0.0))  # stood still a long time
+    followed.record_shown(answer("working", "step 3 of 9"), now=100.0)
+
+    fresh = _PROGRESS_RECHECK_MIN.total_seconds()
+    assert followed.progress_due(PROGRESS_REFRESH) == 100.0 + fresh
+    assert followed.current(100.0 + fresh - 0.01, PROGRESS_REFRESH, read_recheck=1.0) is followed.known
+    assert followed.current(100.0 + fresh, PROGRESS_REFRESH, read_recheck=1.0) is None
 
 
 async def test_a_describe_carries_over_since_when_progress_stood_still_until_it_moves() -> None:
@@ -233,22 +248,30 @@ async def test_a_describe_sets_the_recheck_only_while_the_close_alone_is_followe
     assert every_event.close_only_recheck == first
 
 
-async def test_a_held_read_rechecks_every_read_recheck_and_sooner_while_the_close_alone_is_followed() -> None:
+async def test_a_held_read_rechecks_only_while_the_close_alone_is_followed() -> None:
     assert watch(close_only=True, close_only_recheck=2.0).recheck(read_recheck=1.0) == 1.0
     assert watch(close_only=True, close_only_recheck=0.25).recheck(read_recheck=1.0) == 0.25
-    assert watch(close_only_recheck=0.25).recheck(read_recheck=1.0) == 1.0
+    assert watch(close_only_recheck=0.25).recheck(read_recheck=1.0) == float("inf")  # every event is seen
 
 
-async def test_only_an_event_that_changes_an_answer_resolves_the_next_change() -> None:
+async def test_only_an_event_that_changes_an_answer_or_starts_a_leg_wakes_held_reads() -> None:
     followed = watch()
-    change = followed.next_change()
-    assert followed.next_change() is change
+    assert not followed.saw(event(3, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED), now=1.0)
+    assert followed.saw(event(4, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED), now=1.0)
+    assert followed.changed == 0
+    assert followed.saw(event(5, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED), now=1.0)
+    assert followed.changed == 5
 
-    followed.saw(event(3, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED), now=1.0)
-    assert not change.done()
-    followed.saw(event(4, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED), now=1.0)
-    assert change.done()
-    assert followed.next_change() is not change
+
+async def test_a_change_signalled_wakes_the_reads_held_on_that_task_alone() -> None:
+    changes = Changes()
+    with changes.waiting("a") as next_a, changes.waiting("b") as next_b:
+        a, b = next_a(), next_b()
+        assert next_a() is a
+        changes.signal("a")
+        assert a.done() and not b.done()
+        assert next_a() is not a  # the next change is a new one
+    assert changes._next == {} and not changes._readers  # nothing kept once no read waits
 
 
 @pytest.mark.parametrize(
@@ -264,38 +287,41 @@ async def test_a_watch_nobody_reads_goes_idle_after_a_while_and_three_poll_inter
     assert followed.idle(10.0 + idle_after + 0.01)
 
 
-async def test_a_read_right_after_a_working_answer_is_held_for_reread_hold() -> None:
+HELD_S = HELD_POLL_INTERVAL.total_seconds()
+SLACK = POLL_LOOP_SLACK.total_seconds()
+
+
+async def test_a_read_in_a_poll_loop_is_held_for_the_tasks_interval_within_the_cap() -> None:
     followed = watch()
-    followed.record_shown(answer("working"), now=10.0)
-    quick = _QUICK_REREAD.total_seconds()
+    followed.record_shown(answer("working").model_copy(update={"poll_interval_ms": 200}), now=10.0)
+    own = TIMING.poll_interval_ms / 1000
 
-    followed.hold_quick_reread(10.0 + quick / 2, reread_hold=1.0)
-    assert followed.hold_until == 10.0 + quick / 2 + 1.0
-
-    followed.hold_until = 0.0
-    followed.hold_quick_reread(10.0 + quick + 0.001, reread_hold=1.0)
-    assert followed.hold_until == 0.0
+    assert followed.hold_for(10.0 + HELD_S, read_hold=1.0, reread_hold=60.0) == own
+    assert followed.hold_for(10.0 + HELD_S, read_hold=1.0, reread_hold=2.0) == 2.0
+    assert followed.hold_for(10.0 + HELD_S + SLACK, read_hold=1.0, reread_hold=2.0) == 2.0
+    assert followed.hold_for(10.0 + HELD_S + SLACK + 0.01, read_hold=1.0, reread_hold=2.0) == 0.0  # a one-off read
 
 
-async def test_a_read_after_a_parked_answer_is_not_held_and_a_longer_hold_is_kept() -> None:
+async def test_a_read_right_after_the_creation_is_held_for_read_hold_and_a_closed_task_never() -> None:
+    followed = watch(answered_at=10.0, advertised=HELD_S, by_creation=True)
+    assert followed.hold_for(10.01, read_hold=1.0, reread_hold=5.0) == 1.0
+
+    followed.record_shown(answer("completed"), now=10.0)
+    assert followed.hold_for(10.01, read_hold=1.0, reread_hold=5.0) == 0.0
+
+
+async def test_a_read_after_a_parked_answer_is_held_too() -> None:
     parked = watch()
     parked.record_shown(answer("input_required", input_requests={"k": {}}), now=10.0)
-    parked.hold_quick_reread(10.01, reread_hold=1.0)
-    assert parked.hold_until == 0.0
-
-    waited_on = watch(hold_until=50.0)
-    waited_on.record_shown(answer("working"), now=10.0)
-    waited_on.hold_quick_reread(10.01, reread_hold=1.0)
-    assert waited_on.hold_until == 50.0
+    assert parked.hold_for(10.01, read_hold=1.0, reread_hold=2.0) == 2.0
 
 
 async def test_an_answer_differs_by_what_a_caller_can_tell_apart() -> None:
-    followed = watch()
-    followed.record_shown(answer("working", "step 1", input_requests={"a": {"method": "x"}}), now=1.0)
-    assert not followed.differs(answer("working", "step 1", input_requests={"a": {"method": "y"}}))
-    assert followed.differs(answer("working", "step 2", input_requests={"a": {}}))
-    assert followed.differs(answer("working", "step 1", input_requests={"b": {}}))
-    assert followed.differs(answer("completed", "step 1", input_requests={"a": {}}))
+    shown = shown_of(answer("working", "step 1", input_requests={"a": {"method": "x"}}))
+    assert shown_of(answer("working", "step 1", input_requests={"a": {"method": "y"}})) == shown
+    assert shown_of(answer("working", "step 2", input_requests={"a": {}})) != shown
+    assert shown_of(answer("working", "step 1", input_requests={"b": {}})) != shown
+    assert shown_of(answer("completed", "step 1", input_requests={"a": {}})) != shown
 
 
 def test_a_remembered_close_is_rechecked_at_doubling_intervals_up_to_a_bound() -> None:
@@ -366,14 +392,14 @@ def created(tasks: KnownTasks, key: str = "task-wf") -> Watch:
 
 
 class Rereads:
-    """The task methods' re-read, answering in turn what the test lists, and counting calls."""
+    """The task methods' re-read, answering in turn what the test lists, and noting each call's `fresh`."""
 
     def __init__(self, *answers: GetTaskResult) -> None:
         self.answers = list(answers)
-        self.progress_refresh: list[float] = []
+        self.fresh: list[bool] = []
 
-    async def __call__(self, progress_refresh: float) -> GetTaskResult:
-        self.progress_refresh.append(progress_refresh)
+    async def __call__(self, fresh: bool) -> GetTaskResult:
+        self.fresh.append(fresh)
         return self.answers.pop(0)
 
 
@@ -381,42 +407,111 @@ def closed_answer(closed: Closed) -> GetTaskResult:
     return answer(closed.status, **closed.fields)
 
 
-async def test_a_held_read_rereads_the_task_until_its_answer_changes() -> None:
-    async with known_tasks(read_hold=timedelta(seconds=5), reread_hold=timedelta(0)) as (tasks, _):
+async def holding(tasks: KnownTasks, reread: Rereads) -> asyncio.Future[GetTaskResult]:
+    """A read of the task, once it is held (waiting for a change)."""
+    held = asyncio.ensure_future(tasks.answer("task-wf", closed_answer, reread))
+    while "task-wf" not in tasks._changes._readers:
+        await asyncio.sleep(0)
+    return held
+
+
+async def test_a_held_read_of_a_new_task_rereads_it_at_each_recheck_until_its_answer_changes() -> None:
+    async with known_tasks(read_hold=timedelta(seconds=5)) as (tasks, _):
         followed = created(tasks)
         followed.close_only_recheck = 0.02
         reread = Rereads(
             answer("working"), answer("working"), answer("input_required", input_requests={"k": {}})
         )
 
-        held = await tasks.held_answer("task-wf", closed_answer, reread)
+        held = await tasks.answer("task-wf", closed_answer, reread)
 
-    assert held is not None and held.status == "input_required"
-    assert reread.progress_refresh == [0.02, 0.02, 0.02]
+    assert held.status == "input_required"
+    assert reread.fresh == [True, True, True]  # the creation's answer stood for the first
 
 
-async def test_a_hold_shorter_than_the_recheck_ends_unchanged_without_a_reread() -> None:
-    async with known_tasks(read_hold=timedelta(milliseconds=50), reread_hold=timedelta(0)) as (tasks, _):
+async def test_a_hold_shorter_than_the_recheck_ends_with_what_the_watch_knows() -> None:
+    async with known_tasks(read_hold=timedelta(milliseconds=50)) as (tasks, _):
         created(tasks)
-        reread = Rereads()
+        reread = Rereads(answer("working"))
 
-        assert await tasks.held_answer("task-wf", closed_answer, reread) is None
+        assert (await tasks.answer("task-wf", closed_answer, reread)).status == "working"
 
-    assert reread.progress_refresh == []
+    assert reread.fresh == [False]
 
 
 async def test_the_close_ends_a_held_read_at_once_with_the_result_from_the_close_event() -> None:
-    async with known_tasks(read_hold=timedelta(seconds=5), reread_hold=timedelta(0)) as (tasks, polls):
+    async with known_tasks(read_hold=timedelta(seconds=5)) as (tasks, polls):
         created(tasks)
         reread = Rereads()
-        held = asyncio.ensure_future(tasks.held_answer("task-wf", closed_answer, reread))
+        held = await holding(tasks, reread)
         await polls.responses.put(await _close_event(TaskOutcome(result={"answer": 42})))
 
         done = await asyncio.wait_for(held, timeout=5)  # a re-read, at the first recheck, would fail
 
         assert tasks.cached_closed("task-wf") is not None
-    assert done is not None and (done.status, done.result) == ("completed", {"answer": 42})
-    assert reread.progress_refresh == []
+    assert (done.status, done.result) == ("completed", {"answer": 42})
+    assert reread.fresh == []
+
+
+async def following_every_event(tasks: KnownTasks, shown: GetTaskResult, *legs: bytes) -> Watch:
+    """A task followed for every event, known from a `describe()` just now, last answered `shown`."""
+    followed = created(tasks)
+    followed.close_only = False
+    now = asyncio.get_running_loop().time()
+    followed.known = known(await description(legs=tuple((STARTED, leg) for leg in legs)), read_at=now)
+    followed.record_shown(shown, now)
+    return followed
+
+
+async def test_an_event_that_changes_an_answer_ends_a_held_read_with_the_new_answer() -> None:
+    async with known_tasks() as (tasks, polls):
+        await following_every_event(tasks, answer("working"))
+        reread = Rereads(answer("working"), answer("input_required", input_requests={"k": {}}))
+        held = await holding(tasks, reread)
+        asked = event(8, EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED)
+        await polls.responses.put(GetWorkflowExecutionHistoryResponse(history=History(events=[asked]),
+                                                                      next_page_token=b"more"))
+
+        done = await asyncio.wait_for(held, timeout=5)  # the hold itself lasts 5 s
+
+    assert done.status == "input_required"
+    assert reread.fresh == [False, False]  # the event made the watch's copy stale: that read describes
+
+
+async def test_a_held_read_of_a_leg_reporting_progress_ends_after_one_progress_reread() -> None:
+    async with known_tasks() as (tasks, _):
+        followed = await following_every_event(tasks, answer("working", "step 1"), b"step 1")
+        assert followed.known is not None
+        followed.known = replace(followed.known, read_at=followed.known.read_at - 0.9)  # due in 0.1 s
+        reread = Rereads(answer("working", "step 1"), answer("working", "step 1"))
+
+        done = await asyncio.wait_for(tasks.answer("task-wf", closed_answer, reread), timeout=5)
+
+    assert done.status_message == "step 1"
+    assert reread.fresh == [False, True]  # one describe for this read, though nothing changed
+
+
+async def test_a_read_long_after_the_last_answer_answers_at_once() -> None:
+    async with known_tasks() as (tasks, _):
+        followed = await following_every_event(tasks, answer("working"))
+        followed.answered_at -= followed.advertised + SLACK + 1  # an operator's one-off status
+        reread = Rereads(answer("working"))
+
+        done = await asyncio.wait_for(tasks.answer("task-wf", closed_answer, reread), timeout=1)
+
+    assert done.status == "working" and reread.fresh == [False]
+
+
+async def test_answers_of_a_followed_task_advertise_the_held_interval_unless_reads_are_not_held() -> None:
+    held_ms = int(HELD_S * 1000)
+    async with known_tasks() as (tasks, _):
+        created(tasks)
+        assert tasks.remember("task-wf", answer("working")).poll_interval_ms == held_ms
+        assert tasks.remember("task-wf", answer("completed")).poll_interval_ms == TIMING.poll_interval_ms
+        assert tasks.remember("other-wf", answer("working")).poll_interval_ms == TIMING.poll_interval_ms  # not followed
+    async with known_tasks(reread_hold=timedelta(0)) as (tasks, _):
+        created(tasks)
+        assert tasks.remember("task-wf", answer("working")).poll_interval_ms == TIMING.poll_interval_ms
 
 
 async def _close_event(outcome: TaskOutcome) -> GetWorkflowExecutionHistoryResponse:
@@ -430,13 +525,14 @@ async def _close_event(outcome: TaskOutcome) -> GetWorkflowExecutionHistoryRespo
     return GetWorkflowExecutionHistoryResponse(history=History(events=[close]))
 
 
-async def test_a_task_created_here_is_followed_for_its_close_alone_and_its_first_reads_held() -> None:
+async def test_a_task_created_here_is_followed_for_its_close_alone_and_its_first_read_held() -> None:
     async with known_tasks(read_hold=timedelta(milliseconds=250)) as (tasks, polls):
         followed = created(tasks)
         await asyncio.sleep(0)
 
-        assert followed.close_only and followed.hold_until == followed.last_read + 0.25
+        assert followed.close_only and followed.by_creation and followed.advertised == HELD_S
         assert followed.answered_at == followed.last_read  # the creation answered `working`
+        assert followed.hold_for(followed.last_read, read_hold=0.25, reread_hold=5.0) == 0.25
         (request,) = polls.requests
         assert request.wait_new_event and request.execution.run_id == RUN
 

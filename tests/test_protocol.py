@@ -3,7 +3,8 @@
 Proves the Temporal engine reproduces the reference's protocol surface (behaviour doc
 §2.1-2.4, §2.8, §2.9, §3.8, §7 items 21-23): the capability it advertises; when a call
 becomes a task (tool mode x client opt-in x protocol era x nested call x version);
-the exact shape of the create result; the errors `tasks/*` answers for an unknown
+the exact shape of the create result (advertising the short interval a waiting client's
+held reads are paced at); the errors `tasks/*` answers for an unknown
 id (-32602), a missing capability (-32021), a legacy era (-32601) and a mismatched
 HTTP `Mcp-Name` header (-32020); that invalid arguments get the synchronous call's
 error and start no workflow; and that root middleware post-processing results
@@ -34,6 +35,7 @@ from fastmcp_tasks.client_models import (
 from mcp.shared.exceptions import MCPError
 
 from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL
 from helpers.servers import NoTasksClient, http_client, serving_http
 from helpers.waits import DEADLINE, polled_until
 from helpers.wire import TASK_METHODS, send_task_method, tasks_get
@@ -43,6 +45,9 @@ pytestmark = pytest.mark.anyio
 MISSING_CAPABILITY_DATA = {"requiredCapabilities": {"extensions": {TASKS_EXTENSION_ID: {}}}}
 TASK_ID = re.compile(r"^[A-Za-z0-9_-]{43}$")
 REQUIRED_POLL = timedelta(milliseconds=250)
+OWN_MS = 5000  # a tool's poll interval by default
+# While the server holds a waiting client's reads, it asks the client to come straight back.
+HELD_MS = HELD_POLL_INTERVAL // timedelta(milliseconds=1)
 TASKS_OPT_IN_META = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION_ID: {}}}}
 
 
@@ -146,17 +151,19 @@ async def test_optional_tool_with_opt_in_returns_a_task(server: FastMCP) -> None
         assert created.result_type == "task"
         assert created.created_at == created.last_updated_at
         assert type(created.ttl_ms) is int and created.ttl_ms == 900_000
-        assert type(created.poll_interval_ms) is int and created.poll_interval_ms == 5000
+        assert type(created.poll_interval_ms) is int and created.poll_interval_ms == HELD_MS
 
         final = await polled_until(lambda: tasks_get(client, created.task_id), "completed")
     assert final.status == "completed"
     assert final.result["structuredContent"] == {"result": 4}
 
 
-async def test_required_tool_with_opt_in_returns_a_task_with_its_poll_interval(server: FastMCP) -> None:
+async def test_required_tool_with_opt_in_returns_a_task_polled_no_slower_than_its_poll_interval(
+    server: FastMCP,
+) -> None:
     async with Client(server) as client:
         task = await call_tool_task(client, "required_echo", {"n": 5})
-        assert task.create_result.poll_interval_ms == REQUIRED_POLL // timedelta(milliseconds=1)
+        assert task.create_result.poll_interval_ms == min(REQUIRED_POLL // timedelta(milliseconds=1), HELD_MS)
         with anyio.fail_after(DEADLINE):
             result = await task.result()
     assert result.data == 5
@@ -208,9 +215,9 @@ async def test_task_ids_are_distinct_and_timings_stay_integers(server: FastMCP, 
         with anyio.fail_after(DEADLINE):
             completed = await first.wait(state="completed")
             await second.wait(state="completed")
-    for seen in (first.create_result, working, completed):
+    for seen, interval_ms in ((first.create_result, HELD_MS), (working, HELD_MS), (completed, OWN_MS)):
         assert type(seen.ttl_ms) is int and seen.ttl_ms == 900_000
-        assert type(seen.poll_interval_ms) is int and seen.poll_interval_ms == 5000
+        assert type(seen.poll_interval_ms) is int and seen.poll_interval_ms == interval_ms
 
 
 # --- nested calls and versions ----------------------------------------------------

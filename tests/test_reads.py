@@ -1,14 +1,19 @@
-"""`tasks/get` of a task this server just created waits briefly for it to change.
+"""`tasks/get` of a running task waits for it to change while its client polls it.
 
-Proves, on a real Temporal server over the MCP wire, that a read sent while a young
-task runs answers its result once the tool returns, from the server's own long poll of
-the result and with no `describe()` of the task; that a held read answers an ask or
-progress at its next re-read instead of at the end of the hold, and, once the task was
-answered, an ask the moment it comes; that a read right after a `working` answer waits
-for the close the same way (`reread_hold`), the creation's answer among them, so the
-FastMCP client reads a task that outlasts `read_hold` once; that a close whose result is too big to
-cache still answers the held read with it; that `read_hold=0` answers at once; and
-that a read after `tasks/cancel` is not held, so the cancel shows immediately.
+Proves, on a real Temporal server over the MCP wire, that a task whose tool asks for a 60 s
+poll interval delivers its result long before that interval could pass, to the FastMCP
+client's `call_tool` and to a client that sleeps exactly the advertised `pollIntervalMs`
+between reads (reads in a poll loop are held until the task changes, and answers advertise
+a short interval meanwhile); that a read which is not part of a poll loop (the first on a
+server, one long after the last answer) answers at once, and a held read ends by its cap;
+that a read sent while a young task runs answers its result once the tool returns, from
+the server's own long poll of the result and with no `describe()` of the task; that a held
+read answers an ask or progress at its next re-read instead of at the end of the hold, and,
+once the task was answered, an ask the moment it comes; that a read right after a `working`
+answer waits for the close the same way (`reread_hold`), so the FastMCP client reads a task
+that outlasts `read_hold` twice; that a close whose result is too big to cache still answers
+the held read with it; that `read_hold=0` answers at once; and that a read after
+`tasks/cancel` is not held, so the cancel shows immediately.
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ import anyio
 import pytest
 from fastmcp import Client, Context, FastMCP
 from fastmcp.server.middleware import Middleware, MiddlewareContext
+from fastmcp.utilities.tasks import TaskConfig
 from fastmcp_tasks.client import ToolTask, call_tool_task
+from fastmcp_tasks.client_models import ClientGetTaskResult
 from mcp_types import InputRequiredResult
 from temporalio.client import (
     Client as TemporalClient,
@@ -36,6 +43,7 @@ from temporalio.client import (
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver import DevServer
+from fastmcp_temporal.server._holds import POLL_LOOP_SLACK
 from helpers.servers import gated_tool
 from helpers.waits import DEADLINE
 from helpers.wire import accept, ask, tasks_cancel, tasks_get, tasks_update
@@ -46,6 +54,7 @@ LONG_HOLD = timedelta(seconds=DEADLINE * 4)
 BIG_RESULT_CHARS = 70_000  # past the 64 KiB a server keeps of a closed task's result
 RECHECK = timedelta(milliseconds=100)
 READ_HOLD = timedelta(milliseconds=250)
+A_MINUTE = TaskConfig(mode="optional", poll_interval=timedelta(seconds=60))  # a tool that asks to be polled seldom
 
 
 class _CountDescribes(Interceptor):
@@ -81,15 +90,26 @@ class _ReadsArrive(Middleware):
             self.arrived.set()
         return await call_next(context)
 
+    async def reach(self, count: int) -> None:
+        """Wait until `count` reads have reached the server."""
+        with anyio.fail_after(DEADLINE):
+            while self.count < count:
+                self.arrived = anyio.Event()
+                await self.arrived.wait()
+
 
 async def _server(
-    temporal_server: DevServer, task_queue: str, tool: Callable[..., Any], **settings: Any
+    temporal_server: DevServer,
+    task_queue: str,
+    tool: Callable[..., Any],
+    task: bool | TaskConfig = True,
+    **settings: Any,
 ) -> tuple[FastMCP, _CountDescribes, _ReadsArrive]:
     counter = _CountDescribes()
     client = await TemporalClient.connect(temporal_server.address, interceptors=[counter])
     server = FastMCP("reads")
     server.add_extension(TemporalTasksExtension(client=client, task_queue=task_queue, **settings))
-    server.tool(task=True)(tool)
+    server.tool(task=task)(tool)
     reads = _ReadsArrive()
     server.add_middleware(reads)
     return server, counter, reads
@@ -159,11 +179,12 @@ async def test_a_quick_reread_of_a_running_task_waits_for_its_close(
         assert answer.result["structuredContent"] == {"result": "done"}
 
 
-async def test_the_fastmcp_client_reads_a_task_that_outlasts_read_hold_once(
+async def test_the_fastmcp_client_reads_a_task_that_outlasts_read_hold_twice(
     temporal_server: DevServer, task_queue: str
 ) -> None:
     """The creation answered `working`, so the client's read, sent the moment the task is
-    created, waits for the close past `read_hold` as a quick re-read does: one `tasks/get`."""
+    created, waits up to `read_hold` (a status read right after the creation stays quick); its
+    next read, right after that answer, waits for the close: two `tasks/get`."""
 
     async def half_a_second() -> str:
         await anyio.sleep(READ_HOLD.total_seconds() * 2)  # the task's own work, past read_hold
@@ -176,7 +197,112 @@ async def test_the_fastmcp_client_reads_a_task_that_outlasts_read_hold_once(
         with anyio.fail_after(DEADLINE):
             result = await client.call_tool("half_a_second")
         assert result.structured_content == {"result": "done"}
-        assert reads.count == 1
+        assert reads.count == 2
+
+
+def _released_after_reads(started: anyio.Event, release: anyio.Event) -> Callable[..., Any]:
+    async def waits() -> str:
+        started.set()
+        await release.wait()
+        return "done"
+
+    return waits
+
+
+async def test_a_tool_polled_every_minute_delivers_its_result_to_call_tool_long_before_a_minute(
+    temporal_server: DevServer, task_queue: str
+) -> None:
+    """With the defaults: the client's reads are held until the close, which answers the held one."""
+    started, release = anyio.Event(), anyio.Event()
+    server, _, reads = await _server(
+        temporal_server, task_queue, _released_after_reads(started, release), task=A_MINUTE
+    )
+    async with Client(server) as client, anyio.create_task_group() as group:
+        results: list[Any] = []
+
+        async def call() -> None:
+            results.append(await client.call_tool("waits"))
+
+        group.start_soon(call)
+        await reads.reach(2)  # the client is in its poll loop
+        release.set()
+        with anyio.fail_after(DEADLINE * 2 / 3):  # 20 s: a third of the tool's interval
+            while not results:
+                await anyio.sleep(0.05)
+    assert results[0].structured_content == {"result": "done"}
+
+
+async def _poll_as_advertised(client: Client, task_id: str) -> ClientGetTaskResult:
+    """A client that waits exactly the advertised `pollIntervalMs` between reads, until the task ends."""
+    while (read := await tasks_get(client, task_id)).status not in ("completed", "failed", "cancelled"):
+        await anyio.sleep((read.poll_interval_ms or 0) / 1000)
+    return read
+
+
+async def test_a_tool_polled_every_minute_reaches_a_client_that_waits_the_advertised_interval_in_time(
+    temporal_server: DevServer, task_queue: str
+) -> None:
+    """Such a client would wait a minute between reads at the tool's own interval: while its reads
+    are held, the creation and every answer advertise a short one."""
+    started, release = anyio.Event(), anyio.Event()
+    server, _, reads = await _server(
+        temporal_server, task_queue, _released_after_reads(started, release), task=A_MINUTE
+    )
+    async with Client(server) as client, anyio.create_task_group() as group:
+        task = await call_tool_task(client, "waits")
+        own_ms = A_MINUTE.poll_interval.total_seconds() * 1000
+        assert task.create_result.poll_interval_ms is not None and task.create_result.poll_interval_ms < own_ms
+        finals: list[ClientGetTaskResult] = []
+
+        async def poll() -> None:
+            finals.append(await _poll_as_advertised(client, task.task_id))
+
+        group.start_soon(poll)
+        await reads.reach(3)
+        release.set()
+        with anyio.fail_after(DEADLINE * 2 / 3):
+            while not finals:
+                await anyio.sleep(0.05)
+    assert finals[0].result["structuredContent"] == {"result": "done"}
+
+
+async def test_a_read_outside_a_poll_loop_answers_at_once_and_one_in_it_waits_for_the_change(
+    temporal_server: DevServer, task_queue: str
+) -> None:
+    """Holds here are longer than the test: the first read, and one long after the last answer (an
+    operator's one-off status), answer at once; a read right after an answer waits for the close."""
+    started, release = anyio.Event(), anyio.Event()
+    server, _, reads = await _server(
+        temporal_server, task_queue, gated_tool(started, release), task=A_MINUTE,
+        read_hold=timedelta(0), reread_hold=LONG_HOLD,
+    )
+    async with Client(server) as client:
+        task = await call_tool_task(client, "gated")
+        with anyio.fail_after(DEADLINE / 2):
+            await started.wait()
+            first = await tasks_get(client, task.task_id)
+        assert first.status == "working"
+        await anyio.sleep((first.poll_interval_ms or 0) / 1000 + POLL_LOOP_SLACK.total_seconds() + 0.2)  # a while later
+        with anyio.fail_after(DEADLINE / 2):
+            assert (await tasks_get(client, task.task_id)).status == "working"
+        answer = await _read_then_release(client, task.task_id, reads, release)
+        assert answer.status == "completed"
+
+
+async def test_a_held_read_ends_by_its_cap_though_nothing_changed(temporal_server: DevServer, task_queue: str) -> None:
+    started, release = anyio.Event(), anyio.Event()
+    server, _, _ = await _server(
+        temporal_server, task_queue, gated_tool(started, release), task=A_MINUTE,
+        read_hold=timedelta(0), reread_hold=timedelta(seconds=1),
+    )
+    async with Client(server) as client:
+        task = await call_tool_task(client, "gated")
+        with anyio.fail_after(DEADLINE):
+            await started.wait()
+            assert (await tasks_get(client, task.task_id)).status == "working"
+            assert (await tasks_get(client, task.task_id)).status == "working"  # held, then at the cap
+        release.set()
+        assert (await task.result()).structured_content == {"result": "done"}
 
 
 async def test_a_young_task_held_read_answers_a_result_too_big_to_cache_at_its_close(

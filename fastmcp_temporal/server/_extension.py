@@ -241,9 +241,7 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
                 return await call_through_workflow(self._running_backend(), tool, params.arguments, context)
         with temporal_errors("start the task"):
             created, started = await start_task(self._running_backend(), tool, params.arguments, context)
-        if self._methods is not None:
-            self._methods.watch(started)
-        return created
+        return created if self._methods is None else self._methods.watch(created, started)
 
     def _running_backend(self) -> Backend:
         if self._backend is None:

@@ -11,11 +11,12 @@ cancel as from a read. Whether a closed task's TTL has ended is judged on Tempor
 clock (`TemporalClock`, read when the server starts), never the local one.
 
 A read answers from what this server knows of the task (`_known.KnownTasks`: its watch,
-a held read, the closed-answer cache) wherever that is as current as a `describe()`
-would be. A write reads the task fresh and makes later reads read afresh, so no read
-that starts after its acknowledgement returns an older state; an update's
-acknowledgement waits (up to `_APPLY_WAIT`) until the workflow shows the answers
-applied, and until then this server hides them from its own reads.
+the closed-answer cache) wherever that is as current as a `describe()` would be, and a
+read of a client in a poll loop waits for the task to change (`_holds`). A write reads
+the task fresh and makes later reads read afresh, so no read that starts after its
+acknowledgement returns an older state; an update's acknowledgement waits (up to
+`_APPLY_WAIT`) until the workflow shows the answers applied, and until then this server
+hides them from its own reads.
 """
 
 from __future__ import annotations
@@ -38,7 +39,13 @@ from temporalio.client import (
 from temporalio.client import WorkflowExecutionStatus as Status
 from temporalio.service import RPCError, RPCStatusCode
 
-from fastmcp_temporal._fastmcp_private import CancelTaskResult, GetTaskResult, TaskStatus, UpdateTaskResult
+from fastmcp_temporal._fastmcp_private import (
+    CancelTaskResult,
+    CreateTaskResult,
+    GetTaskResult,
+    TaskStatus,
+    UpdateTaskResult,
+)
 from fastmcp_temporal.connection._sizes import encoded_size_of
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._answers import submit_answers, validated_answer
@@ -98,12 +105,13 @@ class TaskMethods:
         self._clock = TemporalClock()
         self._known = KnownTasks(backend.client, backend.settings, _outcome_state, self._clock)
         self._stalled = StalledTasks(backend.client, self._clock)
-        self._progress_refresh = backend.settings.progress_refresh.total_seconds()
 
-    def watch(self, started: StartedWorkflow) -> None:
-        """Follow a task just created here (see `KnownTasks.watch_created`)."""
+    def watch(self, created: CreateTaskResult, started: StartedWorkflow) -> CreateTaskResult:
+        """Follow a task just created here (see `KnownTasks.watch_created`); its creation's answer,
+        advertising the poll interval the following earns."""
         key, run_id = self._key(started.facts.task_id), started.handle.result_run_id or ""
-        self._known.watch_created(key, self._handle(key), started.facts.timing, run_id)
+        interval = self._known.watch_created(key, self._handle(key), started.facts.timing, run_id)
+        return created.model_copy(update={"poll_interval_ms": interval})
 
     async def read_clock(self) -> None:
         """Read Temporal's clock, which every age is measured on (at start, so no read waits for it)."""
@@ -119,14 +127,11 @@ class TaskMethods:
         if (closed := self._known.cached_closed(key)) is not None:
             return self._closed_result(task_id, closed)
         closed_answer = partial(self._closed_result, task_id)
-        answer = await self._known.held_answer(key, closed_answer, partial(self._reread, task_id))
-        if answer is None:
-            answer = await self._reread(task_id, self._progress_refresh)
-        return self._known.remember(key, answer)
+        return await self._known.answer(key, closed_answer, partial(self._reread, task_id))
 
-    async def _reread(self, task_id: str, progress_refresh: float) -> GetTaskResult:
-        """The task's answer now, its progress at most `progress_refresh` old."""
-        return await self._answer(await self._current(task_id, progress_refresh))
+    async def _reread(self, task_id: str, fresh: bool) -> GetTaskResult:
+        """The task's answer now; `fresh`: from a `describe()`, even where the watch's copy answers."""
+        return await self._answer(await self._current(task_id, fresh))
 
     async def _answer(self, task: _Task) -> GetTaskResult:
         if not task.running:
@@ -141,15 +146,13 @@ class TaskMethods:
             fields = {"input_requests": outstanding}
         elif status == "working":
             fields = {"status_message": await self._status_message(task)}
-        if status != "working":  # parked or cancelling: its close is no longer imminent
-            self._known.end_hold(self._key(task.task_id))
         return self._result(task, status, **fields)
 
-    async def _current(self, task_id: str, progress_refresh: float) -> _Task:
-        """The task as this server's watch knows it, or as a (shared) `describe()` finds it."""
+    async def _current(self, task_id: str, fresh: bool) -> _Task:
+        """The task as this server's watch knows it (unless `fresh`), or as a (shared) `describe()` finds it."""
         key = self._key(task_id)
         watch = self._known.watch_of(key)
-        if watch is not None and (known := await self._known.current(watch, progress_refresh)) is not None:
+        if watch is not None and not fresh and (known := await self._known.current(watch)) is not None:
             return _Task(task_id, watch.handle, known.description, known.memo)
         read_at = asyncio.get_running_loop().time()
         task = await self._find(task_id, shared=True)

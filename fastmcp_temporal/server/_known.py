@@ -5,8 +5,9 @@ its history (a `Watch`), and answers reads from its last `describe()` of the tas
 for as long as that poll has seen no event past it that changes an answer. An ask, an
 answer, a cancel through any server and the close each add such an event, so they show
 at the next read; a workflow's own bookkeeping (`_UNSEEN_BY_READS`) changes none. Progress
-(a running leg's heartbeat details) adds no event: it is re-read once the known copy is as
-old as the progress had stood still, within `_PROGRESS_RECHECK_MIN` and `progress_refresh`.
+(a running leg's heartbeat details) adds no event: a reported message is re-read once the
+known copy is `_PROGRESS_RECHECK_MIN` old, silent progress once the copy is as old as it had
+stood still, within `_PROGRESS_RECHECK_MIN` and `progress_refresh` (`Watch.progress_due`).
 A quiet task so costs one request per long poll instead of one `describe()` per read.
 
 A task this server just created is followed for its close alone for `_CLOSE_ONLY_FOR`, so a
@@ -14,12 +15,13 @@ short task costs one long poll instead of one per event. Meanwhile what a `descr
 answers only briefly (`_CLOSE_ONLY_FIRST_RECHECK`, then `_CLOSE_ONLY_RECHECK` while the task
 runs, backing off up to `read_recheck` while it waits for a worker), so an ask still shows.
 
-A read is held, waiting for the task to change from what reads last answered, for
-`read_hold` after this server created the task, and for up to `reread_hold` when it comes
-within `_QUICK_REREAD` of a `working` answer (a client waiting on the task): the close ends
-the wait at once with the result, any other change shows at the next re-read
-(`Watch.recheck`). Both holds stay short because a client's request timeout cuts a held
-read short with an error.
+A read of a running task that comes soon after this server's last answer of it (a client in
+a poll loop) and would repeat that answer is held until the task changes or its hold ends
+(`_holds`, which says why and how long). The watch tells held reads of every event that
+changes an answer (`_holds.Changes`, the seam a second source of changes plugs into); the
+close answers them at once from its event, progress once its copy is due a re-read
+(`Watch.progress_due`), and while the close alone is followed, the re-reads that follow a
+new task (`Watch.recheck`) show an ask.
 
 Concurrent reads of one task share one `describe()`. A closed task is answered from a
 bounded cache (`Closed`) until its TTL ends on Temporal's clock (`TemporalClock`, which every
@@ -29,9 +31,9 @@ current, then at doubling intervals up to `_CLOSED_RECHECK_MAX`. At most `watche
 tasks are followed (each is one of the namespace's long polls, which Temporal caps; a
 refusal pauses following new tasks for `_REFUSED_PAUSE`); past that, and when a long poll
 fails, reads describe the task every time. A task no read asked about for `_WATCH_IDLE` is
-let go, and so is a quiet one whose reads here come further apart than a long poll lasts:
-its answers advertise a longer poll interval, and a `describe()` per read then costs less
-(`_quiet`).
+let go, and, where `quiet_poll_interval` is set, so is a quiet one whose reads here come
+further apart than a long poll lasts: its answers advertise a longer poll interval, and a
+`describe()` per read then costs less (`_quiet`).
 
 One watch's state and the decisions made from it (`Watch`, and the constants named above
 but `_CLOSE_ONLY_FOR`, `_CLOSED_RECHECK_MAX` and `_REFUSED_PAUSE`) are in `_watch`; this
@@ -63,8 +65,9 @@ from temporalio.service import RPCError, RPCStatusCode
 from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
+from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, Changes, holdable
 from fastmcp_temporal.server._quiet import QuietTasks
-from fastmcp_temporal.server._watch import Known, Timing, Watch
+from fastmcp_temporal.server._watch import Known, Shown, Timing, Watch, shown_of
 from fastmcp_temporal.workflows.models import TaskMemo, TaskOutcome
 
 # Closed tasks answered from memory: at most this many, each result at most this big.
@@ -111,10 +114,11 @@ class Closed:
 
 
 # What the task methods pass in: a completed outcome's answer (None: expired unanswered), a
-# remembered close's answer, and a fresh answer of the task given how old its progress may be.
+# remembered close's answer, and the task's answer now (`True`: from a `describe()`, even where
+# what the watch knows would answer).
 OutcomeState = Callable[[TaskOutcome], tuple[TaskStatus, dict[str, Any]] | None]
 ClosedAnswer = Callable[[Closed], GetTaskResult]
-Reread = Callable[[float], Awaitable[GetTaskResult]]
+Reread = Callable[[bool], Awaitable[GetTaskResult]]
 
 
 class KnownTasks:
@@ -131,18 +135,21 @@ class KnownTasks:
         self._reads: dict[str, asyncio.Future[Described]] = {}
         self._watches: dict[str, Watch] = {}
         self._quiet = QuietTasks(settings.quiet_poll_interval, settings.quiet_tasks)
+        self._changes = Changes()  # what held reads wait on; the watches signal it
         self._storeless = replace(client.data_converter, external_storage=None)
         self._follow_after = 0.0  # loop time before which no new task is followed (see _REFUSED_PAUSE)
 
     def watch_created(
         self, key: str, handle: WorkflowHandle[Any, TaskOutcome], timing: Timing, run_id: str
-    ) -> None:
-        """Follow a task just created here, for its close alone at first, holding its first
-        reads for `read_hold`."""
+    ) -> int:
+        """Follow a task just created here, for its close alone at first; the poll interval its
+        creation advertises. Its `working` counts as an answer a quick first read may be held after
+        (for `read_hold`)."""
         watch = self.follow(key, handle, timing, run_id, close_only=True)
-        if watch is not None and (read_hold := self._settings.read_hold):
-            watch.hold_until = watch.last_read + read_hold.total_seconds()
-            watch.answered_at = watch.last_read  # its creation answered `working`: see `hold_quick_reread`
+        advertised = self._advertised_interval(watch, "working", timing.poll_interval_ms)
+        if watch is not None and self._settings.read_hold:
+            watch.answered_at, watch.advertised, watch.by_creation = watch.last_read, advertised / 1000, True
+        return advertised
 
     def close(self) -> None:
         """Stop every watch (the server is stopping)."""
@@ -153,78 +160,106 @@ class KnownTasks:
     def watch_of(self, key: str) -> Watch | None:
         return self._watches.get(key)
 
-    async def current(self, watch: Watch, progress_refresh: float) -> Known | None:
+    async def current(self, watch: Watch) -> Known | None:
         """What the watch knows of its task, while current (see `Watch.current`); the read keeps
         the watch from going idle."""
         loop = asyncio.get_running_loop()
         watch.last_read = loop.time()
         await watch.first_page()
-        return watch.current(loop.time(), progress_refresh, watch.recheck(self._read_recheck))
+        return watch.current(loop.time(), self._progress_refresh, self._read_recheck)
 
     @property
     def _read_recheck(self) -> float:
         return self._settings.read_recheck.total_seconds()
 
-    async def held_answer(
-        self, key: str, closed_answer: ClosedAnswer, reread: Reread
-    ) -> GetTaskResult | None:
-        """The task's answer once it differs from what reads last got, within a hold; None when
-        no hold applies, or it ends unchanged.
+    @property
+    def _progress_refresh(self) -> float:
+        return self._settings.progress_refresh.total_seconds()
 
-        The close comes from the watch at once, and so does any change while the watch
-        follows every event; progress, and while it follows the close alone an ask or a
-        cancel through another server, from re-reading the task every `Watch.recheck`.
+    async def answer(self, key: str, closed_answer: ClosedAnswer, reread: Reread) -> GetTaskResult:
+        """The task's answer, remembered: at once, or, for a read `Watch.hold_for` holds, once it
+        differs from what the last answer showed, or when the hold ends.
+
+        A held read looks again at each change the watch signals, and when what the watch
+        knows is due a re-read; a progress re-read ends it, so each read costs at most one
+        `describe()` for progress.
         """
-        if (watch := self._watches.get(key)) is None:
-            return None
         loop = asyncio.get_running_loop()
-        watch.hold_quick_reread(loop.time(), self._settings.reread_hold.total_seconds())
-        while (hold := watch.hold_until - loop.time()) > 0 and watch.follow is not None:
-            recheck = watch.recheck(self._read_recheck)
-            changed = watch.next_change()
-            await asyncio.wait(
-                [watch.follow, changed], timeout=min(hold, recheck), return_when=asyncio.FIRST_COMPLETED
-            )
-            if (closed := self.cached_closed(key)) is not None:
-                return closed_answer(closed)
-            if watch.follow.done() or (hold <= recheck and not changed.done()):
-                return None
-            answer = await reread(min(recheck, self._settings.progress_refresh.total_seconds()))
-            if watch.differs(answer):
-                return answer
-        return None
+        watch = self._heard(key)
+        hold = 0.0 if watch is None else watch.hold_for(loop.time(), *self._holds)
+        if watch is None or not hold:
+            return self.remember(key, await reread(False))
+        deadline, shown = loop.time() + hold, watch.shown
+        with self._changes.waiting(key) as next_change:
+            changed = next_change()
+            # a task created here and not read yet answers what its creation did, until its first recheck
+            answer = None if watch.known is None and watch.close_only else await reread(False)
+            while (watch := self._heard(key)) is not None and _repeats(answer, shown):
+                due = watch.due(loop.time(), self._progress_refresh, self._read_recheck)
+                await asyncio.wait([changed], timeout=max(min(deadline, due) - loop.time(), 0))
+                if (closed := self.cached_closed(key)) is not None:
+                    return self.remember(key, closed_answer(closed))
+                signalled, changed = changed.done(), next_change()
+                if not signalled and deadline <= due:
+                    break
+                answer = await reread(not signalled)  # a timer woke it: the known copy is due a re-read
+                if not signalled and not watch.close_only:
+                    break  # a progress re-read: answer it
+        return self.remember(key, answer if answer is not None else await reread(False))
+
+    @property
+    def _holds(self) -> tuple[float, float]:
+        return self._settings.read_hold.total_seconds(), self._settings.reread_hold.total_seconds()
+
+    def _heard(self, key: str) -> Watch | None:
+        """The watch through which this server hears the task change, which a read of it may be held on.
+
+        A task this server does not follow is never held: nothing but its cap would end the hold.
+        """
+        watch = self._watches.get(key)
+        return watch if watch is not None and watch.follow is not None and not watch.follow.done() else None
 
     def remember(self, key: str, answer: GetTaskResult) -> GetTaskResult:
-        """Remember what a read answers the task; that answer, with the poll interval its quiet earns.
+        """Remember what a read answers the task; that answer, with the poll interval it advertises.
 
-        The watch of a task quiet for long enough, whose reads here come further apart than
-        a long poll lasts, is let go: each read then describes it, at less cost.
+        A task whose reads are held advertises `HELD_POLL_INTERVAL`; where `quiet_poll_interval`
+        is set, a quiet task a longer one, and the watch of one whose reads here come further
+        apart than a long poll lasts is let go: each read then describes it, at less cost.
         """
         now = asyncio.get_running_loop().time()
-        watch = self._watches.get(key)
-        if watch is not None:
-            watch.record_shown(answer, now)
         quiet = self._quiet.quiet_after(key, answer, now)
-        let_go = self._quiet.let_go(key, answer.poll_interval_ms or 0)
-        if watch is not None and watch.follow is not None and let_go:
+        watch = self._watches.get(key)
+        if self._quiet.let_go(key, answer.poll_interval_ms or 0) and watch is not None and watch.follow is not None:
             watch.follow.cancel()
-        return self._quiet.advertised(answer, quiet, now)
+        advertised = self._quiet.advertised(answer, quiet, now)
+        own_ms = answer.poll_interval_ms or 0
+        if advertised.poll_interval_ms == own_ms and (held_ms := self._advertised_interval(
+            self._heard(key), answer.status, own_ms
+        )) != own_ms:
+            advertised = advertised.model_copy(update={"poll_interval_ms": held_ms})
+        if watch is not None:
+            watch.record_shown(advertised, now)
+        return advertised
 
-    def end_hold(self, key: str) -> None:
-        if (watch := self._watches.get(key)) is not None:
-            watch.hold_until = 0.0
+    def _advertised_interval(self, heard_by: Watch | None, status: str, own_ms: int) -> int:
+        """The task's own poll interval, or `HELD_POLL_INTERVAL` while its reads are held."""
+        if heard_by is None or not self._settings.reread_hold or not holdable(status):
+            return own_ms
+        return min(own_ms, int(HELD_POLL_INTERVAL / timedelta(milliseconds=1)))
 
     def forget(self, key: str) -> None:
-        """After a write through this server, later reads read afresh and are not held.
+        """After a write through this server, later reads read afresh, and the next is not held;
+        reads held now look again.
 
         A task written to is interactive: one followed for its close alone is let go, so
-        the next read follows every event and its holds end at the next ask.
+        the next read follows every event.
         """
         self._quiet.forget(key)
         if (watch := self._watches.get(key)) is not None:
-            watch.hold_until, watch.known = 0.0, None
+            watch.answered_at, watch.known = float("-inf"), None
             if watch.close_only and watch.follow is not None:
                 watch.follow.cancel()
+        self._changes.signal(key)
 
     def follow(
         self,
@@ -290,7 +325,8 @@ class KnownTasks:
                     watch.run_id = started.original_execution_run_id
                 if event.HasField("workflow_execution_completed_event_attributes"):
                     await self._remember_outcome(key, watch, event)
-                watch.saw(event, loop.time())  # after: a held read it wakes finds the outcome
+                if watch.saw(event, loop.time()):  # after: a held read it wakes finds the outcome
+                    self._changes.signal(key)
             watch.read_history.set()
             if not response.next_page_token:  # the run has closed
                 return
@@ -321,6 +357,7 @@ class KnownTasks:
         watch = self._watches.get(key)
         if watch is not None and watch.follow is follow:
             del self._watches[key]
+            self._changes.signal(key)  # held reads look again, and answer: nothing tells them of a change now
         if not follow.cancelled():
             follow.exception()  # a failed long poll only ends the watch; reads describe
 
@@ -381,6 +418,11 @@ class KnownTasks:
             while len(self._closed) > _CLOSED_CACHE_ENTRIES:
                 self._closed.popitem(last=False)
         return closed
+
+
+def _repeats(answer: GetTaskResult | None, shown: Shown) -> bool:
+    """Whether a held read's answer (None: the creation's, not read yet) is what the last answer showed."""
+    return answer is None or (shown_of(answer) == shown and holdable(answer.status))
 
 
 async def described(handle: WorkflowHandle[Any, Any]) -> Described:

@@ -1,11 +1,14 @@
 """How often a quiet task asks to be read, and whether following it is still worth a long poll.
 
-The spec lets a task's `pollIntervalMs` change over its life, and clients honour it (the
-`fastmcp.Client` polls at most that often). A running task whose answer (status, message,
-asks) has read the same on this server for `quiet_poll_interval` advertises a longer
-interval, half as long as it has been quiet, up to `quiet_poll_interval`; the first answer
-that differs, a write through this server, or the close brings back the task's own
-interval (its memo's, the wire's at creation). An ask, a close or a cancel so reaches a
+An opt-in cost knob: off unless `quiet_poll_interval` is set, since held reads (`_holds`)
+give a waiting client every change at once and cost a followed task nothing, where a longer
+interval makes every change up to that much later. The spec lets a task's `pollIntervalMs`
+change over its life, and clients honour it (the `fastmcp.Client` polls at most that
+often). A running task whose answer (status, message, asks) has read the same on this
+server for `quiet_poll_interval` advertises a longer interval, half as long as it has been
+quiet, up to `quiet_poll_interval`; the first answer that differs, a write through this
+server, or the close brings back the usual interval (the task's own, from its memo, or the
+short one of held reads). An ask, a close or a cancel so reaches a
 client one advertised interval later at worst: half the time the task had been quiet, at
 most `quiet_poll_interval`.
 

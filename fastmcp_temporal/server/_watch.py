@@ -1,12 +1,23 @@
 """One followed task's state, and the decisions reads make from it.
 
 A `Watch` holds what one `describe()` found (`Known`), the last history event that changes
-an answer (`saw`), and what reads last answered (`shown`); from these alone it decides
-whether what it knows still answers a read (`current`), how often a held read re-reads the
-task (`recheck`), whether a read is held (`hold_quick_reread`), and when nobody reads it any
-more (`idle`). Every decision is a function of that state and the time passed in, with no
-I/O, so the schedule is unit-tested without a Temporal server (tests/test_known.py);
-`_known.KnownTasks` feeds it from long polls and `describe()`.
+an answer (`saw`), and what reads last answered (`shown`, when, and the interval that answer
+advertised); from these alone it decides whether what it knows still answers a read
+(`current`), when a running leg's progress is due a re-read (`progress_due`), how often a
+held read re-reads a task whose close alone is followed (`recheck`), how long a read may be
+held (`hold_for`, the rules are `_holds`'), and when nobody reads it any more (`idle`).
+Every decision is a function of that state and the time passed in, with no I/O, so the
+schedule is unit-tested without a Temporal server (tests/test_known.py); `_known.KnownTasks`
+feeds it from long polls and `describe()`.
+
+Progress (a running leg's heartbeat details) adds no history event, so only a `describe()`
+sees it. A leg that reports a message (the last answer showed one) has its copy re-read
+once it is `_PROGRESS_RECHECK_MIN` old: its message reaches a reader at most about that late,
+at one `describe()` per second however many read it, and a held read of it ends after one
+such re-read, so each read of it costs at most one. A leg that has reported nothing is
+re-read once its copy is as old as its progress had stood still, at least
+`_PROGRESS_RECHECK_MIN` and at most `progress_refresh`: a long silent leg, the common long
+tool, costs a `describe()` per `progress_refresh`, not one per read.
 """
 
 from __future__ import annotations
@@ -21,13 +32,15 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowExecutionDescription, WorkflowHandle
 
 from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
+from fastmcp_temporal.server._holds import POLL_LOOP_SLACK, holdable
 from fastmcp_temporal.workflows.models import TaskMemo, TaskOutcome
 
 # A followed task no read asked about for this long (and three of its poll intervals)
 # is let go when its long poll next returns.
 _WATCH_IDLE = timedelta(minutes=1)
-# A running leg's progress, unchanged for a while, is re-read once the known copy is as
-# old as the time it had stood still: at least this, at most `progress_refresh`.
+# A running leg's reported message is re-read once the known copy is this old; progress that
+# reports nothing once the copy is as old as it had stood still: at least this, at most
+# `progress_refresh`.
 _PROGRESS_RECHECK_MIN = timedelta(seconds=1)
 # While a new task's close alone is followed, a held read first re-reads it this long after
 # it began: most of a burst's queued tasks close before, and a tool that asks at once shows
@@ -37,8 +50,6 @@ _CLOSE_ONLY_FIRST_RECHECK = timedelta(milliseconds=500)
 # after it while the task runs, so an ask shows within it; while it waits for a worker (a
 # burst's queue), the time doubles with each re-read up to `read_recheck`.
 _CLOSE_ONLY_RECHECK = timedelta(milliseconds=250)
-# A read this soon after a `working` answer is a client waiting on the task (see `reread_hold`).
-_QUICK_REREAD = timedelta(milliseconds=100)
 # Events that change nothing a read answers: workflow tasks, a leg's progress through
 # its attempt, timers but their firing (a parked task's TTL, which reads end when no worker
 # does: `_stalled`), markers, and answers (their memo upsert says when they apply).
@@ -100,10 +111,11 @@ class Watch:
     """A task this server follows by a long poll of its history (`_known.KnownTasks.follow`).
 
     `known` answers reads while the poll has seen no event past it that changes an
-    answer, and, when a leg runs, while its progress is fresh enough; a young task's
-    reads wait for a change from what reads last answered (`shown`) until `hold_until`.
+    answer, and, when a leg runs, while its progress is fresh enough (`progress_due`).
     While the poll waits for the close alone (`close_only`), other events go unseen, so
     `known` answers for `close_only_recheck` at most (see `_CLOSE_ONLY_FIRST_RECHECK`).
+    What reads were last shown (`shown`, at `answered_at`, advertising `advertised` seconds;
+    `by_creation` while that was the creation's `working`) decides whether a read is held.
     """
 
     handle: WorkflowHandle[Any, TaskOutcome]
@@ -115,12 +127,12 @@ class Watch:
     close_only: bool = False
     close_only_recheck: float = _CLOSE_ONLY_FIRST_RECHECK.total_seconds()
     known: Known | None = None
-    hold_until: float = 0.0
     shown: Shown = _CREATED
-    answered_at: float = float("-inf")  # when a read last answered it
+    answered_at: float = float("-inf")  # when a read (or the creation) last answered it
+    advertised: float = 0.0  # the poll interval that answer advertised, in seconds
+    by_creation: bool = False
     follow: asyncio.Task[None] | None = None
     read_history: asyncio.Event = field(default_factory=asyncio.Event)  # its first page has arrived
-    change: asyncio.Future[None] | None = None  # resolved by the next event that changes an answer
 
     async def first_page(self) -> None:
         """Wait for the first page of history (a request that does not wait), unless the watch ended."""
@@ -130,19 +142,33 @@ class Watch:
         await asyncio.wait([arrived, self.follow], return_when=asyncio.FIRST_COMPLETED)
         arrived.cancel()
 
-    def current(self, now: float, progress_refresh: float, recheck: float) -> Known | None:
-        """The known task, unless a change came after it or its progress is due a re-read."""
+    def current(self, now: float, progress_refresh: float, read_recheck: float) -> Known | None:
+        """The known task, unless a change came after it or it is due a re-read (`due`)."""
         known = self.known
         if known is None or known.events < self.changed or known.description.run_id != self.run_id:
             return None
-        if self.close_only and now - known.read_at >= recheck:
-            return None
+        return None if now >= self.due(now, progress_refresh, read_recheck) else known
+
+    def due(self, now: float, progress_refresh: float, read_recheck: float) -> float:
+        """When what the watch knows stops answering reads, unless an event comes first (event-loop
+        time): its progress is due a re-read, or, while the close alone is followed, its recheck.
+        A task created here and never read yet is due its first recheck from `now`."""
+        if self.known is None:
+            return now + self.recheck(read_recheck) if self.close_only else now
+        return min(self.progress_due(progress_refresh), self.known.read_at + self.recheck(read_recheck))
+
+    def progress_due(self, progress_refresh: float) -> float:
+        """When the known copy's progress is due a re-read (event-loop time; inf: no leg runs)."""
+        known = self.known
+        if known is None:
+            return float("-inf")  # nothing known: due a read now
         leg_event, leg_seen_at = self.leg_scheduled
-        if leg_event > known.events and now - leg_seen_at >= _PROGRESS_RECHECK_MIN.total_seconds():
-            return None  # a leg began after the known copy: its progress is due a first read
-        if known.progress is not None and now - known.read_at >= _progress_age(known, progress_refresh):
-            return None
-        return known
+        if leg_event > known.events:  # a leg began after the known copy: its progress is due a first read
+            return leg_seen_at + _PROGRESS_RECHECK_MIN.total_seconds()
+        if known.progress is None:
+            return float("inf")
+        reports = self.shown[1] is not None
+        return known.read_at + _progress_age(known, progress_refresh, reports=reports)
 
     def learned(
         self, description: WorkflowExecutionDescription, memo: TaskMemo, read_at: float
@@ -153,43 +179,43 @@ class Watch:
         if self.close_only:
             self.close_only_recheck = _close_only_recheck(self.close_only_recheck, description)
 
-    def saw(self, event: HistoryEvent, now: float) -> None:
-        """Note what a history event changes for reads."""
+    def saw(self, event: HistoryEvent, now: float) -> bool:
+        """Note what a history event changes for reads; whether held reads should look again
+        (it changes an answer, or a leg began whose progress is soon due a read)."""
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             self.leg_scheduled = (event.event_id, now)
-        elif event.event_type not in _UNSEEN_BY_READS:
-            self.changed = event.event_id
-            if self.change is not None and not self.change.done():
-                self.change.set_result(None)
-
-    def next_change(self) -> asyncio.Future[None]:
-        """A future the next event that changes an answer resolves (never, while `close_only`)."""
-        if self.change is None or self.change.done():
-            self.change = asyncio.get_running_loop().create_future()
-        return self.change
+            return True
+        if event.event_type in _UNSEEN_BY_READS:
+            return False
+        self.changed = event.event_id
+        return True
 
     def idle(self, now: float) -> bool:
         interval = self.timing.poll_interval_ms / 1000
         return now - self.last_read > max(_WATCH_IDLE.total_seconds(), 3 * interval)
 
     def recheck(self, read_recheck: float) -> float:
-        """How often a held read re-reads the task; while the close alone is followed, how long
-        what the watch knows answers."""
-        return min(read_recheck, self.close_only_recheck) if self.close_only else read_recheck
+        """While the close alone is followed, how long what the watch knows answers, and how often a
+        held read re-reads the task (inf otherwise: every event that changes an answer is seen)."""
+        return min(read_recheck, self.close_only_recheck) if self.close_only else float("inf")
 
-    def hold_quick_reread(self, now: float, reread_hold: float) -> None:
-        """Hold a read that comes right after a `working` answer (the creation's among them): its
-        client is waiting on the task."""
-        if self.shown[0] == "working" and now - self.answered_at < _QUICK_REREAD.total_seconds():
-            self.hold_until = max(self.hold_until, now + reread_hold)
+    def hold_for(self, now: float, read_hold: float, reread_hold: float) -> float:
+        """How long a read arriving at `now` may wait for the task to change (0: answer at once).
 
-    def record_shown(self, answer: GetTaskResult, now: float) -> None:
-        """What a read was shown at `now`: later held reads wait for a change from this."""
-        self.shown, self.answered_at = shown_of(answer), now
+        Held: a read of a running task that comes within the advertised interval (and
+        `POLL_LOOP_SLACK`) of the last answer, a client in a poll loop; for the task's own
+        poll interval, at most `read_hold` after the creation's answer, `reread_hold` after a read's.
+        """
+        if not holdable(self.shown[0]) or now - self.answered_at > self.advertised + POLL_LOOP_SLACK.total_seconds():
+            return 0.0
+        cap = read_hold if self.by_creation else reread_hold
+        return min(cap, self.timing.poll_interval_ms / 1000)
 
-    def differs(self, answer: GetTaskResult) -> bool:
-        """Whether a caller can tell `answer` apart from what reads last got."""
-        return shown_of(answer) != self.shown
+    def record_shown(self, answer: GetTaskResult, now: float, *, by_creation: bool = False) -> None:
+        """What a read (or the creation) was shown at `now`: a read held later waits for a change from this."""
+        self.shown, self.answered_at, self.by_creation = shown_of(answer), now, by_creation
+        self.advertised = (answer.poll_interval_ms or 0) / 1000
+
 
 
 def _close_only_recheck(previous: float, description: WorkflowExecutionDescription) -> float:
@@ -204,10 +230,14 @@ def _close_only_recheck(previous: float, description: WorkflowExecutionDescripti
     return _CLOSE_ONLY_RECHECK.total_seconds() if running else previous * 2
 
 
-def _progress_age(known: Known, progress_refresh: float) -> float:
-    """How old known progress may be when read: as old as it had stood still, within bounds."""
+def _progress_age(known: Known, progress_refresh: float, *, reports: bool) -> float:
+    """How old known progress may be when read: `_PROGRESS_RECHECK_MIN` while its leg reports a
+    message, else as old as it had stood still, within bounds."""
+    fresh = _PROGRESS_RECHECK_MIN.total_seconds()
+    if reports:
+        return fresh
     still = known.read_at - known.progress_since
-    return min(max(still, _PROGRESS_RECHECK_MIN.total_seconds()), progress_refresh)
+    return min(max(still, fresh), progress_refresh)
 
 
 def _known(

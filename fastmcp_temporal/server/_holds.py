@@ -1,0 +1,89 @@
+"""Why a `tasks/get` of a running task may wait: a client's poll loop becomes a long poll.
+
+A client waiting on a task polls `tasks/get`, and would see a change (its close, an ask, a
+cancel, a new progress message) only at its next poll, up to one poll interval late: 5 s by
+default, 60 s for a tool that asks for it. The spec lets a server choose when it answers, so
+a read that would only repeat what this server last answered of the task, and that comes soon
+after that answer (within the interval it advertised and `POLL_LOOP_SLACK`: a client in a
+poll loop), waits until the task changes or the hold ends; the change then reaches the
+client the moment this server learns of it. Any other read answers at once: the first read
+of a state, the first read on a server, a read long after the last answer (an operator's
+one-off status), a read after a write through this server, and every read of a closed task.
+
+How long: the task's own poll interval, at most `reread_hold` (5 s) after a read's answer,
+at most `read_hold` (1 s) after the creation's (the read the FastMCP client sends at once:
+a short task's result comes on it, and a status read right after the creation stays quick).
+The caps stay well below client request timeouts (the MCP Inspector's default is 10 s, the
+TypeScript SDK's 60 s): a held read that outlasts one fails. At 5 s a default tool's held
+read ends when its client would have polled anyway.
+
+While reads are held, answers advertise `HELD_POLL_INTERVAL` (or the tool's own, when shorter)
+and so does the creation's `CreateTaskResult`: the server paces the client by holding, so the
+client should come straight back. A change that lands between two held reads then reaches a
+client that waits the advertised interval (or the FastMCP client, which waits at most that)
+within it, and one that lands during a hold at once. Only a task this server hears changes of
+advertises it; any other keeps its own interval.
+
+Where a change comes from (`Changes`): today this server's watch of the task (a long poll of
+its history, `_known`) signals every event that changes an answer; a task it does not follow
+is answered at once, since nothing would end its hold but the cap. `Changes.signal` is the
+seam for a second source: anything that learns a task changed (a visibility change feed)
+signals its workflow id, and every read held on it looks again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+
+# What answers advertise while reads are held: the gap between two held reads, within which
+# a change waits for the next one; well below the 0.3 s a waiting client should see it in.
+HELD_POLL_INTERVAL = timedelta(milliseconds=200)
+# A read this long past the interval the last answer advertised is still part of a poll loop
+# (a client's own latency, a busy server); later, it is a one-off read and answers at once.
+POLL_LOOP_SLACK = timedelta(seconds=1)
+_RUNNING = frozenset({"working", "input_required"})
+
+
+def holdable(status: str) -> bool:
+    """Whether a read answering `status` may wait for a change (a closed task's answer never changes)."""
+    return status in _RUNNING
+
+
+class Changes:
+    """For each workflow id a held read waits on, a future the task's next change resolves.
+
+    Entries live while a read waits on them, so the registry holds only the tasks read now.
+    """
+
+    def __init__(self) -> None:
+        self._next: dict[str, asyncio.Future[None]] = {}
+        self._readers: Counter[str] = Counter()
+
+    @contextmanager
+    def waiting(self, key: str) -> Iterator[Callable[[], asyncio.Future[None]]]:
+        """While a read is held: what gives the future of the task's next change (take it before
+        reading the task, so a change during the read is not missed)."""
+        self._readers[key] += 1
+        try:
+            yield lambda: self._future(key)
+        finally:
+            self._readers[key] -= 1
+            if not self._readers[key]:
+                del self._readers[key]
+                self._next.pop(key, None)
+
+    def _future(self, key: str) -> asyncio.Future[None]:
+        future = self._next.get(key)
+        if future is None or future.done():
+            future = self._next[key] = asyncio.get_running_loop().create_future()
+        return future
+
+    def signal(self, key: str) -> None:
+        """The task changed (or may have): every read held on it looks again."""
+        future = self._next.pop(key, None)
+        if future is not None and not future.done():
+            future.set_result(None)
