@@ -15,7 +15,7 @@ quiet task's long poll).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -341,11 +341,13 @@ class FakeClient:
 
 
 @asynccontextmanager
-async def known_tasks(**settings: Any) -> AsyncIterator[tuple[KnownTasks, LongPolls]]:
-    """A `KnownTasks` on the stand-in long poll, its watches stopped at the end."""
+async def known_tasks(
+    changed: Callable[[str], None] = lambda key: None, **settings: Any
+) -> AsyncIterator[tuple[KnownTasks, LongPolls]]:
+    """A `KnownTasks` on the stand-in long poll, telling `changed`, its watches stopped at the end."""
     polls = LongPolls()
     tasks = KnownTasks(cast(Client, FakeClient(polls)), TemporalTasksSettings(**settings), _completed_state,
-                       TemporalClock())
+                       TemporalClock(), changed)
     try:
         yield tasks, polls
     finally:
@@ -428,6 +430,21 @@ async def _close_event(outcome: TaskOutcome) -> GetWorkflowExecutionHistoryRespo
     )
     close.event_time.FromDatetime(datetime.now(timezone.utc))
     return GetWorkflowExecutionHistoryResponse(history=History(events=[close]))
+
+
+async def test_a_watch_signals_the_events_that_change_an_answer_by_the_tasks_key() -> None:
+    signalled: list[str] = []
+    async with known_tasks(signalled.append) as (tasks, polls):
+        followed = created(tasks)
+        followed.close_only = False
+        bookkeeping = event(5, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+        await polls.responses.put(GetWorkflowExecutionHistoryResponse(history=History(events=[bookkeeping]),
+                                                                      next_page_token=b"more"))
+        await polls.responses.put(await _close_event(TaskOutcome(result={"answer": 42})))
+
+        await asyncio.wait_for(followed.follow, timeout=5)  # the close ends the watch
+
+    assert signalled == ["task-wf"]
 
 
 async def test_a_task_created_here_is_followed_for_its_close_alone_and_its_first_reads_held() -> None:

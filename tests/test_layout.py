@@ -170,6 +170,16 @@ def test_only_the_extension_imports_the_task_methods() -> None:
     assert importers == {"fastmcp_temporal.server._extension"}, f"{handlers} imported by {importers}"
 
 
+def test_the_change_signals_know_no_source_and_no_listener() -> None:
+    """Any source of task changes (a watch, a feed) can signal them and any stream wait on them; the
+    watches tell them by a callback, never by import."""
+    modules = _modules()
+    changes = "fastmcp_temporal.server._changes"
+    assert not _imports(modules[changes], modules), f"{changes} imports {_imports(modules[changes], modules)}"
+    known = "fastmcp_temporal.server._known"
+    assert changes not in _imports(modules[known], modules)
+
+
 def _names_imported(path: Path) -> set[str]:
     return {alias.name for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)
             for alias in node.names}

@@ -121,9 +121,15 @@ class KnownTasks:
     """The watches, held reads, shared reads and remembered closes of one running extension."""
 
     def __init__(
-        self, client: Client, settings: TemporalTasksSettings, outcome_state: OutcomeState, clock: TemporalClock
+        self,
+        client: Client,
+        settings: TemporalTasksSettings,
+        outcome_state: OutcomeState,
+        clock: TemporalClock,
+        changed: Callable[[str], None],
     ) -> None:
         self._client = client
+        self._changed = changed  # told the key of a task whose watch saw an event that changes an answer
         self._clock = clock  # Temporal's: a remembered close expires by it, and every event read sets it
         self._settings = settings
         self._outcome_state = outcome_state
@@ -292,6 +298,8 @@ class KnownTasks:
                     await self._remember_outcome(key, watch, event)
                 watch.saw(event, loop.time())  # after: a held read it wakes finds the outcome
             watch.read_history.set()
+            if any(event.event_id == watch.changed for event in response.history.events):
+                self._changed(key)
             if not response.next_page_token:  # the run has closed
                 return
             if not response.history.events and watch.idle(loop.time()):
