@@ -5,13 +5,20 @@ over the in-memory transport and over streamable HTTP: a client that never sends
 `tasks/get` is acknowledged the task ids it asked for, gets the task's status at once, a
 new ask, and the result as soon as the tool returns, in `notifications/tasks` stamped with
 its subscription id, and the stream then ends gracefully; a caller subscribing to another
-caller's task id is acknowledged none and told nothing of it.
+caller's task id is acknowledged none and told nothing of it. The TypeScript SDK's client
+(`push_client.mjs`, npm packages installed once per session; skipped without node and npm)
+listens the same way, and every status it is pushed parses with the official tasks
+extension's schema (`@modelcontextprotocol/ext-tasks`).
 """
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -38,6 +45,9 @@ from helpers.waits import DEADLINE, eventually
 from helpers.wire import accept, ask, tasks_update
 
 pytestmark = pytest.mark.anyio
+
+LISTENER = Path(__file__).with_name("push_client.mjs")
+TYPESCRIPT_PACKAGES = ("@modelcontextprotocol/client@2.4.0", "@modelcontextprotocol/ext-tasks@0.2.2")
 
 
 class StatusParams(NotificationParams):
@@ -157,3 +167,50 @@ async def _client(server: FastMCP, transport: str, statuses: TaskStatuses) -> As
         return
     async with serving_http(server) as url, listening(statuses, url) as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def typescript_listener(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """`node push_client.mjs` with the TypeScript SDK's client and the tasks extension from npm, once per session."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("the TypeScript client test needs node and npm on PATH")
+    folder = tmp_path_factory.mktemp("typescript-listener")
+    (folder / "package.json").write_text('{"private": true, "type": "module"}')
+    install = subprocess.run(
+        [npm, "install", "--no-audit", "--no-fund", *TYPESCRIPT_PACKAGES],
+        cwd=folder, capture_output=True, text=True, timeout=300,
+    )
+    if install.returncode != 0:
+        pytest.skip(f"npm could not install {TYPESCRIPT_PACKAGES} (registry unreachable?): {install.stderr[-500:]}")
+    script = folder / LISTENER.name
+    shutil.copy(LISTENER, script)
+    return [node, str(script)]
+
+
+async def test_the_typescript_clients_listen_gets_statuses_the_official_tasks_schema_reads(
+    make_extension: Callable[..., TemporalTasksExtension], typescript_listener: list[str], tmp_path: Path
+) -> None:
+    started, release = anyio.Event(), anyio.Event()
+    server = server_with(make_extension(), gated_tool(started, release))
+    report, errors = tmp_path / "report.json", tmp_path / "stderr.txt"
+    async with serving_http(server) as url, http_client(url) as creator:
+        task = await call_tool_task(creator, "gated")
+        command = [*typescript_listener, url, str(report), json.dumps([task.task_id])]
+        with errors.open("w") as stderr:
+            listener = await anyio.open_process(command, stderr=stderr)
+            async with listener:
+                with anyio.fail_after(DEADLINE):
+                    await started.wait()
+                    await eventually(report.with_suffix(".subscribed").exists, what="the listener's subscription")
+                release.set()
+                with anyio.fail_after(DEADLINE):
+                    assert await listener.wait() == 0, errors.read_text()
+
+    seen = json.loads(report.read_text())
+    assert seen["statuses"] and all(status["parses"] for status in seen["statuses"]), seen["statuses"]
+    first, last = seen["statuses"][0]["params"], seen["statuses"][-1]["params"]
+    assert (first["taskId"], first["status"]) == (task.task_id, "working")
+    assert (last["taskId"], last["status"]) == (task.task_id, "completed")
+    assert last["result"]["content"][0]["text"] == "done"
+    assert seen["closed"] == "graceful"
