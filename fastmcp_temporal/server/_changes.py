@@ -11,6 +11,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+
+@dataclass(eq=False)
+class Signalled:
+    """The keys signalled to one follower since it last took them, and an event set while there are any."""
+
+    keys: set[str] = field(default_factory=set)
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def take(self) -> set[str]:
+        taken, self.keys = self.keys, set()
+        self.event.clear()
+        return taken
 
 
 class TaskChanges:
@@ -21,32 +35,34 @@ class TaskChanges:
     """
 
     def __init__(self) -> None:
-        self._wakes: dict[str, set[asyncio.Event]] = {}
+        self._followers: dict[str, set[Signalled]] = {}
         self.closed = asyncio.Event()
 
     def changed(self, key: str) -> None:
         """The task under workflow id `key` may answer differently now."""
-        for wake in self._wakes.get(key, ()):
-            wake.set()
+        for follower in self._followers.get(key, ()):
+            follower.keys.add(key)
+            follower.event.set()
 
     @contextmanager
-    def following(self, keys: list[str]) -> Iterator[asyncio.Event]:
-        """An event set by the next change signal for any of `keys`, or when the server stops."""
-        wake = asyncio.Event()
+    def following(self, keys: list[str]) -> Iterator[Signalled]:
+        """What is signalled for any of `keys` while in the block; its event is also set when the
+        server stops."""
+        follower = Signalled()
         for key in keys:
-            self._wakes.setdefault(key, set()).add(wake)
+            self._followers.setdefault(key, set()).add(follower)
         try:
-            yield wake
+            yield follower
         finally:
             for key in keys:
-                wakes = self._wakes.get(key, set())
-                wakes.discard(wake)
-                if not wakes:
-                    self._wakes.pop(key, None)
+                followers = self._followers.get(key, set())
+                followers.discard(follower)
+                if not followers:
+                    self._followers.pop(key, None)
 
     def close(self) -> None:
         """End every stream gracefully (the server is stopping)."""
         self.closed.set()
-        for wakes in self._wakes.values():
-            for wake in wakes:
-                wake.set()
+        for followers in self._followers.values():
+            for follower in followers:
+                follower.event.set()

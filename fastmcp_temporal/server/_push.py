@@ -10,11 +10,13 @@ the task is terminal. The stream ends (its result) once every task it follows is
 
 A stream wakes on a change signal for one of its tasks (`TaskChanges.changed`, keyed by
 workflow id: today a watch's long poll seeing an event that changes an answer, see
-`_known`) and re-reads its tasks every `read_recheck` otherwise (progress adds no event,
-and a task followed for its close alone shows no ask). Its reads are the ones a client's
-`tasks/get` would make, without holding, so a listened task costs Temporal what a polled
-one costs, and nothing per client poll. No core change notification (tools, prompts,
-resources) is honored: FastMCP publishes none on a listen stream.
+`_known`), and re-reads a task unsignalled every `read_recheck` while this server watches
+it (progress adds no event, a task followed for its close alone shows no ask; such a read
+costs Temporal nothing while the watch's copy is current), else at the task's poll
+interval, as a polling client would. Its reads are the ones a client's `tasks/get` makes,
+without holding, so a listened task costs Temporal at most what a polled one costs. No
+core change notification (tools, prompts, resources) is honored: FastMCP publishes none on
+a listen stream.
 """
 
 from __future__ import annotations
@@ -77,6 +79,8 @@ class TaskReads(Protocol):
 
     async def answer_now(self, task_id: str) -> GetTaskResult: ...
 
+    def watched(self, task_id: str) -> bool: ...
+
 
 class TaskPush:
     """Serves `subscriptions/listen` for task ids, while the extension runs (`methods_of`)."""
@@ -118,7 +122,7 @@ def requested_task_ids(ctx: ServerRequestContext[Any, Any], params: Subscription
 
 
 class _Stream:
-    """One listen stream's tasks, and what it last sent of each."""
+    """One listen stream's tasks, what it last sent of each, and when each is next re-read unsignalled."""
 
     def __init__(
         self, ctx: ServerRequestContext[Any, Any], meta: dict[str, Any], methods: TaskReads | None, recheck: float
@@ -128,6 +132,7 @@ class _Stream:
         self._methods = methods
         self._recheck = recheck
         self._sent: dict[str, Shown] = {}
+        self._due: dict[str, float] = {}  # event-loop time
 
     async def run(self, requested: list[str]) -> None:
         methods = self._methods
@@ -136,36 +141,51 @@ class _Stream:
             return
         keys = {methods.key_of(task_id): task_id for task_id in requested}
         # Follow before the first read, so a change between the two is not missed.
-        with methods.changes.following(list(keys)) as wake:
+        with methods.changes.following(list(keys)) as signalled:
             answers = await self._read(requested, drop_unreadable=True)
             await self._acknowledge(list(answers))
-            live = list(answers)
-            while live:
-                live = await self._push(answers)
-                if methods.changes.closed.is_set():
-                    return
-                try:
-                    await asyncio.wait_for(wake.wait(), timeout=self._recheck)
-                except asyncio.TimeoutError:
-                    pass
-                wake.clear()
-                answers = await self._read(live, drop_unreadable=False)
+            live = await self._push(answers)
+            while live and not methods.changes.closed.is_set():
+                await self._until_due(live, signalled.event)
+                changed = {keys[key] for key in signalled.take()}
+                now = asyncio.get_running_loop().time()
+                answers = await self._read([t for t in live if t in changed or self._due[t] <= now])
+                still_live = await self._push(answers)
+                live = [task_id for task_id in live if task_id not in answers or task_id in still_live]
 
-    async def _read(self, task_ids: list[str], *, drop_unreadable: bool) -> dict[str, GetTaskResult | None]:
+    async def _until_due(self, live: list[str], signalled: asyncio.Event) -> None:
+        """Until a task is signalled, or one is due a re-read."""
+        timeout = min(self._due[task_id] for task_id in live) - asyncio.get_running_loop().time()
+        try:
+            await asyncio.wait_for(signalled.wait(), timeout=max(timeout, 0))
+        except asyncio.TimeoutError:
+            pass
+
+    async def _read(self, task_ids: list[str], *, drop_unreadable: bool = False) -> dict[str, GetTaskResult | None]:
         """Each task's answer now; a task no longer found is dropped, one Temporal failed to read is
-        kept unread (None), unless `drop_unreadable`."""
+        kept unread (None), unless `drop_unreadable`. Each is next re-read unsignalled after
+        `read_recheck` while this server watches it (a read then costs Temporal nothing unless due),
+        else after its poll interval, as a polling client would."""
         assert self._methods is not None
         answers: dict[str, GetTaskResult | None] = {}
         for task_id in task_ids:
             try:
-                answers[task_id] = await self._methods.answer_now(task_id)
+                answers[task_id] = answer = await self._methods.answer_now(task_id)
             except MCPError:
                 continue  # not the caller's, or expired: never followed, or no longer
             except Exception:  # Temporal failed this read: the next recheck tries again
                 logger.warning("A listen stream could not read task %s", task_id, exc_info=True)
-                if not drop_unreadable:
-                    answers[task_id] = None
+                if drop_unreadable:
+                    continue
+                answers[task_id] = answer = None
+            self._due[task_id] = asyncio.get_running_loop().time() + self._recheck_after(task_id, answer)
         return answers
+
+    def _recheck_after(self, task_id: str, answer: GetTaskResult | None) -> float:
+        assert self._methods is not None
+        if answer is None or answer.poll_interval_ms is None or self._methods.watched(task_id):
+            return self._recheck
+        return max(answer.poll_interval_ms / 1000, self._recheck)
 
     async def _push(self, answers: dict[str, GetTaskResult | None]) -> list[str]:
         """Send each answer a client could tell apart from the last one sent; the tasks still live."""
