@@ -134,9 +134,10 @@ class TaskMethods:
             return self._closed_result(task_id, closed)
         return await self._reread(task_id, self._progress_refresh)
 
-    def watched(self, task_id: str) -> bool:
-        """Whether this server follows the task's history (its events then signal `changes`)."""
-        return self._known.watch_of(self.key_of(task_id)) is not None
+    def recheck(self, task_id: str) -> float | None:
+        """How often a read waiting on the task re-reads it, while this server follows its history
+        (its events then signal `changes`); None while it does not."""
+        return self._known.recheck(self.key_of(task_id))
 
     async def _reread(self, task_id: str, progress_refresh: float) -> GetTaskResult:
         """The task's answer now, its progress at most `progress_refresh` old."""

@@ -167,6 +167,11 @@ class KnownTasks:
         await watch.first_page()
         return watch.current(loop.time(), progress_refresh, watch.recheck(self._read_recheck))
 
+    def recheck(self, key: str) -> float | None:
+        """How often a read waiting on the task re-reads it (see `Watch.recheck`); None while it is not watched."""
+        watch = self._watches.get(key)
+        return None if watch is None else watch.recheck(self._read_recheck)
+
     @property
     def _read_recheck(self) -> float:
         return self._settings.read_recheck.total_seconds()
@@ -221,11 +226,13 @@ class KnownTasks:
             watch.hold_until = 0.0
 
     def forget(self, key: str) -> None:
-        """After a write through this server, later reads read afresh and are not held.
+        """After a write through this server, later reads read afresh and are not held, and the
+        task's change is signalled.
 
         A task written to is interactive: one followed for its close alone is let go, so
         the next read follows every event and its holds end at the next ask.
         """
+        self._changed(key)
         self._quiet.forget(key)
         if (watch := self._watches.get(key)) is not None:
             watch.hold_until, watch.known = 0.0, None

@@ -10,10 +10,11 @@ the task is terminal. The stream ends (its result) once every task it follows is
 
 A stream wakes on a change signal for one of its tasks (`TaskChanges.changed`, keyed by
 workflow id: today a watch's long poll seeing an event that changes an answer, see
-`_known`), and re-reads a task unsignalled every `read_recheck` while this server watches
-it (progress adds no event, a task followed for its close alone shows no ask; such a read
-costs Temporal nothing while the watch's copy is current), else at the task's poll
-interval, as a polling client would. Its reads are the ones a client's `tasks/get` makes,
+`_known`, and a write through this server), and re-reads a task unsignalled as a held
+`tasks/get` would while this server watches it (every `read_recheck`, sooner while the
+watch follows the close alone and shows no ask; progress adds no event; such a read costs
+Temporal nothing while the watch's copy is current), else at the task's poll interval, as
+a polling client would. Its reads are the ones a client's `tasks/get` makes,
 without holding, so a listened task costs Temporal at most what a polled one costs. No
 core change notification (tools, prompts, resources) is honored: FastMCP publishes none on
 a listen stream.
@@ -79,7 +80,7 @@ class TaskReads(Protocol):
 
     async def answer_now(self, task_id: str) -> GetTaskResult: ...
 
-    def watched(self, task_id: str) -> bool: ...
+    def recheck(self, task_id: str) -> float | None: ...
 
 
 class TaskPush:
@@ -163,9 +164,9 @@ class _Stream:
 
     async def _read(self, task_ids: list[str], *, drop_unreadable: bool = False) -> dict[str, GetTaskResult | None]:
         """Each task's answer now; a task no longer found is dropped, one Temporal failed to read is
-        kept unread (None), unless `drop_unreadable`. Each is next re-read unsignalled after
-        `read_recheck` while this server watches it (a read then costs Temporal nothing unless due),
-        else after its poll interval, as a polling client would."""
+        kept unread (None), unless `drop_unreadable`. Each is next re-read unsignalled as a held
+        read would re-read it while this server watches it (a read then costs Temporal nothing
+        unless due), else after its poll interval, as a polling client would."""
         assert self._methods is not None
         answers: dict[str, GetTaskResult | None] = {}
         for task_id in task_ids:
@@ -183,7 +184,9 @@ class _Stream:
 
     def _recheck_after(self, task_id: str, answer: GetTaskResult | None) -> float:
         assert self._methods is not None
-        if answer is None or answer.poll_interval_ms is None or self._methods.watched(task_id):
+        if (watched := self._methods.recheck(task_id)) is not None:
+            return watched
+        if answer is None or answer.poll_interval_ms is None:
             return self._recheck
         return max(answer.poll_interval_ms / 1000, self._recheck)
 
