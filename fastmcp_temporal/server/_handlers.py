@@ -134,6 +134,10 @@ class TaskMethods:
             return self._closed_result(task_id, closed)
         return await self._reread(task_id, self._progress_refresh)
 
+    async def follow_every_event(self, task_id: str) -> None:
+        """Someone listens to the task: see `KnownTasks.follow_every_event`."""
+        await self._known.follow_every_event(self.key_of(task_id))
+
     def recheck(self, task_id: str) -> float | None:
         """How often a read waiting on the task re-reads it, while this server follows its history
         (its events then signal `changes`); None while it does not."""

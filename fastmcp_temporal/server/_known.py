@@ -239,6 +239,15 @@ class KnownTasks:
             if watch.close_only and watch.follow is not None:
                 watch.follow.cancel()
 
+    async def follow_every_event(self, key: str) -> None:
+        """A task someone listens to is interactive: one followed for its close alone is let go
+        (and gone when this returns), so the next read follows every event and an ask is seen
+        at once."""
+        watch = self._watches.get(key)
+        if watch is not None and watch.close_only and watch.follow is not None:
+            watch.follow.cancel()
+            await asyncio.wait([watch.follow])
+
     def follow(
         self,
         key: str,

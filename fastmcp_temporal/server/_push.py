@@ -8,16 +8,16 @@ carries each such task's status as `notifications/tasks` (the wire of a `tasks/g
 answer): at once, then whenever a client could tell it apart from the last one sent, until
 the task is terminal. The stream ends (its result) once every task it follows is.
 
-A stream wakes on a change signal for one of its tasks (`TaskChanges.changed`, keyed by
-workflow id: today a watch's long poll seeing an event that changes an answer, see
-`_known`, and a write through this server), and re-reads a task unsignalled as a held
-`tasks/get` would while this server watches it (every `read_recheck`, sooner while the
-watch follows the close alone and shows no ask; progress adds no event; such a read costs
-Temporal nothing while the watch's copy is current), else at the task's poll interval, as
-a polling client would. Its reads are the ones a client's `tasks/get` makes,
-without holding, so a listened task costs Temporal at most what a polled one costs. No
-core change notification (tools, prompts, resources) is honored: FastMCP publishes none on
-a listen stream.
+A listened task is followed for every event of its history at once (not for its close
+alone, as a new task is), so an ask and the close each wake its streams within
+milliseconds through a change signal (`TaskChanges.changed`, keyed by workflow id: a
+watch's long poll seeing an event that changes an answer, or a write through this server).
+Unsignalled, a stream re-reads a task as a held `tasks/get` would while this server
+follows it (every `read_recheck`: progress adds no event; such a read costs Temporal
+nothing while the watch's copy is current), else at the task's poll interval, as a polling
+client would. Its reads are the ones a client's `tasks/get` makes, without holding, so a
+listened task costs Temporal about what a polled one costs. No core change notification
+(tools, prompts, resources) is honored: FastMCP publishes none on a listen stream.
 """
 
 from __future__ import annotations
@@ -82,6 +82,8 @@ class TaskReads(Protocol):
 
     def recheck(self, task_id: str) -> float | None: ...
 
+    async def follow_every_event(self, task_id: str) -> None: ...
+
 
 class TaskPush:
     """Serves `subscriptions/listen` for task ids, while the extension runs (`methods_of`)."""
@@ -143,6 +145,8 @@ class _Stream:
         keys = {methods.key_of(task_id): task_id for task_id in requested}
         # Follow before the first read, so a change between the two is not missed.
         with methods.changes.following(list(keys)) as signalled:
+            for task_id in requested:
+                await methods.follow_every_event(task_id)
             answers = await self._read(requested, drop_unreadable=True)
             await self._acknowledge(list(answers))
             live = await self._push(answers)
