@@ -5,7 +5,8 @@ over the in-memory transport and over streamable HTTP: a client that never sends
 `tasks/get` is acknowledged the task ids it asked for, gets the task's status at once, a
 new ask, and the result as soon as the tool returns, in `notifications/tasks` stamped with
 its subscription id, and the stream then ends gracefully; a caller subscribing to another
-caller's task id is acknowledged none and told nothing of it. The TypeScript SDK's client
+caller's task id, or a client that does not declare the tasks extension, is acknowledged
+none and told nothing of it. The TypeScript SDK's client
 (`push_client.mjs`, npm packages installed once per session; skipped without node and npm)
 listens the same way, and every status it is pushed parses with the official tasks
 extension's schema (`@modelcontextprotocol/ext-tasks`).
@@ -40,7 +41,7 @@ from mcp_types import (
 from pydantic import ConfigDict
 
 from fastmcp_temporal import TemporalTasksExtension
-from helpers.servers import gated_tool, http_client, server_with, serving_http, verifier
+from helpers.servers import NoTasksClient, gated_tool, http_client, server_with, serving_http, verifier
 from helpers.waits import DEADLINE, eventually
 from helpers.wire import accept, ask, tasks_update
 
@@ -77,10 +78,12 @@ class TaskStatuses(ClientExtension):
         return [pushed for pushed in self.statuses if pushed["status"] == status]
 
 
-def listening(statuses: TaskStatuses, target: FastMCP | str, token: str | None = None) -> Client:
-    """A client that collects into `statuses`, of `target` in memory or at its streamable-HTTP url."""
+def listening(
+    statuses: TaskStatuses, target: FastMCP | str, token: str | None = None, kind: type[Client] = Client
+) -> Client:
+    """A client (of `kind`) that collects into `statuses`, of `target` in memory or at its streamable-HTTP url."""
     connection = target if isinstance(target, FastMCP) else StreamableHttpTransport(target, auth=token)
-    return Client(connection, extensions=[statuses], message_handler=statuses.message)
+    return kind(connection, extensions=[statuses], message_handler=statuses.message)
 
 
 async def listen(client: Client, task_ids: list[str]) -> SubscriptionsListenResult:
@@ -138,24 +141,27 @@ async def test_a_listening_client_is_pushed_its_tasks_ask_and_result_without_pol
     assert all("resultType" not in pushed for pushed in statuses.statuses)
 
 
-async def test_a_caller_listening_to_another_callers_task_is_told_nothing_of_it(
+async def test_another_caller_or_a_client_without_the_extension_is_told_nothing_of_a_task(
     make_extension: Callable[..., TemporalTasksExtension],
 ) -> None:
     started, release = anyio.Event(), anyio.Event()
     server = server_with(make_extension(), gated_tool(started, release), auth=verifier())
-    statuses = TaskStatuses()
+    other, undeclared = TaskStatuses(), TaskStatuses()
     async with serving_http(server) as url:
         async with http_client(url, "token-a") as owner:
             task = await call_tool_task(owner, "gated")
-            async with listening(statuses, url, "token-b") as other:
-                with anyio.fail_after(DEADLINE):
-                    await listen(other, [task.task_id])  # the stream ends: nothing to follow
+            listeners = [listening(other, url, "token-b"), listening(undeclared, url, "token-a", NoTasksClient)]
+            for listener in listeners:
+                async with listener:
+                    with anyio.fail_after(DEADLINE):
+                        await listen(listener, [task.task_id])  # the stream ends: nothing to follow
             release.set()
             await task.wait(timeout=DEADLINE)
 
-    (acknowledged,) = statuses.acknowledged
-    assert (acknowledged.model_extra or {})["taskIds"] == []
-    assert statuses.statuses == []
+    for statuses in (other, undeclared):
+        (acknowledged,) = statuses.acknowledged
+        assert (acknowledged.model_extra or {})["taskIds"] == []
+        assert statuses.statuses == []
 
 
 @asynccontextmanager

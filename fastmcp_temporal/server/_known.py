@@ -9,8 +9,8 @@ at the next read; a workflow's own bookkeeping (`_UNSEEN_BY_READS`) changes none
 old as the progress had stood still, within `_PROGRESS_RECHECK_MIN` and `progress_refresh`.
 A quiet task so costs one request per long poll instead of one `describe()` per read.
 
-A task this server just created is followed for its close alone for `_CLOSE_ONLY_FOR`, so a
-short task costs one long poll instead of one per event. Meanwhile what a `describe()` found
+A task this server just created is followed for its close alone for `_CLOSE_ONLY_FOR` (unless
+a listen stream follows it), so a short task costs one long poll instead of one per event. Meanwhile what a `describe()` found
 answers only briefly (`_CLOSE_ONLY_FIRST_RECHECK`, then `_CLOSE_ONLY_RECHECK` while the task
 runs, backing off up to `read_recheck` while it waits for a worker), so an ask still shows.
 
@@ -32,6 +32,9 @@ fails, reads describe the task every time. A task no read asked about for `_WATC
 let go, and so is a quiet one whose reads here come further apart than a long poll lasts:
 its answers advertise a longer poll interval, and a `describe()` per read then costs less
 (`_quiet`).
+
+Each event a watch sees that changes an answer, and each write through this server, is
+signalled by the task's key (`changed`), which wakes the listen streams that follow it.
 
 One watch's state and the decisions made from it (`Watch`, and the constants named above
 but `_CLOSE_ONLY_FOR`, `_CLOSED_RECHECK_MAX` and `_REFUSED_PAUSE`) are in `_watch`; this

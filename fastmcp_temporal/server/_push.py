@@ -107,13 +107,13 @@ class TaskPush:
         self._open += 1
         try:
             with bind_request_context(ctx):
-                await _Stream(ctx, meta, self._methods_of(), self._recheck()).run(requested_task_ids(ctx, params))
+                await _Stream(ctx, meta, self._methods_of(), self._recheck()).run(_requested_task_ids(ctx, params))
         finally:
             self._open -= 1
         return SubscriptionsListenResult(_meta=meta)
 
 
-def requested_task_ids(ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams) -> list[str]:
+def _requested_task_ids(ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams) -> list[str]:
     """The task ids a listen request asks for; none from a client not opted in to the tasks extension."""
     if read_client_extension_settings(ctx, TASKS_EXTENSION_ID) is None:
         return []
