@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -344,6 +344,27 @@ def task_results_on_the_wire() -> Iterator[None]:
         yield
     finally:
         wire_production.uninstall()
+
+
+# --- subscriptions/listen ----------------------------------------------------------------
+
+LISTEN_METHOD = "subscriptions/listen"
+ListenRequestHandler = Callable[[Any, Any], Awaitable[Any]]
+
+
+def serve_subscriptions_listen(server: FastMCP, handler: ListenRequestHandler) -> bool:
+    """Serve `subscriptions/listen` with `handler`, unless the server already does (then False).
+
+    FastMCP's `MethodBinding` refuses a spec method, and its low-level server, where mcp
+    registers request handlers, is reached only as `FastMCP._mcp_server`.
+    """
+    from mcp_types import SubscriptionsListenRequestParams
+
+    lowlevel = server._mcp_server
+    if lowlevel.get_request_handler(LISTEN_METHOD) is not None:
+        return False
+    lowlevel.add_request_handler(LISTEN_METHOD, SubscriptionsListenRequestParams, handler)
+    return True
 
 
 # --- the HTTP app ------------------------------------------------------------------------

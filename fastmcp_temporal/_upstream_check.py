@@ -461,6 +461,13 @@ RELIANCES: tuple[Reliance, ...] = (
         _has_instance_attributes("_mask_error_details", "_extensions"),
     ),
     Reliance(
+        "fastmcp.server.server:FastMCP",
+        "serve subscriptions/listen on the server's low-level server (FastMCP's MethodBinding refuses "
+        "a spec method), so task statuses are pushed",
+        "no server can be created with the extension",
+        _has_instance_attributes("_mcp_server"),
+    ),
+    Reliance(
         "fastmcp.server.http:StreamableHTTPASGIApp",
         "find the MCP route to raise its request cap",
         "HTTP servers cannot start",

@@ -45,7 +45,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from fastmcp_temporal import TemporalTasksSettings
 from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
-from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, POLL_LOOP_SLACK, Changes
+from fastmcp_temporal.server._changes import TaskChanges
+from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, POLL_LOOP_SLACK
 from fastmcp_temporal.server._known import _CLOSED_RECHECK_MAX, Closed, KnownTasks
 from fastmcp_temporal.server._quiet import _LONG_POLL_PERIOD, Quiet, QuietTasks
 from fastmcp_temporal.server._watch import (
@@ -264,11 +265,11 @@ async def test_only_an_event_that_changes_an_answer_or_starts_a_leg_wakes_held_r
 
 
 async def test_a_change_signalled_wakes_the_reads_held_on_that_task_alone() -> None:
-    changes = Changes()
+    changes = TaskChanges()
     with changes.waiting("a") as next_a, changes.waiting("b") as next_b:
         a, b = next_a(), next_b()
         assert next_a() is a
-        changes.signal("a")
+        changes.changed("a")
         assert a.done() and not b.done()
         assert next_a() is not a  # the next change is a new one
     assert changes._next == {} and not changes._readers  # nothing kept once no read waits
@@ -367,11 +368,13 @@ class FakeClient:
 
 
 @asynccontextmanager
-async def known_tasks(**settings: Any) -> AsyncIterator[tuple[KnownTasks, LongPolls]]:
-    """A `KnownTasks` on the stand-in long poll, its watches stopped at the end."""
+async def known_tasks(
+    changes: TaskChanges | None = None, **settings: Any
+) -> AsyncIterator[tuple[KnownTasks, LongPolls]]:
+    """A `KnownTasks` on the stand-in long poll, signalling `changes`, its watches stopped at the end."""
     polls = LongPolls()
     tasks = KnownTasks(cast(Client, FakeClient(polls)), TemporalTasksSettings(**settings), _completed_state,
-                       TemporalClock())
+                       TemporalClock(), changes or TaskChanges())
     try:
         yield tasks, polls
     finally:
@@ -523,6 +526,33 @@ async def _close_event(outcome: TaskOutcome) -> GetWorkflowExecutionHistoryRespo
     )
     close.event_time.FromDatetime(datetime.now(timezone.utc))
     return GetWorkflowExecutionHistoryResponse(history=History(events=[close]))
+
+
+class RecordedChanges(TaskChanges):
+    """The change signals, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: list[str] = []
+
+    def changed(self, key: str) -> None:
+        self.keys.append(key)
+        super().changed(key)
+
+
+async def test_a_watch_signals_the_events_that_change_an_answer_by_the_tasks_key() -> None:
+    changes = RecordedChanges()
+    async with known_tasks(changes) as (tasks, polls):
+        followed = created(tasks)
+        followed.close_only = False
+        bookkeeping = event(5, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+        await polls.responses.put(GetWorkflowExecutionHistoryResponse(history=History(events=[bookkeeping]),
+                                                                      next_page_token=b"more"))
+        await polls.responses.put(await _close_event(TaskOutcome(result={"answer": 42})))
+
+        await asyncio.wait_for(followed.follow, timeout=5)  # the close ends the watch
+
+    assert changes.keys and set(changes.keys) == {"task-wf"}
 
 
 async def test_a_task_created_here_is_followed_for_its_close_alone_and_its_first_read_held() -> None:

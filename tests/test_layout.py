@@ -171,6 +171,14 @@ def test_only_the_extension_imports_the_task_methods() -> None:
     assert importers == {"fastmcp_temporal.server._extension"}, f"{handlers} imported by {importers}"
 
 
+def test_the_change_signals_know_no_source_and_no_listener() -> None:
+    """Any source of task changes (a watch, a write, the feed) can signal them and any held read or
+    stream wait on them: the signals import nothing of ours."""
+    modules = _modules()
+    changes = "fastmcp_temporal.server._changes"
+    assert not _imports(modules[changes], modules), f"{changes} imports {_imports(modules[changes], modules)}"
+
+
 def _names_imported(path: Path) -> set[str]:
     return {alias.name for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)
             for alias in node.names}

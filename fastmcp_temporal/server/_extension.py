@@ -45,9 +45,11 @@ from fastmcp_temporal._upstream_check import check_upstream
 from fastmcp_temporal.connection._client import require_codec, require_reachable, searchable, temporal_client
 from fastmcp_temporal.connection._process_exit import end_without_finalizing_on_failure
 from fastmcp_temporal.server._backend import Backend, temporal_errors
+from fastmcp_temporal.server._changes import TaskChanges
 from fastmcp_temporal.server._creation import start_task
 from fastmcp_temporal.server._handlers import TaskMethods, task_not_found
 from fastmcp_temporal.server._http_limit import limit_http_requests
+from fastmcp_temporal.server._push import TaskPush
 from fastmcp_temporal.server._sync_calls import call_through_workflow, runs_as_workflow
 from fastmcp_temporal.worker import _leg_context
 from fastmcp_temporal.worker._plugin import McpTasksPlugin
@@ -117,6 +119,7 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
         self._client = client
         self._backend: Backend | None = None
         self._methods: TaskMethods | None = None
+        self._push = TaskPush(lambda: self._methods, lambda: self._settings.read_recheck.total_seconds())
 
     @property
     def temporal_settings(self) -> TemporalTasksSettings:
@@ -159,8 +162,11 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
     def registered(self, server: FastMCP) -> None:
         """Let the server's streamable-HTTP app take requests as large as `http_request_limit`, up to
         `request_memory_budget` bytes of them at once (a share of it per caller), each body stalling
-        no longer than `request_body_timeout`."""
+        no longer than `request_body_timeout`; and serve `subscriptions/listen` for task ids (`_push`),
+        unless the server serves it already."""
         limit_http_requests(server, lambda: self._settings)
+        if not _fastmcp_private.serve_subscriptions_listen(server, self._push.serve):
+            logger.info("The server already serves subscriptions/listen: task statuses are not pushed")
 
     def methods(self) -> Sequence[MethodBinding]:
         return [
@@ -271,7 +277,7 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
             if self._settings.worker:
                 await stack.enter_async_context(_running_worker(client, server, self._settings))
             self._backend = Backend(client, self._settings, indexed.tasks, self._settings.worker, indexed.changes)
-            self._methods = TaskMethods(self._backend)
+            self._methods = TaskMethods(self._backend, TaskChanges())
             await self._methods.read_clock()
             try:
                 yield

@@ -50,6 +50,7 @@ from fastmcp_temporal.connection._sizes import encoded_size_of
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._answers import submit_answers, validated_answer
 from fastmcp_temporal.server._backend import Backend, UnreadablePayloadError
+from fastmcp_temporal.server._changes import TaskChanges
 from fastmcp_temporal.server._creation import StartedWorkflow
 from fastmcp_temporal.server._known import Closed, KnownTasks, described
 from fastmcp_temporal.server._scope import workflow_id
@@ -97,19 +98,20 @@ class _Task:
 class TaskMethods:
     """The three task methods for one running extension."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, changes: TaskChanges) -> None:
         self._backend = backend
+        self.changes = changes  # what the watches, writes and the feed signal: held reads and listen streams wait on it
         # Keys this process has delivered whose retirement the workflow has not
         # shown yet (no worker online); hidden from reads so nobody asks twice.
         self._answered: OrderedDict[str, set[str]] = OrderedDict()
         self._clock = TemporalClock()
-        self._known = KnownTasks(backend.client, backend.settings, _outcome_state, self._clock)
+        self._known = KnownTasks(backend.client, backend.settings, _outcome_state, self._clock, changes)
         self._stalled = StalledTasks(backend.client, self._clock)
 
     def watch(self, created: CreateTaskResult, started: StartedWorkflow) -> CreateTaskResult:
         """Follow a task just created here (see `KnownTasks.watch_created`); its creation's answer,
         advertising the poll interval the following earns."""
-        key, run_id = self._key(started.facts.task_id), started.handle.result_run_id or ""
+        key, run_id = self.key_of(started.facts.task_id), started.handle.result_run_id or ""
         interval = self._known.watch_created(key, self._handle(key), started.facts.timing, run_id)
         return created.model_copy(update={"poll_interval_ms": interval})
 
@@ -118,16 +120,33 @@ class TaskMethods:
         await self._clock.read_once(self._backend.client)
 
     def close(self) -> None:
-        """Stop every watch (the server is stopping)."""
+        """Stop every watch and end every listen stream (the server is stopping)."""
         self._known.close()
+        self.changes.close()
 
     async def get(self, task_id: str) -> GetTaskResult:
         await self._clock.read_once(self._backend.client)  # before a remembered close's TTL is checked
-        key = self._key(task_id)
+        key = self.key_of(task_id)
         if (closed := self._known.cached_closed(key)) is not None:
             return self._closed_result(task_id, closed)
         closed_answer = partial(self._closed_result, task_id)
         return await self._known.answer(key, closed_answer, partial(self._reread, task_id))
+
+    async def answer_now(self, task_id: str) -> GetTaskResult:
+        """What a read answers now, without holding it or counting it as a client's (a pushed status)."""
+        await self._clock.read_once(self._backend.client)
+        if (closed := self._known.cached_closed(self.key_of(task_id))) is not None:
+            return self._closed_result(task_id, closed)
+        return await self._reread(task_id, False)
+
+    async def follow_every_event(self, task_id: str) -> None:
+        """Someone listens to the task: see `KnownTasks.follow_every_event`."""
+        await self._known.follow_every_event(self.key_of(task_id))
+
+    def recheck(self, task_id: str) -> float | None:
+        """How often a read waiting on the task re-reads it, while this server follows its history
+        (its events then signal `changes`); None while it does not."""
+        return self._known.recheck(self.key_of(task_id))
 
     async def _reread(self, task_id: str, fresh: bool) -> GetTaskResult:
         """The task's answer now; `fresh`: from a `describe()`, even where the watch's copy answers."""
@@ -150,7 +169,7 @@ class TaskMethods:
 
     async def _current(self, task_id: str, fresh: bool) -> _Task:
         """The task as this server's watch knows it (unless `fresh`), or as a (shared) `describe()` finds it."""
-        key = self._key(task_id)
+        key = self.key_of(task_id)
         watch = self._known.watch_of(key)
         if watch is not None and not fresh and (known := await self._known.current(watch)) is not None:
             return _Task(task_id, watch.handle, known.description, known.memo)
@@ -162,7 +181,7 @@ class TaskMethods:
             watch.learned(task.description, task.memo, read_at)
         return task
 
-    def _key(self, task_id: str) -> str:
+    def key_of(self, task_id: str) -> str:
         """The caller's task's workflow id: what `KnownTasks` keys its caches and watches by."""
         return workflow_id(self._backend.caller_scope().tag, task_id)
 
@@ -211,7 +230,7 @@ class TaskMethods:
     def _written(self, task: _Task) -> None:
         """Later reads must see a write just acknowledged: they read afresh, and are not held."""
         self._known.drop_shared_read(task.handle.id)
-        self._known.forget(self._key(task.task_id))
+        self._known.forget(self.key_of(task.task_id))
 
     async def _find(self, task_id: str, *, shared: bool = False) -> _Task:
         """Describe the task's workflow; `shared` joins a read of it already under way.
@@ -238,7 +257,7 @@ class TaskMethods:
     async def _close(self, task: _Task) -> Closed:
         """The closed task's final answer: the remembered one while its run is the latest, else
         read, and remembered when small enough."""
-        key = self._key(task.task_id)  # a legacy task's too
+        key = self.key_of(task.task_id)  # a legacy task's too
         if (closed := self._known.confirmed_close(key, task.description.run_id)) is not None:
             return closed
         status, fields = await self._closed_state(task)

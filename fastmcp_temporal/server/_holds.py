@@ -24,19 +24,14 @@ client that waits the advertised interval (or the FastMCP client, which waits at
 within it, and one that lands during a hold at once. Only a task this server hears changes of
 advertises it; any other keeps its own interval.
 
-Where a change comes from (`Changes`): today this server's watch of the task (a long poll of
-its history, `_known`) signals every event that changes an answer; a task it does not follow
-is answered at once, since nothing would end its hold but the cap. `Changes.signal` is the
-seam for a second source: anything that learns a task changed (a visibility change feed)
-signals its workflow id, and every read held on it looks again.
+Where a change comes from (`_changes.TaskChanges`): this server's watch of the task (a long
+poll of its history, `_known`) signals every event that changes an answer, and so does the
+visibility change feed (`_feed`) for a task it lists; a task neither covers is answered at
+once, since nothing would end its hold but the cap.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 
 # What answers advertise while reads are held: the gap between two held reads, within which
@@ -51,39 +46,3 @@ _RUNNING = frozenset({"working", "input_required"})
 def holdable(status: str) -> bool:
     """Whether a read answering `status` may wait for a change (a closed task's answer never changes)."""
     return status in _RUNNING
-
-
-class Changes:
-    """For each workflow id a held read waits on, a future the task's next change resolves.
-
-    Entries live while a read waits on them, so the registry holds only the tasks read now.
-    """
-
-    def __init__(self) -> None:
-        self._next: dict[str, asyncio.Future[None]] = {}
-        self._readers: Counter[str] = Counter()
-
-    @contextmanager
-    def waiting(self, key: str) -> Iterator[Callable[[], asyncio.Future[None]]]:
-        """While a read is held: what gives the future of the task's next change (take it before
-        reading the task, so a change during the read is not missed)."""
-        self._readers[key] += 1
-        try:
-            yield lambda: self._future(key)
-        finally:
-            self._readers[key] -= 1
-            if not self._readers[key]:
-                del self._readers[key]
-                self._next.pop(key, None)
-
-    def _future(self, key: str) -> asyncio.Future[None]:
-        future = self._next.get(key)
-        if future is None or future.done():
-            future = self._next[key] = asyncio.get_running_loop().create_future()
-        return future
-
-    def signal(self, key: str) -> None:
-        """The task changed (or may have): every read held on it looks again."""
-        future = self._next.pop(key, None)
-        if future is not None and not future.done():
-            future.set_result(None)

@@ -10,15 +10,15 @@ known copy is `_PROGRESS_RECHECK_MIN` old, silent progress once the copy is as o
 stood still, within `_PROGRESS_RECHECK_MIN` and `progress_refresh` (`Watch.progress_due`).
 A quiet task so costs one request per long poll instead of one `describe()` per read.
 
-A task this server just created is followed for its close alone for `_CLOSE_ONLY_FOR`, so a
-short task costs one long poll instead of one per event. Meanwhile what a `describe()` found
+A task this server just created is followed for its close alone for `_CLOSE_ONLY_FOR` (unless
+a listen stream follows it), so a short task costs one long poll instead of one per event. Meanwhile what a `describe()` found
 answers only briefly (`_CLOSE_ONLY_FIRST_RECHECK`, then `_CLOSE_ONLY_RECHECK` while the task
 runs, backing off up to `read_recheck` while it waits for a worker), so an ask still shows.
 
 A read of a running task that comes soon after this server's last answer of it (a client in
 a poll loop) and would repeat that answer is held until the task changes or its hold ends
 (`_holds`, which says why and how long). The watch tells held reads of every event that
-changes an answer (`_holds.Changes`, the seam a second source of changes plugs into); the
+changes an answer (`_changes.TaskChanges`, which listen streams and the change feed share); the
 close answers them at once from its event, progress once its copy is due a re-read
 (`Watch.progress_due`), and while the close alone is followed, the re-reads that follow a
 new task (`Watch.recheck`) show an ask.
@@ -34,6 +34,10 @@ fails, reads describe the task every time. A task no read asked about for `_WATC
 let go, and, where `quiet_poll_interval` is set, so is a quiet one whose reads here come
 further apart than a long poll lasts: its answers advertise a longer poll interval, and a
 `describe()` per read then costs less (`_quiet`).
+
+Each event a watch sees that changes an answer (or starts a leg), and each write through this
+server, is signalled by the task's key (`TaskChanges.changed`), which wakes the reads held on
+it and the listen streams that follow it.
 
 One watch's state and the decisions made from it (`Watch`, and the constants named above
 but `_CLOSE_ONLY_FOR`, `_CLOSED_RECHECK_MAX` and `_REFUSED_PAUSE`) are in `_watch`; this
@@ -65,7 +69,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
-from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, Changes, holdable
+from fastmcp_temporal.server._changes import TaskChanges
+from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, holdable
 from fastmcp_temporal.server._quiet import QuietTasks
 from fastmcp_temporal.server._watch import Known, Shown, Timing, Watch, shown_of
 from fastmcp_temporal.workflows.models import TaskMemo, TaskOutcome
@@ -125,9 +130,15 @@ class KnownTasks:
     """The watches, held reads, shared reads and remembered closes of one running extension."""
 
     def __init__(
-        self, client: Client, settings: TemporalTasksSettings, outcome_state: OutcomeState, clock: TemporalClock
+        self,
+        client: Client,
+        settings: TemporalTasksSettings,
+        outcome_state: OutcomeState,
+        clock: TemporalClock,
+        changes: TaskChanges,
     ) -> None:
         self._client = client
+        self._changes = changes  # signalled by each event a watch sees that changes an answer, and each write
         self._clock = clock  # Temporal's: a remembered close expires by it, and every event read sets it
         self._settings = settings
         self._outcome_state = outcome_state
@@ -135,7 +146,6 @@ class KnownTasks:
         self._reads: dict[str, asyncio.Future[Described]] = {}
         self._watches: dict[str, Watch] = {}
         self._quiet = QuietTasks(settings.quiet_poll_interval, settings.quiet_tasks)
-        self._changes = Changes()  # what held reads wait on; the watches signal it
         self._storeless = replace(client.data_converter, external_storage=None)
         self._follow_after = 0.0  # loop time before which no new task is followed (see _REFUSED_PAUSE)
 
@@ -167,6 +177,11 @@ class KnownTasks:
         watch.last_read = loop.time()
         await watch.first_page()
         return watch.current(loop.time(), self._progress_refresh, self._read_recheck)
+
+    def recheck(self, key: str) -> float | None:
+        """How often a read waiting on the task re-reads it (see `Watch.recheck`); None while it is not watched."""
+        watch = self._watches.get(key)
+        return None if watch is None else watch.recheck(self._read_recheck)
 
     @property
     def _read_recheck(self) -> float:
@@ -259,7 +274,16 @@ class KnownTasks:
             watch.answered_at, watch.known = float("-inf"), None
             if watch.close_only and watch.follow is not None:
                 watch.follow.cancel()
-        self._changes.signal(key)
+        self._changes.changed(key)
+
+    async def follow_every_event(self, key: str) -> None:
+        """A task someone listens to is interactive: one followed for its close alone is let go
+        (and gone when this returns), so the next read follows every event and an ask is seen
+        at once."""
+        watch = self._watches.get(key)
+        if watch is not None and watch.close_only and watch.follow is not None:
+            watch.follow.cancel()
+            await asyncio.wait([watch.follow])
 
     def follow(
         self,
@@ -326,7 +350,7 @@ class KnownTasks:
                 if event.HasField("workflow_execution_completed_event_attributes"):
                     await self._remember_outcome(key, watch, event)
                 if watch.saw(event, loop.time()):  # after: a held read it wakes finds the outcome
-                    self._changes.signal(key)
+                    self._changes.changed(key)
             watch.read_history.set()
             if not response.next_page_token:  # the run has closed
                 return
@@ -357,7 +381,7 @@ class KnownTasks:
         watch = self._watches.get(key)
         if watch is not None and watch.follow is follow:
             del self._watches[key]
-            self._changes.signal(key)  # held reads look again, and answer: nothing tells them of a change now
+            self._changes.changed(key)  # held reads look again, and answer: nothing tells them of a change now
         if not follow.cancelled():
             follow.exception()  # a failed long poll only ends the watch; reads describe
 

@@ -1,0 +1,96 @@
+"""Change signals for tasks, by workflow id: where the sources of changes meet those who wait on them.
+
+A source (a watch's long poll and a write through this server, `_known`; the visibility
+change feed, `_feed`) calls `TaskChanges.changed` when a task may answer differently; a
+held `tasks/get` (`_known`, `_holds`) and a listen stream (`_push`) wait on the tasks they
+follow. The signal carries no state, only "read this task again", so a late or repeated one
+costs a read and nothing is lost by coalescing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+
+@dataclass(eq=False)
+class Signalled:
+    """The keys signalled to one follower since it last took them, and an event set while there are any."""
+
+    keys: set[str] = field(default_factory=set)
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def take(self) -> set[str]:
+        taken, self.keys = self.keys, set()
+        self.event.clear()
+        return taken
+
+
+class TaskChanges:
+    """Change signals by workflow id, delivered to the reads held on those tasks and the streams
+    that follow them.
+
+    Any source of changes calls `changed`; a signal for a task nobody waits on costs two
+    dictionary lookups. Entries live while someone waits, so the registry holds only the tasks
+    read or listened to now.
+    """
+
+    def __init__(self) -> None:
+        self._followers: dict[str, set[Signalled]] = {}
+        self._next: dict[str, asyncio.Future[None]] = {}
+        self._readers: Counter[str] = Counter()
+        self.closed = asyncio.Event()
+
+    def changed(self, key: str) -> None:
+        """The task under workflow id `key` may answer differently now."""
+        future = self._next.pop(key, None)
+        if future is not None and not future.done():
+            future.set_result(None)
+        for follower in self._followers.get(key, ()):
+            follower.keys.add(key)
+            follower.event.set()
+
+    @contextmanager
+    def waiting(self, key: str) -> Iterator[Callable[[], asyncio.Future[None]]]:
+        """While a read is held: what gives the future of the task's next change (take it before
+        reading the task, so a change during the read is not missed)."""
+        self._readers[key] += 1
+        try:
+            yield lambda: self._future(key)
+        finally:
+            self._readers[key] -= 1
+            if not self._readers[key]:
+                del self._readers[key]
+                self._next.pop(key, None)
+
+    def _future(self, key: str) -> asyncio.Future[None]:
+        future = self._next.get(key)
+        if future is None or future.done():
+            future = self._next[key] = asyncio.get_running_loop().create_future()
+        return future
+
+    @contextmanager
+    def following(self, keys: list[str]) -> Iterator[Signalled]:
+        """What is signalled for any of `keys` while in the block; its event is also set when the
+        server stops."""
+        follower = Signalled()
+        for key in keys:
+            self._followers.setdefault(key, set()).add(follower)
+        try:
+            yield follower
+        finally:
+            for key in keys:
+                followers = self._followers.get(key, set())
+                followers.discard(follower)
+                if not followers:
+                    self._followers.pop(key, None)
+
+    def close(self) -> None:
+        """End every stream gracefully (the server is stopping)."""
+        self.closed.set()
+        for followers in self._followers.values():
+            for follower in followers:
+                follower.event.set()
