@@ -7,7 +7,8 @@
 Starts its own file-backed dev server and, per engine, production's shape (`bench/deploy.py`):
 this project with its defaults as an API server (`bench_server.py`, `worker=False`) over
 streamable HTTP plus a `fastmcp-temporal worker` process; fastmcp-tasks on `memory://` as
-one server that runs its tools itself. For each scenario in turn, every engine and every
+one server that runs its tools itself. Each runs every call of a scenario at once (Docket's
+`concurrency`, the worker's activity slots raised to fit; nothing else changed). For each scenario in turn, every engine and every
 client kind at once make `--calls` calls of the `task=True` tool `fresh`, whose body runs
 `--body` seconds plus i/`--calls` of `--phase` (so their ends spread over the phase), then
 makes its change, marking the moment just before (`bench/marks.py`: one machine, one
@@ -98,10 +99,17 @@ class Engine:
             await terminate(process)
 
 
-async def start_engine(kind: str, backends: Backends, state: Path, log: Path) -> Engine:
-    """Start `kind` in production's shape and return once a trivial task has run through it."""
+async def start_engine(kind: str, backends: Backends, state: Path, log: Path, slots: int) -> Engine:
+    """Start `kind` in production's shape and return once a trivial task has run through it.
+
+    Args:
+        slots: tool bodies it must run at once (Docket runs 10 by default, and queues the rest).
+    """
     state.mkdir(parents=True)
-    env = engine_env(kind, backends, state, None)
+    env = engine_env(kind, backends, state, None) | {
+        "FASTMCP_DOCKET_CONCURRENCY": str(slots),
+        "FASTMCP_TEMPORAL_MAX_CONCURRENT_ACTIVITIES": str(max(slots, 50)),  # 50: the default
+    }
     server, url, metrics = await start_api_server(kind, env, state / "port", log)
     engine = Engine(kind, url, Marks(Path(env["BENCH_MARKS"])), [server])
     if metrics:
@@ -311,9 +319,10 @@ async def run(args: argparse.Namespace, state: Path) -> dict[str, Any]:
     log = RESULTS / "freshness-children.log"
     log.write_text("")
     engines: list[Engine] = []
+    slots = args.calls * len(args.clients) + 10
     try:
         for kind in args.engines:
-            engines.append(await start_engine(kind, backends, state / kind, log))
+            engines.append(await start_engine(kind, backends, state / kind, log, slots))
         report: dict[str, Any] = {
             "settings": {k: v for k, v in vars(args).items() if k != "out"},
             "scenarios": {},

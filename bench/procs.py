@@ -47,6 +47,7 @@ _KINDS = {
     "PollWorkflowTaskQueue": "worker poll",
     "PollActivityTaskQueue": "worker poll",
     "PollNexusTaskQueue": "worker poll",
+    "RecordWorkerHeartbeat": "worker heartbeat",
 }
 
 
