@@ -20,6 +20,10 @@ third, `bare_status`, answers "working" without Temporal: a status read's MCP co
 `scale.py`'s tools (`scale_park`, `scale_leg`) log every body run in `BENCH_MARKS`, so the
 bench can tell which bodies ran twice after it killed every worker; a leg reports progress
 every `BENCH_PROGRESS_S` seconds (default 10) until the bench releases it.
+
+`freshness.py`'s tool (`fresh`) runs its body a given time, then closes, asks or reports
+progress, marking the moment just before in `BENCH_MARKS`; the bench times from that mark
+to the client seeing the change.
 """
 
 from __future__ import annotations
@@ -87,6 +91,8 @@ def build(kind: str, marks: Marks) -> FastMCP:
 
         add_scale_tools(mcp, marks)
 
+    add_fresh_tool(mcp, marks)
+
     @mcp.tool(task=True)
     async def hold(key: str) -> str:
         marks.started(key)
@@ -107,8 +113,10 @@ def build(kind: str, marks: Marks) -> FastMCP:
 def add_scale_tools(mcp: FastMCP, marks: Marks) -> None:
     """`scale_park`, parked on input at once, and `scale_leg`, a leg that reports progress until released.
 
-    Both answer `answered:<key>` once their ask is answered; a released leg returns `done:<key>`
-    (`then="close"`) or asks (`then="ask"`), leaving a `closing` or `asking` mark just before.
+    Both answer `answered:<key>` once their ask is answered; a released leg asks (`then="ask"`)
+    or returns `done:<key>` (any other `then`), leaving an `asking` or `closing` mark just before.
+    A `then="progress"` leg the bench nudges (a `nudge` mark) reports progress at once, marked
+    `progressing` just before, and every message after that one ends in `progressed`.
 
     Args:
         mcp: the server to add them to.
@@ -130,15 +138,48 @@ def add_scale_tools(mcp: FastMCP, marks: Marks) -> None:
             marks.ran(key, "answered")
             return f"answered:{key}"
         marks.ran(key, "leg")
-        reports, quiet = 0, progress_every  # the first report at once
+        reports, quiet, nudged = 0, progress_every, ""  # the first report at once
         while marks.seen(key, "release") is None:
+            if then == "progress" and not nudged and marks.seen(key, "nudge") is not None:
+                nudged, quiet = " progressed", progress_every
+                marks.mark(key, "progressing")
             if quiet >= progress_every:
                 reports, quiet = reports + 1, 0.0
-                await ctx.report_progress(reports, None, f"{key} {reports}")
+                await ctx.report_progress(reports, None, f"{key} {reports}{nudged}")
             await asyncio.sleep(1)
             quiet += 1
         marks.mark(key, "asking" if then == "ask" else "closing")
         return ask_ok() if then == "ask" else f"done:{key}"
+
+
+def add_fresh_tool(mcp: FastMCP, marks: Marks) -> None:
+    """`fresh`: a body that runs `seconds`, then does `then` (`close`, `ask` or `progress`).
+
+    Each change is marked just before it is made: `closing`, `asking` (the ask names the
+    key: one client can tell its questions apart), `progressing` (the report carries
+    `"<key> progressed"`; the body then runs until the bench marks `release`). An answered
+    ask returns `answered:<key>` at once.
+
+    Args:
+        mcp: the server to add it to.
+        marks: where the moments are recorded.
+    """
+
+    @mcp.tool(task=True)
+    async def fresh(key: str, seconds: float, then: str, ctx: Context) -> str | InputRequiredResult:
+        if ctx.input_responses is not None:
+            return f"answered:{key}"
+        await asyncio.sleep(seconds)
+        if then == "ask":
+            marks.mark(key, "asking")
+            return ask_ok(f"ok? {key}")
+        if then == "progress":
+            marks.mark(key, "progressing")
+            await ctx.report_progress(1, None, f"{key} progressed")
+            while marks.seen(key, "release") is None:
+                await asyncio.sleep(0.1)
+        marks.mark(key, "closing")
+        return f"done:{key}"
 
 
 def add_trivial_tools(mcp: FastMCP, *, tasks: bool = True) -> None:
@@ -210,11 +251,11 @@ async def bare_client() -> Any:
     return _bare_client
 
 
-def ask_ok() -> InputRequiredResult:
-    """A task tool's ask for one form elicitation with no fields."""
+def ask_ok(message: str = "ok?") -> InputRequiredResult:
+    """A task tool's ask for one form elicitation with no fields, saying `message`."""
     request = ElicitRequest(
         method="elicitation/create",
-        params={"mode": "form", "message": "ok?", "requestedSchema": {"type": "object", "properties": {}}},
+        params={"mode": "form", "message": message, "requestedSchema": {"type": "object", "properties": {}}},
     )
     return InputRequiredResult(result_type="input_required", input_requests={"q": request})
 

@@ -25,6 +25,30 @@ _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 _STARTUP_DEADLINE = 60.0
 _RPC_SAMPLE = re.compile(r"^temporal_(?:long_)?request(?:_total)?\{([^}]*)\} (\S+)$", re.MULTILINE)
 _OPERATION = re.compile(r'operation="([^"]+)"')
+# What a request is for, by operation; anything else is `other`. The SDK counts a history long
+# poll (`wait_new_event`) as an ordinary request, so `history` holds long polls and plain reads.
+_KINDS = {
+    "DescribeWorkflowExecution": "describe",
+    "GetWorkflowExecutionHistory": "history",
+    "GetWorkflowExecutionHistoryReverse": "history",
+    "ListWorkflowExecutions": "list/visibility",
+    "CountWorkflowExecutions": "list/visibility",
+    "ScanWorkflowExecutions": "list/visibility",
+    "SignalWorkflowExecution": "signal",
+    "SignalWithStartWorkflowExecution": "signal",
+    "UpdateWorkflowExecution": "update",
+    "PollWorkflowExecutionUpdate": "update",
+    "QueryWorkflow": "query",
+    "StartWorkflowExecution": "start",
+    "RequestCancelWorkflowExecution": "cancel",
+    "TerminateWorkflowExecution": "cancel",
+    "RecordActivityTaskHeartbeat": "heartbeat",
+    "RecordActivityTaskHeartbeatById": "heartbeat",
+    "PollWorkflowTaskQueue": "worker poll",
+    "PollActivityTaskQueue": "worker poll",
+    "PollNexusTaskQueue": "worker poll",
+    "RecordWorkerHeartbeat": "worker heartbeat",
+}
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -88,6 +112,22 @@ async def temporal_calls(endpoints: list[str]) -> dict[str, int]:
                 operation = _OPERATION.search(labels)
                 totals[operation.group(1) if operation else "?"] += int(float(value))
     return dict(totals)
+
+
+def request_kind(operation: str) -> str:
+    """What a Temporal request was for (`describe`, `history`, `list/visibility`, `signal`,
+    `worker poll`, ...), from its operation's name."""
+    if operation.startswith("Respond"):
+        return "worker respond"
+    return _KINDS.get(operation, "other")
+
+
+def per_task_per_30s_by_kind(calls: dict[str, int], tasks: int, seconds: float) -> dict[str, float]:
+    """Requests per task per 30 s, by `request_kind`, from a count of `calls` by operation over `seconds`."""
+    kinds: collections.Counter[str] = collections.Counter()
+    for operation, n in calls.items():
+        kinds[request_kind(operation)] += n
+    return {kind: round(n * 30 / seconds / tasks, 3) for kind, n in sorted(kinds.items()) if n}
 
 
 class CallCounter:

@@ -20,13 +20,19 @@ with the defaults (5 s, 4.5 s, 30 s) 5,000 legs heartbeat about 1,100 times a se
    they went out is reported). After `--warmup` seconds (a quiet task's interval has grown to
    `quiet_poll_interval` a minute after its first read) it measures `--window`
    seconds: Temporal requests per second by process and operation, requests per task per
-   30 s, CPU and RSS per process, `tasks/get` p50/p95. Halfway through, `--probes` legs are
-   released to ask and `--probes` to close: how long from the tool body's ask or return to
-   the first poll that shows it.
+   30 s (all, and by kind: describe, history, list/visibility, signal, ... as
+   `procs.request_kind` names them), CPU and RSS per process, `tasks/get` p50/p95. Halfway
+   through, four sets of `--probes` legs change: released to ask, released to close, nudged
+   to report progress, and cancelled with `tasks/cancel` (through whichever server the next
+   client is on). Freshness, p50/p95/max: from the change (the tool body's ask, return or
+   progress report; the cancel's acknowledgement) to the first poll that shows it (reads
+   go on past the window until each has shown, for at most `PROBE_GRACE_S`; `n` counts those
+   shown).
 2. **Kill**: SIGKILL to every worker and API server, then starts them again; how long
    from the kill until every task reads back as it was, and until every leg runs again.
 3. **Finish**: answers every ask and releases every leg; every task must complete with its
-   own result, and every body must have run once, except legs alive at the kill (twice).
+   own result (a cancelled probe: read as cancelled), and every body must have run once,
+   except legs alive at the kill (twice).
 
 Memory per 1,000 parked tasks per process is measured as the parked half is submitted.
 Writes `bench/results/scale.json` only with every default (a smaller run writes `--out`,
@@ -54,15 +60,18 @@ from deploy import Backends, engine_env, start_api_server, start_worker, termina
 from fastmcp import Client
 from fastmcp_tasks.client import call_tool_task
 from fastmcp_tasks.client_models import (
+    CancelTaskRequest,
+    CancelTaskRequestParams,
     ClientGetTaskResult,
     GetTaskRequest,
     GetTaskRequestParams,
     UpdateTaskRequest,
     UpdateTaskRequestParams,
 )
+from freshness import spread
 from marks import Marks
 from mcp_types import Result
-from procs import cpu_seconds, process_tree, rss_mb, temporal_calls
+from procs import cpu_seconds, per_task_per_30s_by_kind, process_tree, rss_mb, temporal_calls
 
 from fastmcp_temporal.devserver import DevServer, start_dev_server
 
@@ -71,6 +80,15 @@ SERVERS = WORKERS = 2
 DEFAULT_POLL_S = 5.0  # what a read without pollIntervalMs waits
 CONCURRENCY = 50  # submits and sweep reads in flight at once
 TERMINAL = ("completed", "failed", "cancelled")
+# Each probe's change: the mark just before it (a cancel's: its acknowledgement, marked by the
+# bench), and what a read shows once it has come.
+PROBES = {
+    "ask": ("asking", "input_required"),
+    "close": ("closing", "completed"),
+    "progress": ("progressing", "progressed"),
+    "cancel": ("cancel-acknowledged", "cancelled"),
+}
+PROBE_GRACE_S = 120  # how long past the window reads go on for a probe whose change no read has shown
 DEADLINE_S = 600  # for anything the bench waits on
 # Longer than a run at 10,000 tasks (about 25 min on 2 cores): with the default 15 min the first
 # parked tasks expired before the bench answered them.
@@ -83,9 +101,9 @@ class Task:
 
     key: str
     tool: str
-    then: str  # `park`, or what a released leg does: `ask` or `close`
+    then: str  # `park`, or what a probe leg does: `ask`, `close`, `progress`, `cancel` (or nothing)
     task_id: str = ""
-    released: bool = False  # a probe the window let ask or close
+    released: bool = False  # a probe the window let ask or close, or cancelled
     seen: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -93,12 +111,20 @@ class Task:
         """The status the task rests in while the bench holds it (a released probe: asked or closed)."""
         if self.then == "park" or (self.released and self.then == "ask"):
             return "input_required"
-        return "completed" if self.released else "working"
+        if not self.released:
+            return "working"
+        return "cancelled" if self.then == "cancel" else "completed"
 
     @property
-    def result(self) -> str:
-        """The text its result must carry."""
-        return f"done:{self.key}" if self.then == "close" else f"answered:{self.key}"
+    def asks(self) -> bool:
+        """Whether its body asks for input before it ends (parked, or an asking leg)."""
+        return self.then in ("park", "ask")
+
+    def ended_right(self, status: ClientGetTaskResult) -> bool:
+        """Whether its final read is what it must end as: cancelled, or completed with its own result."""
+        if self.then == "cancel":
+            return status.status == "cancelled"
+        return _text(status) == (f"answered:{self.key}" if self.asks else f"done:{self.key}")
 
 
 class Fleet:
@@ -204,6 +230,11 @@ class Readers:
         request = GetTaskRequest(params=GetTaskRequestParams(task_id=task_id))
         return await self.client().session.send_request(request, ClientGetTaskResult)
 
+    async def cancel(self, task_id: str) -> None:
+        """`tasks/cancel` of `task_id` through the next client."""
+        request = CancelTaskRequest(params=CancelTaskRequestParams(task_id=task_id))
+        await self.client().session.send_request(request, Result)
+
     async def answer(self, status: ClientGetTaskResult) -> None:
         """Accept every question the read `status` shows (the server names them: not the tool's own keys)."""
         accept = {"action": "accept", "content": {}}
@@ -257,6 +288,8 @@ class Polling:
                 self.latencies.append(time.perf_counter() - began)
                 self.lags.append(began - due)
             task.seen.setdefault(status.status, time.monotonic())
+            if "progressed" in (status.status_message or ""):
+                task.seen.setdefault("progressed", time.monotonic())
             if status.status in TERMINAL:
                 return
             interval = (status.poll_interval_ms or DEFAULT_POLL_S * 1000) / 1000
@@ -323,10 +356,11 @@ async def settled_rss(pids: dict[str, list[int]]) -> dict[str, float]:
 
 
 def build_tasks(n: int, probes: int) -> tuple[list[Task], list[Task], list[Task]]:
-    """Half parked, half legs; of the legs, `probes` ask and `probes` close when released mid-window."""
+    """Half parked, half legs; of the legs, `probes` of each of `PROBES` change mid-window."""
     parked = [Task(f"p{i}", "scale_park", "park") for i in range(n // 2)]
-    legs = [Task(f"l{i}", "scale_leg", "ask" if i < probes else "close") for i in range(n - n // 2)]
-    return parked, legs, legs[: 2 * probes]
+    thens = [then for then in PROBES for _ in range(probes)]
+    legs = [Task(f"l{i}", "scale_leg", thens[i] if i < len(thens) else "") for i in range(n - n // 2)]
+    return parked, legs, legs[: len(thens)]
 
 
 async def window(
@@ -342,9 +376,7 @@ async def window(
         polling.latencies = []
         began = time.monotonic()
         await asyncio.sleep(seconds / 2)
-        for probe in probes:
-            probe.released = True
-            fleet.marks.mark(probe.key, "release")
+        await change(fleet.marks, readers, probes)
         await asyncio.sleep(began + seconds - time.monotonic())
         elapsed = time.monotonic() - began
         latencies, polling.latencies = polling.latencies, None
@@ -354,6 +386,7 @@ async def window(
         }
         cpu = {role: (cpu_seconds(p) - before_cpu[role]) / elapsed for role, p in pids.items()}
         rss = await settled_rss(pids)
+        await _seen(probes, time.monotonic() + PROBE_GRACE_S)
         await polling.drain()
     return {
         "elapsed_s": round(elapsed, 1),
@@ -369,6 +402,28 @@ async def window(
     }
 
 
+async def _seen(probes: list[Task], deadline: float) -> None:
+    """Return once a read has shown every probe's change, or at `deadline`."""
+    while any(PROBES[p.then][1] not in p.seen for p in probes) and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+
+
+async def change(marks: Marks, readers: Readers, probes: list[Task]) -> None:
+    """Release the asking and closing probes, nudge the progress ones, cancel the rest."""
+    for probe in probes:
+        probe.released = probe.then != "progress"  # a nudged leg runs on (and again after the kill)
+        if probe.then != "cancel":  # a released cancel probe could close before its cancel lands
+            marks.mark(probe.key, "nudge" if probe.then == "progress" else "release")
+
+    async def cancel(probe: Task) -> None:
+        await readers.cancel(probe.task_id)
+        marks.mark(probe.key, "cancel-acknowledged")
+
+    outcomes = await _bounded_all([lambda p=p: cancel(p) for p in probes if p.then == "cancel"])
+    if failures := [o for o in outcomes if isinstance(o, Exception)]:
+        raise RuntimeError(f"{len(failures)} cancels failed; the first: {failures[0]!r}")
+
+
 async def _calls_by_role(fleet: Fleet) -> dict[str, dict[str, int]]:
     return {role: await temporal_calls([endpoint]) for role, endpoint in fleet.metrics.items()}
 
@@ -380,11 +435,14 @@ def _request_rates(calls: dict[str, Counter[str]], elapsed: float, tasks: int) -
     }
     total = sum(sum(ops.values()) for ops in calls.values()) / elapsed
     reads = sum(sum(ops.values()) for role, ops in calls.items() if role.startswith("api")) / elapsed
+    api_servers = sum((ops for role, ops in calls.items() if role.startswith("api")), Counter())
     return {
         "temporal_requests_per_s": round(total, 1),
         "temporal_requests_per_s_by_process": by_role,
         "per_task_per_30s": round(total * 30 / tasks, 3),
         "per_task_per_30s_api_servers": round(reads * 30 / tasks, 3),
+        "per_task_per_30s_by_kind": per_task_per_30s_by_kind(sum(calls.values(), Counter()), tasks, elapsed),
+        "per_task_per_30s_by_kind_api_servers": per_task_per_30s_by_kind(api_servers, tasks, elapsed),
     }
 
 
@@ -398,19 +456,14 @@ def _percentiles(seconds: list[float]) -> dict[str, float]:
 
 
 def _reach(marks: Marks, probes: list[Task]) -> dict[str, Any]:
-    """From a probe's ask or return in its tool body to the first poll that showed it, in seconds."""
-    reach: dict[str, list[float]] = {"ask": [], "close": []}
+    """Freshness: from a probe's change to the first poll that showed it, in seconds, by change."""
+    reach: dict[str, list[float]] = {then: [] for then in PROBES}
     for probe in probes:
-        moment = marks.seen(probe.key, "asking" if probe.then == "ask" else "closing")
-        shown = probe.seen.get("input_required" if probe.then == "ask" else "completed")
+        mark, shows = PROBES[probe.then]
+        moment, shown = marks.seen(probe.key, mark), probe.seen.get(shows)
         if moment is not None and shown is not None:
             reach[probe.then].append(shown - moment)
-    return {
-        kind: {"n": len(values), "p50": round(statistics.median(values), 2), "max": round(max(values), 2)}
-        if values
-        else {"n": 0}
-        for kind, values in reach.items()
-    }
+    return {then: spread(values) for then, values in reach.items()}
 
 
 async def kill_and_recover(
@@ -461,7 +514,7 @@ async def finish(fleet: Fleet, readers: Readers, tasks: list[Task], killed: set[
     began = time.monotonic()
     for task in tasks:
         fleet.marks.mark(task.key, "release")
-    asking = [t for t in tasks if t.then != "close"]
+    asking = [t for t in tasks if t.asks]
     deadline = time.monotonic() + DEADLINE_S
     while asking:  # an asking leg asks once its release is seen
         reads = await _bounded_all([lambda t=t: readers.get(t.task_id) for t in asking])
@@ -474,10 +527,11 @@ async def finish(fleet: Fleet, readers: Readers, tasks: list[Task], killed: set[
             raise TimeoutError(f"{len(asking)} tasks never asked")
         await asyncio.sleep(1)
     finals = await _finals(readers, tasks, deadline)
-    wrong = [t.key for t, status in zip(tasks, finals) if _text(status) != t.result]
+    wrong = [t.key for t, status in zip(tasks, finals) if not t.ended_right(status)]
     return {
         "all_completed_s": round(time.monotonic() - began, 1),
         "completed": sum(s.status == "completed" for s in finals),
+        "cancelled": sum(s.status == "cancelled" for s in finals),
         "wrong_results": len(wrong),
         "wrong_result_keys": wrong[:10],
         **_body_runs(fleet.marks, tasks, killed),
@@ -508,7 +562,7 @@ def _body_runs(marks: Marks, tasks: list[Task], killed: set[str]) -> dict[str, A
 
     def expected(task: Task) -> Iterator[tuple[str, int]]:
         yield ("ask", 1) if task.then == "park" else ("leg", 2 if task.key in killed else 1)
-        yield "answered", 0 if task.then == "close" else 1
+        yield "answered", 1 if task.asks else 0
 
     off = [
         f"{task.key} {phase}: {len(runs.get((task.key, phase), []))} runs, expected {n}"
@@ -564,7 +618,10 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=300.0, help="seconds of polling measured")
     parser.add_argument("--clients", type=int, default=2, help="fastmcp.Clients per API server")
     parser.add_argument(
-        "--probes", type=int, default=10, help="legs released mid-window to ask, and as many to close"
+        "--probes",
+        type=int,
+        default=10,
+        help="legs that change mid-window, of each change: ask, close, progress and cancel",
     )
     parser.add_argument(
         "--progress", type=float, default=10.0, help="seconds between a leg's progress reports"
