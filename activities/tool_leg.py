@@ -111,6 +111,7 @@ class ToolLegActivities:
             return LegRun.settled(component.name, leg, refused, progress, self._cadence)
         if call.relay_logs or call.relay_progress:
             progress.notices = LegNotices(progress=call.relay_progress)
+        progress.stamps = not call.synchronous
         owner = await _fastmcp_private.resolve_owning_server(snapshot) or self._server
         running = RunningLeg(
             task_id=call.task_id,

@@ -294,20 +294,21 @@ class TemporalTasksSettings(BaseSettings):
     )
     progress_refresh: timedelta = Field(
         default=timedelta(seconds=30),
-        description="Longest a tasks/get answers the progress of a running leg that has reported no message as "
-        "this server last read it; progress that changes is re-read sooner, and a leg's reported message at "
-        "most 1 s old (one describe() a second however many read it). Lower shows a silent leg's first "
-        "message sooner, at more describe() calls; an ask, a cancel or the close show at once either way. See "
-        "[Reads at scale](performance.md#reads-at-scale).",
+        description="Longest a tasks/get answers a running leg's progress as this server last read it, once "
+        "that progress has stood still; progress that changes is re-read sooner (after as long as it stood "
+        "still, at least 1 s), and a message after 5 s of stillness is stamped on the task by the leg, so it "
+        "shows at once. A backstop for legs on workers older than that stamp: lower shows their messages "
+        "sooner, at more describe() calls. See [Reads at scale](performance.md#reads-at-scale).",
     )
     watched_tasks: int = Field(
         default=500,
         ge=0,
         description="How many running tasks one server follows with a long poll of their history, answering "
-        "reads from what it knows; reads of tasks past this many describe() them every time (0: always). "
-        "Each is one of the namespace's concurrent long polls, which Temporal caps "
-        "(frontend.namespaceCount): keep the sum over all servers below that cap. See "
-        "[Reads at scale](performance.md#reads-at-scale).",
+        "reads from what it knows. Past this many it follows them through the change feed (one visibility "
+        "query per change_feed_interval for all of them), where the namespace has McpTaskChangedAt; "
+        "elsewhere reads of them describe() them every time (0: always). Each long poll is one of the "
+        "namespace's concurrent long polls, which Temporal caps (frontend.namespaceCount): keep the sum over "
+        "all servers below that cap. See [Reads at scale](performance.md#reads-at-scale).",
     )
     quiet_poll_interval: timedelta = Field(
         default=timedelta(0),

@@ -39,13 +39,15 @@ from temporalio.api.workflowservice.v1 import (
     GetWorkflowExecutionHistoryResponse,
 )
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle
-from temporalio.converter import DataConverter
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.converter import DataConverter, encode_search_attributes
 from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal import TemporalTasksSettings
 from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._changes import TaskChanges
+from fastmcp_temporal.server._feed import Change
 from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, POLL_LOOP_SLACK
 from fastmcp_temporal.server._known import _CLOSED_RECHECK_MAX, Closed, KnownTasks
 from fastmcp_temporal.server._quiet import _LONG_POLL_PERIOD, Quiet, QuietTasks
@@ -54,6 +56,8 @@ from fastmcp_temporal.server._watch import (
     _CLOSE_ONLY_RECHECK,
     _PROGRESS_RECHECK_MIN,
     _WATCH_IDLE,
+    _WORKFLOW_TASK_RECHECK,
+    SAFETY_REREAD,
     Known,
     Timing,
     Watch,
@@ -61,7 +65,8 @@ from fastmcp_temporal.server._watch import (
     _progress_age,
     shown_of,
 )
-from fastmcp_temporal.workflows.models import TaskMemo, TaskOutcome
+from fastmcp_temporal.workflows.models import PROGRESSED_SIGNAL, TaskMemo, TaskOutcome
+from fastmcp_temporal.workflows.task import CHANGED_AT_ATTRIBUTE
 
 pytestmark = pytest.mark.anyio
 
@@ -78,6 +83,7 @@ async def description(
     run_id: str = RUN,
     legs: tuple[tuple[PendingActivityState.ValueType, bytes], ...] = (),
     workflow_task_started: bool = False,
+    changed_at: datetime | None = None,
 ) -> WorkflowExecutionDescription:
     """A `describe()` answer of a running task: its history length, run, legs (state and heartbeat)."""
     raw = DescribeWorkflowExecutionResponse(
@@ -94,6 +100,9 @@ async def description(
         raw.pending_workflow_task.CopyFrom(
             PendingWorkflowTaskInfo(state=PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_STARTED)
         )
+    if changed_at is not None:
+        stamps = TypedSearchAttributes([SearchAttributePair(CHANGED_AT_ATTRIBUTE, changed_at)])
+        encode_search_attributes(stamps, raw.workflow_execution_info.search_attributes)
     return await WorkflowExecutionDescription._from_raw_description(raw, "default", DataConverter.default)
 
 
@@ -198,23 +207,66 @@ async def test_a_task_running_no_leg_is_never_reread_for_progress() -> None:
 async def test_how_old_silent_progress_may_be_is_how_long_it_stood_still_within_bounds() -> None:
     found = await description(legs=((STARTED, b"step"),))
     minimum = _PROGRESS_RECHECK_MIN.total_seconds()
-    assert _progress_age(known(found, read_at=100.0, progress_since=100.0), PROGRESS_REFRESH, reports=False) == minimum
-    assert _progress_age(known(found, read_at=100.0, progress_since=95.0), PROGRESS_REFRESH, reports=False) == 5.0
+    assert _progress_age(known(found, read_at=100.0, progress_since=100.0), PROGRESS_REFRESH) == minimum
+    assert _progress_age(known(found, read_at=100.0, progress_since=95.0), PROGRESS_REFRESH) == 5.0
     assert (
-        _progress_age(known(found, read_at=100.0, progress_since=0.0), PROGRESS_REFRESH, reports=False)
+        _progress_age(known(found, read_at=100.0, progress_since=0.0), PROGRESS_REFRESH)
         == PROGRESS_REFRESH
     )
 
 
-async def test_a_leg_that_reports_a_message_is_reread_once_its_copy_is_a_second_old() -> None:
+async def test_a_stamped_message_is_a_change_and_a_copy_read_right_after_it_is_reread_once_more() -> None:
+    """A leg's `progressed` signal ends the copy like an ask would; a copy read within a second of
+    it is re-read a second later (its heartbeat may have landed just after), later ones age as usual."""
     found = await description(legs=((STARTED, b"step"),))
     followed = watch(known=known(found, read_at=100.0, progress_since=0.0))  # stood still a long time
     followed.record_shown(answer("working", "step 3 of 9"), now=100.0)
+    assert followed.progress_due(PROGRESS_REFRESH) == 100.0 + PROGRESS_REFRESH
+
+    stamp = HistoryEvent(event_id=found.raw_description.workflow_execution_info.history_length + 1,
+                         event_type=EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED)
+    stamp.workflow_execution_signaled_event_attributes.signal_name = PROGRESSED_SIGNAL
+    assert followed.saw(stamp, now=105.0)
+    assert followed.current(105.0, PROGRESS_REFRESH, read_recheck=1.0) is None
 
     fresh = _PROGRESS_RECHECK_MIN.total_seconds()
-    assert followed.progress_due(PROGRESS_REFRESH) == 100.0 + fresh
-    assert followed.current(100.0 + fresh - 0.01, PROGRESS_REFRESH, read_recheck=1.0) is followed.known
-    assert followed.current(100.0 + fresh, PROGRESS_REFRESH, read_recheck=1.0) is None
+    followed.known = known(found, read_at=105.2, progress_since=0.0)
+    assert followed.progress_due(PROGRESS_REFRESH) == 105.2 + fresh
+    followed.known = known(found, read_at=106.5, progress_since=0.0)
+    assert followed.progress_due(PROGRESS_REFRESH) == 106.5 + PROGRESS_REFRESH
+
+
+async def test_a_fed_copy_is_outdated_by_a_newer_stamp_or_the_close_only() -> None:
+    stamp = datetime(2026, 12, 5, 12, 0, tzinfo=timezone.utc)
+    followed = watch(fed=True, known=known(await description(changed_at=stamp)))
+    assert not followed.fed_change(Change("task-wf", stamp, closed=False))  # what the copy shows
+    assert followed.current(100.0, PROGRESS_REFRESH, read_recheck=1.0) is followed.known
+    assert followed.fed_change(Change("task-wf", stamp + timedelta(seconds=1), closed=False))
+    assert followed.current(100.0, PROGRESS_REFRESH, read_recheck=1.0) is None
+    followed.known = known(await description(events=9, changed_at=stamp))
+    assert followed.current(100.0, PROGRESS_REFRESH, read_recheck=1.0) is followed.known  # read since
+    assert followed.fed_change(Change("task-wf", stamp, closed=True))
+
+
+async def test_a_fed_copy_is_reread_for_what_the_feed_cannot_list() -> None:
+    """A task between legs as silent progress (its next leg's start adds no stamp), one whose workflow
+    task waits soon (no worker may run it), a parked one at its TTL, and any at the safety re-read."""
+    refresh, safety = PROGRESS_REFRESH, SAFETY_REREAD.total_seconds()
+    between_legs = watch(fed=True, known=known(await description(), read_at=100.0, progress_since=95.0))
+    assert between_legs.due(100.0, refresh, read_recheck=1.0) == 105.0
+    assert watch(known=between_legs.known).due(100.0, refresh, read_recheck=1.0) == float("inf")  # long poll
+
+    waiting = watch(fed=True, known=known(await description(workflow_task_started=True), read_at=100.0))
+    assert waiting.due(100.0, refresh, read_recheck=1.0) == 100.0 + _WORKFLOW_TASK_RECHECK.total_seconds()
+
+    parked_at = datetime(2026, 12, 5, 12, 0, tzinfo=timezone.utc)
+    parked = watch(fed=True)
+    asks = TaskMemo(input_requests={"k": {"method": "elicitation/create"}})
+    parked.learned(await description(changed_at=parked_at), asks, read_at=100.0, temporal_now=parked_at)
+    ttl = TIMING.ttl_ms / 1000
+    assert parked.due(100.0, refresh, read_recheck=1.0) == pytest.approx(min(100.0 + ttl + 0.5, 100.0 + safety))
+    parked.learned(await description(changed_at=parked_at), asks, read_at=100.0)  # no clock read: safety alone
+    assert parked.due(100.0, refresh, read_recheck=1.0) == 100.0 + safety
 
 
 async def test_a_describe_carries_over_since_when_progress_stood_still_until_it_moves() -> None:
@@ -378,7 +430,7 @@ async def known_tasks(
     try:
         yield tasks, polls
     finally:
-        tasks.close()
+        await tasks.close()
         await asyncio.sleep(0)  # let the cancelled long polls end
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from datetime import timedelta
+from datetime import timedelta, timezone
 from typing import Any
 
 import anyio
@@ -26,11 +26,16 @@ from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
 from fastmcp_tasks.client_models import ClientGetTaskResult
 from mcp_types import InputRequiredResult
+from temporalio.api.enums.v1 import EventType, PendingActivityState
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client as TemporalClient
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver import DevServer
+from fastmcp_temporal.worker import _progress
+from fastmcp_temporal.workflows.models import PROGRESSED_SIGNAL
+from fastmcp_temporal.workflows.task import CHANGED_AT_ATTRIBUTE
 from helpers.servers import gated_tool, server_with
 from helpers.temporal import (
     TemporalRequests,
@@ -107,7 +112,9 @@ async def test_changes_through_one_server_show_at_the_other_servers_reads(
 ) -> None:
     requests = TemporalRequests()
     worker = server_with(make_extension(progress_refresh=NEVER), two_rounds, parks, name="worker")
-    api, temporal = await _api_server(temporal_server, task_queue, requests, two_rounds, parks, progress_refresh=NEVER)
+    api, temporal = await _api_server(  # reread_hold 0: the READS below answered at once, not held
+        temporal_server, task_queue, requests, two_rounds, parks, progress_refresh=NEVER, reread_hold=timedelta(0)
+    )
     async with Client(worker) as one, Client(api) as two:
         both = [one, two]
         task = await call_tool_task(one, "two_rounds")
@@ -280,6 +287,90 @@ async def test_progress_shows_within_progress_refresh(
         finish.set()
         assert (await task.result()).structured_content == {"result": "done"}
         await no_workflow_running(temporal, task_queue)  # while the worker still runs: it closes them
+
+
+async def test_a_message_after_a_silence_is_stamped_and_shows_on_every_server(
+    temporal_server: DevServer,
+    task_queue: str,
+    make_extension: Callable[..., TemporalTasksExtension],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A leg's message after it stood still (here: any) is stamped on its task (a `progressed`
+    signal, and `McpTaskChangedAt` in its upsert), which every server following the task sees."""
+    monkeypatch.setattr(_progress, "PROGRESS_STAMP_AFTER", timedelta(0))
+    go, finish = anyio.Event(), anyio.Event()
+
+    async def reports(ctx: Context) -> str:
+        await go.wait()
+        await ctx.report_progress(1, 2, "after a silence")
+        await finish.wait()
+        return "done"
+
+    requests = TemporalRequests()
+    worker = server_with(make_extension(progress_refresh=NEVER), reports, name="worker")
+    api, temporal = await _api_server(temporal_server, task_queue, requests, reports, progress_refresh=NEVER)
+    async with Client(worker) as one, Client(api) as two:
+        task = await call_tool_task(one, "reports")
+        await _every_server_shows([one, two], task.task_id, "working")
+        handle = temporal.get_workflow_handle(anonymous_workflow_id(task.task_id))
+        await _leg_started(handle)
+        before = await _history_length(handle)
+        go.set()
+        await _every_server_shows([one, two], task.task_id, "working", lambda read: read.status_message is not None)
+        with anyio.fail_after(DEADLINE):
+            while not (stamps := await _progressed_signals(handle)):
+                await anyio.sleep(0.05)
+        assert len(stamps) == 1 and stamps[0].event_id > before
+        stamp_time = stamps[0].event_time.ToDatetime(tzinfo=timezone.utc)
+        with anyio.fail_after(DEADLINE):  # the workflow task that applies the signal upserts it
+            while ((await handle.describe()).typed_search_attributes.get(CHANGED_AT_ATTRIBUTE) or stamp_time) <= stamp_time:
+                await anyio.sleep(0.05)
+        finish.set()
+        assert (await task.result()).structured_content == {"result": "done"}
+
+
+async def test_a_leg_that_reports_steadily_stamps_nothing(make_extension: Callable[..., TemporalTasksExtension]) -> None:
+    """Messages that follow each other (and the leg's start) closely cost no signal: only a
+    message after `PROGRESS_STAMP_AFTER` of stillness is stamped."""
+    go = anyio.Event()
+
+    async def reports(ctx: Context) -> str:
+        for step in range(5):
+            await ctx.report_progress(step, 5, f"step {step}")
+        await go.wait()
+        return "done"
+
+    extension = make_extension()
+    async with Client(server_with(extension, reports)) as client:
+        task = await call_tool_task(client, "reports")
+        with anyio.fail_after(DEADLINE):
+            while (await tasks_get(client, task.task_id)).status_message != "step 4":
+                await anyio.sleep(0.05)
+        go.set()
+        assert (await task.result()).structured_content == {"result": "done"}
+        assert await _progressed_signals(task_handle(extension, task.task_id)) == []
+
+
+async def _history_length(handle: WorkflowHandle[Any, Any]) -> int:
+    return (await handle.describe()).raw_description.workflow_execution_info.history_length
+
+
+async def _progressed_signals(handle: WorkflowHandle[Any, Any]) -> list[HistoryEvent]:
+    return [
+        event
+        async for event in handle.fetch_history_events()
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+        and event.workflow_execution_signaled_event_attributes.signal_name == PROGRESSED_SIGNAL
+    ]
+
+
+async def _leg_started(handle: WorkflowHandle[Any, Any]) -> None:
+    with anyio.fail_after(DEADLINE):
+        while not any(
+            leg.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+            for leg in (await handle.describe()).raw_description.pending_activities
+        ):
+            await anyio.sleep(0.05)
 
 
 async def test_every_server_follows_a_reset_task_to_its_new_run(

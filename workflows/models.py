@@ -16,6 +16,8 @@ WORKFLOW_NAME = "McpTaskWorkflow"
 RUN_TOOL_LEG = "run_tool_leg"
 SUBMIT_INPUT_SIGNAL = "submit_input"
 LEG_OUTCOME_SIGNAL = "leg_outcome"
+PROGRESSED_SIGNAL = "progressed"
+"""A leg's message changed after standing still: readers should re-read the task (`worker._progress`)."""
 # The `data` key of a durable call's error that refuses an ask its caller cannot answer: the ask,
 # which the waiting server hands FastMCP to refuse with the inline call's own error.
 REFUSED_ASK = "refusedAsk"

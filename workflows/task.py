@@ -48,6 +48,7 @@ from fastmcp_temporal.workflows.models import (
     CHANGED_AT_SEARCH_ATTRIBUTE,
     INPUT_REQUESTS_MEMO,
     LEG_OUTCOME_SIGNAL,
+    PROGRESSED_SIGNAL,
     RUN_TOOL_LEG,
     SCOPE_SEARCH_ATTRIBUTE,
     STATUS_SEARCH_ATTRIBUTE,
@@ -88,6 +89,8 @@ _ARGUMENTS_IN_CALL = RawValue(Payload())
 # Patch ids, one per change to the workflow's commands since 0.2.0 (see CONTRIBUTING.md).
 _CONTINUE_ON_HISTORY_SIZE = "continue-as-new-on-history-size"
 _ANSWER_BYTES_IN_MEMO = "answer-bytes-in-memo"
+_PROGRESS_STAMPED = "progress-stamped"
+_PARTIAL_ANSWERS_STAMPED = "partial-answers-stamped"
 
 # An exception in this workflow's code is a bug no retry of the workflow task fixes:
 # it fails the task (published as failed) instead of leaving it running forever. Not
@@ -222,6 +225,16 @@ class McpTaskWorkflow:
             self._late_outcome = late.outcome
             activity.cancel()
 
+    @workflow.signal(name=PROGRESSED_SIGNAL)
+    def progressed(self) -> None:
+        """A leg's message changed after standing still (those following the history see this signal)."""
+        self._stamp(_PROGRESS_STAMPED)
+
+    def _stamp(self, patch: str) -> None:
+        """Stamp `McpTaskChangedAt` for a change no status upsert carries: change-feed readers re-read."""
+        if self._task is not None and self._task.stamps_changes and workflow.patched(patch):
+            workflow.upsert_search_attributes([CHANGED_AT_ATTRIBUTE.value_set(workflow.now())])
+
     def _park(self, task: TaskInput, leg: int, outcome: LegOutcome) -> None:
         """Mint a surfaced key per request and publish them for ``tasks/get``."""
         assert outcome.input_requests is not None
@@ -322,6 +335,7 @@ class McpTaskWorkflow:
             if workflow.patched(_ANSWER_BYTES_IN_MEMO):
                 memo.update(answered_bytes_memo(self._leg, converted_size(self._answers)))
         workflow.upsert_memo(memo)
+        self._stamp(_PARTIAL_ANSWERS_STAMPED)
         self._show("input_required")
 
     def _lost(self, reason: str) -> TaskOutcome:

@@ -282,7 +282,7 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
             try:
                 yield
             finally:
-                self._methods.close()
+                await self._methods.close()
                 self._backend = self._methods = None
 
 

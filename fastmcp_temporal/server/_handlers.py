@@ -52,6 +52,7 @@ from fastmcp_temporal.server._answers import submit_answers, validated_answer
 from fastmcp_temporal.server._backend import Backend, UnreadablePayloadError
 from fastmcp_temporal.server._changes import TaskChanges
 from fastmcp_temporal.server._creation import StartedWorkflow
+from fastmcp_temporal.server._feed import ChangeFeed
 from fastmcp_temporal.server._known import Closed, KnownTasks, described
 from fastmcp_temporal.server._scope import workflow_id
 from fastmcp_temporal.server._stalled import EXPIRED_REASON, StalledTasks
@@ -105,7 +106,9 @@ class TaskMethods:
         # shown yet (no worker online); hidden from reads so nobody asks twice.
         self._answered: OrderedDict[str, set[str]] = OrderedDict()
         self._clock = TemporalClock()
-        self._known = KnownTasks(backend.client, backend.settings, _outcome_state, self._clock, changes)
+        stamped = backend.searchable and backend.changes_indexed
+        feed = ChangeFeed.of(backend.client, backend.settings, self._clock) if stamped else None
+        self._known = KnownTasks(backend.client, backend.settings, _outcome_state, self._clock, changes, feed)
         self._stalled = StalledTasks(backend.client, self._clock)
 
     def watch(self, created: CreateTaskResult, started: StartedWorkflow) -> CreateTaskResult:
@@ -119,9 +122,9 @@ class TaskMethods:
         """Read Temporal's clock, which every age is measured on (at start, so no read waits for it)."""
         await self._clock.read_once(self._backend.client)
 
-    def close(self) -> None:
-        """Stop every watch and end every listen stream (the server is stopping)."""
-        self._known.close()
+    async def close(self) -> None:
+        """Stop every watch and the change feed, and end every listen stream (the server is stopping)."""
+        await self._known.close()
         self.changes.close()
 
     async def get(self, task_id: str) -> GetTaskResult:
@@ -178,7 +181,7 @@ class TaskMethods:
         if task.running and (watch := self._known.watch_of(key)) is None:
             watch = self._known.follow(key, task.handle, self._timing(task), task.description.run_id)
         if watch is not None and watch.handle.id == task.handle.id:
-            watch.learned(task.description, task.memo, read_at)
+            watch.learned(task.description, task.memo, read_at, self._clock.now())
         return task
 
     def key_of(self, task_id: str) -> str:

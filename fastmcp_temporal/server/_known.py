@@ -5,9 +5,10 @@ its history (a `Watch`), and answers reads from its last `describe()` of the tas
 for as long as that poll has seen no event past it that changes an answer. An ask, an
 answer, a cancel through any server and the close each add such an event, so they show
 at the next read; a workflow's own bookkeeping (`_UNSEEN_BY_READS`) changes none. Progress
-(a running leg's heartbeat details) adds no event: a reported message is re-read once the
-known copy is `_PROGRESS_RECHECK_MIN` old, silent progress once the copy is as old as it had
-stood still, within `_PROGRESS_RECHECK_MIN` and `progress_refresh` (`Watch.progress_due`).
+(a running leg's heartbeat details) adds no event: a copy is re-read once as old as its
+progress had stood still, within `_PROGRESS_RECHECK_MIN` and `progress_refresh`, and a
+message after a longer stillness comes with the leg's `progressed` signal, an event
+(`Watch.progress_due`, `Watch.saw`).
 A quiet task so costs one request per long poll instead of one `describe()` per read.
 
 A task this server just created is followed for its close alone for `_CLOSE_ONLY_FOR` (unless
@@ -29,8 +30,9 @@ event a watch reads moves on); an operator can start a closed workflow again
 (a reset), so a remembered close is re-checked one poll interval after it was last found
 current, then at doubling intervals up to `_CLOSED_RECHECK_MAX`. At most `watched_tasks`
 tasks are followed (each is one of the namespace's long polls, which Temporal caps; a
-refusal pauses following new tasks for `_REFUSED_PAUSE`); past that, and when a long poll
-fails, reads describe the task every time. A task no read asked about for `_WATCH_IDLE` is
+refusal pauses following new tasks for `_REFUSED_PAUSE`); past that, tasks are followed
+through the change feed (`_fed`) where the namespace stamps changes, else, and when a long
+poll fails, reads describe the task every time. A task no read asked about for `_WATCH_IDLE` is
 let go, and, where `quiet_poll_interval` is set, so is a quiet one whose reads here come
 further apart than a long poll lasts: its answers advertise a longer poll interval, and a
 `describe()` per read then costs less (`_quiet`).
@@ -54,6 +56,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from typing import Any
 
 from temporalio.api.common.v1 import WorkflowExecution
@@ -70,6 +73,8 @@ from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._changes import TaskChanges
+from fastmcp_temporal.server._fed import follow_feed
+from fastmcp_temporal.server._feed import ChangeFeed
 from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, holdable
 from fastmcp_temporal.server._quiet import QuietTasks
 from fastmcp_temporal.server._watch import Known, Shown, Timing, Watch, shown_of
@@ -136,8 +141,11 @@ class KnownTasks:
         outcome_state: OutcomeState,
         clock: TemporalClock,
         changes: TaskChanges,
+        feed: ChangeFeed | None = None,
     ) -> None:
         self._client = client
+        self._feed = feed  # follows tasks past `watched_tasks` long polls, where the namespace stamps changes
+        self._long_polled = 0
         self._changes = changes  # signalled by each event a watch sees that changes an answer, and each write
         self._clock = clock  # Temporal's: a remembered close expires by it, and every event read sets it
         self._settings = settings
@@ -161,11 +169,13 @@ class KnownTasks:
             watch.answered_at, watch.advertised, watch.by_creation = watch.last_read, advertised / 1000, True
         return advertised
 
-    def close(self) -> None:
-        """Stop every watch (the server is stopping)."""
+    async def close(self) -> None:
+        """Stop every watch and the change feed (the server is stopping)."""
         for watch in list(self._watches.values()):
             if watch.follow is not None:
                 watch.follow.cancel()
+        if self._feed is not None:
+            await self._feed.close()
 
     def watch_of(self, key: str) -> Watch | None:
         return self._watches.get(key)
@@ -294,25 +304,32 @@ class KnownTasks:
         *,
         close_only: bool = False,
     ) -> Watch | None:
-        """Start following a task's history, unless `watched_tasks` are followed already.
+        """Start following a task: by a long poll of its history while fewer than `watched_tasks`
+        are, else through the change feed (`_fed`), where the namespace has it.
 
-        Nor for a while after Temporal refused a long poll: each is one of the namespace's
-        concurrent long polls, which Temporal caps (`frontend.namespaceCount`). Nor while the
-        task is quiet and read here too seldom for a long poll to cost less than a
-        `describe()` per read (`_quiet.Quiet.let_go`).
+        Nor by a long poll for a while after Temporal refused one: each is one of the
+        namespace's concurrent long polls, which Temporal caps (`frontend.namespaceCount`).
+        Not at all with `watched_tasks` 0, nor while the task is quiet and read here too seldom
+        for a long poll to cost less than a `describe()` per read (`_quiet.Quiet.let_go`).
         """
         now = asyncio.get_running_loop().time()
-        if len(self._watches) >= self._settings.watched_tasks or now < self._follow_after:
+        fed = self._long_polled >= self._settings.watched_tasks or now < self._follow_after
+        if not self._settings.watched_tasks or (fed and self._feed is None):
             return None
         if self._quiet.let_go(key, timing.poll_interval_ms):
             return None
-        watch = Watch(handle, timing, now, run_id, close_only=close_only)
-        if close_only:
-            watch.read_history.set()  # nothing before the close is looked for
-        follow = asyncio.create_task(self._follow_history(key, watch))
+        watch = Watch(handle, timing, now, run_id, close_only=close_only and not fed, fed=fed)
+        if fed:
+            after = self._clock.now() - self._settings.change_feed_lag
+            follow = asyncio.create_task(follow_feed(self._feed, watch, after, partial(self._changes.changed, key)))
+        else:
+            self._long_polled += 1
+            follow = asyncio.create_task(self._follow_history(key, watch))
+        if fed or close_only:
+            watch.read_history.set()  # no history is read (before the close)
         watch.follow = follow
         self._watches[key] = watch
-        follow.add_done_callback(lambda done: self._unwatch(key, done))
+        follow.add_done_callback(lambda done: self._unwatch(key, done, watch))
         return watch
 
     async def _follow_history(self, key: str, watch: Watch) -> None:
@@ -377,7 +394,9 @@ class KnownTasks:
             expires_at = closed_at + timedelta(milliseconds=watch.timing.ttl_ms)
             self.remember_closed(key, *state, watch.timing, expires_at, watch.run_id)
 
-    def _unwatch(self, key: str, follow: asyncio.Task[None]) -> None:
+    def _unwatch(self, key: str, follow: asyncio.Task[None], ended: Watch) -> None:
+        if not ended.fed:
+            self._long_polled -= 1
         watch = self._watches.get(key)
         if watch is not None and watch.follow is follow:
             del self._watches[key]

@@ -11,36 +11,49 @@ schedule is unit-tested without a Temporal server (tests/test_known.py); `_known
 feeds it from long polls and `describe()`.
 
 Progress (a running leg's heartbeat details) adds no history event, so only a `describe()`
-sees it. A leg that reports a message (the last answer showed one) has its copy re-read
-once it is `_PROGRESS_RECHECK_MIN` old: its message reaches a reader at most about that late,
-at one `describe()` per second however many read it, and a held read of it ends after one
-such re-read, so each read of it costs at most one. A leg that has reported nothing is
-re-read once its copy is as old as its progress had stood still, at least
-`_PROGRESS_RECHECK_MIN` and at most `progress_refresh`: a long silent leg, the common long
-tool, costs a `describe()` per `progress_refresh`, not one per read.
+sees it. A copy is re-read once it is as old as its progress had stood still, at least
+`_PROGRESS_RECHECK_MIN` and at most `progress_refresh`: changing progress reaches a reader
+about a second late, at one `describe()` per second however many read it (a held read ends
+after one such re-read, so each read costs at most one), and a long silent leg, the common
+long tool, costs a `describe()` per `progress_refresh`, not one per read. A message after a
+stillness longer than `worker._progress.PROGRESS_STAMP_AFTER` needs no re-read: the leg
+stamps it on the task (`PROGRESSED_SIGNAL`), an event `saw` takes as a change; a copy read
+within `_PROGRESS_RECHECK_MIN` of the stamp is re-read once more, in case the heartbeat that
+carries the message landed just after it.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType, PendingActivityState, PendingWorkflowTaskState
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import WorkflowExecutionDescription, WorkflowHandle
+from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowHandle
 
 from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
+from fastmcp_temporal.server._feed import Change
 from fastmcp_temporal.server._holds import POLL_LOOP_SLACK, holdable
-from fastmcp_temporal.workflows.models import TaskMemo, TaskOutcome
+from fastmcp_temporal.workflows.models import PROGRESSED_SIGNAL, TaskMemo, TaskOutcome
+from fastmcp_temporal.workflows.task import CHANGED_AT_ATTRIBUTE
 
 # A followed task no read asked about for this long (and three of its poll intervals)
 # is let go when its long poll next returns.
 _WATCH_IDLE = timedelta(minutes=1)
-# A running leg's reported message is re-read once the known copy is this old; progress that
-# reports nothing once the copy is as old as it had stood still: at least this, at most
-# `progress_refresh`.
+# A copy of a task followed through the change feed is re-read this long after it was read,
+# whatever the feed says: a change visibility listed later than `change_feed_lag` shows then.
+SAFETY_REREAD = timedelta(minutes=10)
+# A parked task's TTL timer is taken to have fired (and its workflow task to be scheduled) this
+# long after its deadline.
+_TIMER_FIRING = timedelta(milliseconds=500)
+# A fed copy of a task whose workflow task waits is re-read this long after it was read.
+_WORKFLOW_TASK_RECHECK = timedelta(seconds=2)
+# Stamps compare to within this (a stamp may round through visibility).
+_STAMP_PRECISION = timedelta(milliseconds=1)
+# A running leg's progress is re-read once the known copy is as old as it had stood still:
+# at least this, at most `progress_refresh`.
 _PROGRESS_RECHECK_MIN = timedelta(seconds=1)
 # While a new task's close alone is followed, a held read first re-reads it this long after
 # it began: most of a burst's queued tasks close before, and a tool that asks at once shows
@@ -94,6 +107,7 @@ class Known:
     memo: TaskMemo
     read_at: float
     progress_since: float  # since when its legs' heartbeat details have read the same
+    round_ends: float = float("inf")  # when a parked task's TTL timer fires (event-loop time), if fed
 
     @property
     def events(self) -> int:
@@ -108,10 +122,12 @@ class Known:
 
 @dataclass
 class Watch:
-    """A task this server follows by a long poll of its history (`_known.KnownTasks.follow`).
+    """A task this server follows by a long poll of its history, or through the change feed
+    (`fed`; `_known.KnownTasks.follow`).
 
-    `known` answers reads while the poll has seen no event past it that changes an
-    answer, and, when a leg runs, while its progress is fresh enough (`progress_due`).
+    `known` answers reads while the poll (or the feed: `fed_change`) has seen no change past it,
+    and, when a leg runs, while its progress is fresh enough (`progress_due`); a fed copy also
+    while nothing the feed cannot list is due (`due`).
     While the poll waits for the close alone (`close_only`), other events go unseen, so
     `known` answers for `close_only_recheck` at most (see `_CLOSE_ONLY_FIRST_RECHECK`).
     What reads were last shown (`shown`, at `answered_at`, advertising `advertised` seconds;
@@ -124,6 +140,8 @@ class Watch:
     run_id: str = ""  # the run followed; learned from its first event when not given
     changed: int = 0  # the last history event that changes what a read answers
     leg_scheduled: tuple[int, float] = (0, 0.0)  # the last leg's schedule event, and when it was seen
+    progressed_at: float = float("-inf")  # when a leg's last stamp of a new message was seen
+    fed: bool = False  # followed through the change feed (`_fed`), not a long poll of its history
     close_only: bool = False
     close_only_recheck: float = _CLOSE_ONLY_FIRST_RECHECK.total_seconds()
     known: Known | None = None
@@ -155,7 +173,10 @@ class Watch:
         A task created here and never read yet is due its first recheck from `now`."""
         if self.known is None:
             return now + self.recheck(read_recheck) if self.close_only else now
-        return min(self.progress_due(progress_refresh), self.known.read_at + self.recheck(read_recheck))
+        due = min(self.progress_due(progress_refresh), self.known.read_at + self.recheck(read_recheck))
+        if self.fed:  # a change visibility listed too late; the TTL of a parked task no worker runs
+            due = min(due, self.known.read_at + SAFETY_REREAD.total_seconds(), self.known.round_ends)
+        return due
 
     def progress_due(self, progress_refresh: float) -> float:
         """When the known copy's progress is due a re-read (event-loop time; inf: no leg runs)."""
@@ -166,16 +187,35 @@ class Watch:
         if leg_event > known.events:  # a leg began after the known copy: its progress is due a first read
             return leg_seen_at + _PROGRESS_RECHECK_MIN.total_seconds()
         if known.progress is None:
+            return self._unstamped_due(known, progress_refresh)
+        if known.read_at - self.progressed_at < _PROGRESS_RECHECK_MIN.total_seconds():
+            # read right after a stamp: its heartbeat may have reached Temporal just after the read
+            return known.read_at + _PROGRESS_RECHECK_MIN.total_seconds()
+        return known.read_at + _progress_age(known, progress_refresh)
+
+    def _unstamped_due(self, known: Known, progress_refresh: float) -> float:
+        """When a fed copy of a task with no leg running is due a re-read for what the feed cannot
+        list (inf while followed by a long poll, which sees every event): a waiting workflow task
+        (a stalled task's TTL is ended by a read) soon, a next leg's start as silent progress."""
+        running = known.description.status == WorkflowExecutionStatus.RUNNING
+        if not (self.fed and running):
             return float("inf")
-        reports = self.shown[1] is not None
-        return known.read_at + _progress_age(known, progress_refresh, reports=reports)
+        if known.description.raw_description.HasField("pending_workflow_task"):
+            return known.read_at + _WORKFLOW_TASK_RECHECK.total_seconds()
+        if not known.memo.open_requests():
+            return known.read_at + _progress_age(known, progress_refresh)
+        return float("inf")
 
     def learned(
-        self, description: WorkflowExecutionDescription, memo: TaskMemo, read_at: float
+        self, description: WorkflowExecutionDescription, memo: TaskMemo, read_at: float,
+        temporal_now: datetime | None = None,
     ) -> None:
-        """What a `describe()` started at `read_at` found; while the close alone is followed, it
-        answers for `close_only_recheck`, which it sets anew."""
+        """What a `describe()` started at `read_at` (`temporal_now` on Temporal's clock) found; while
+        the close alone is followed, it answers for `close_only_recheck`, which it sets anew."""
         self.known = _known(description, memo, read_at, self.known)
+        if self.fed and temporal_now is not None:
+            round_left = _round_left(description, memo, self.timing, temporal_now)
+            self.known = replace(self.known, round_ends=read_at + round_left)
         if self.close_only:
             self.close_only_recheck = _close_only_recheck(self.close_only_recheck, description)
 
@@ -185,9 +225,21 @@ class Watch:
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             self.leg_scheduled = (event.event_id, now)
             return True
+        if _progressed(event):
+            self.changed, self.progressed_at = event.event_id, now
+            return True
         if event.event_type in _UNSEEN_BY_READS:
             return False
         self.changed = event.event_id
+        return True
+
+    def fed_change(self, change: Change) -> bool:
+        """Note a change the feed listed; whether the known copy does not show it yet (held reads
+        look again, and the next read describes the task)."""
+        known = self.known
+        if known is not None and not _newer(change, known.description):
+            return False
+        self.changed = max(self.changed, (known.events if known is not None else 0) + 1)
         return True
 
     def idle(self, now: float) -> bool:
@@ -230,14 +282,42 @@ def _close_only_recheck(previous: float, description: WorkflowExecutionDescripti
     return _CLOSE_ONLY_RECHECK.total_seconds() if running else previous * 2
 
 
-def _progress_age(known: Known, progress_refresh: float, *, reports: bool) -> float:
-    """How old known progress may be when read: `_PROGRESS_RECHECK_MIN` while its leg reports a
-    message, else as old as it had stood still, within bounds."""
+def _progress_age(known: Known, progress_refresh: float) -> float:
+    """How old known progress may be when read: as old as it had stood still, at least
+    `_PROGRESS_RECHECK_MIN`, at most `progress_refresh`. A message after a longer stillness
+    than `PROGRESS_STAMP_AFTER` is stamped (`progressed`), so progress that stood still longer
+    is re-read only as a backstop, for a leg on a worker that does not stamp."""
     fresh = _PROGRESS_RECHECK_MIN.total_seconds()
-    if reports:
-        return fresh
     still = known.read_at - known.progress_since
     return min(max(still, fresh), progress_refresh)
+
+
+def _round_left(description: WorkflowExecutionDescription, memo: TaskMemo, timing: Timing, now: datetime) -> float:
+    """Seconds until a parked task's TTL timer fires, from the stamp that published its asks
+    (inf when nothing is asked): its firing adds no stamp, and a stalled task's read ends it."""
+    stamp = description.typed_search_attributes.get(CHANGED_AT_ATTRIBUTE)
+    if not memo.open_requests() or stamp is None:
+        return float("inf")
+    return (stamp + timedelta(milliseconds=timing.ttl_ms) - now).total_seconds() + _TIMER_FIRING.total_seconds()
+
+
+def _newer(change: Change, description: WorkflowExecutionDescription) -> bool:
+    """Whether a change the feed listed is past what a `describe()` found: the close of a task
+    found running, or a stamp after the one it found (both read from the same search attribute)."""
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        return False
+    if change.closed:
+        return True
+    stamp = description.typed_search_attributes.get(CHANGED_AT_ATTRIBUTE)
+    return stamp is None or change.at - stamp > _STAMP_PRECISION
+
+
+def _progressed(event: HistoryEvent) -> bool:
+    """Whether the event is a leg's stamp of a new message (`PROGRESSED_SIGNAL`)."""
+    return (
+        event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+        and event.workflow_execution_signaled_event_attributes.signal_name == PROGRESSED_SIGNAL
+    )
 
 
 def _known(

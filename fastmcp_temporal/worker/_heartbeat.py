@@ -10,6 +10,7 @@ is the leg's only heartbeat source, so this cadence is what Temporal records.
 A durable call's leg that relays notices to its caller (`_notices`) also beats within
 `NOTICE_DELAY` of a new notice once past its fast period, and only then: a tool that logs
 or reports progress costs at most two heartbeats a second, one that does not costs none more.
+A task's leg beats as soon (and only then) with a message it stamps on its task (`_progress`).
 
 A heartbeat reaches Temporal only when the event loop comes around twice: once to wake
 the ticker, once to run the SDK's sending task. So the ticker keeps twice the loop's lag
@@ -46,6 +47,7 @@ from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._settings import DEFAULT_HEARTBEAT_FAST_PERIOD, DEFAULT_HEARTBEAT_INTERVAL
 from fastmcp_temporal.connection._temporal_clock import worker_clock
 from fastmcp_temporal.worker._loop_lag import Step, longest_step, worker_loop_lag
+from fastmcp_temporal.worker._progress import stamp_progress
 
 if TYPE_CHECKING:
     from fastmcp.tools.base import Tool
@@ -164,20 +166,30 @@ class Ticker:
             self.observe()
             activity.heartbeat(self._progress.details())
             self._attempt.last = self._loop.time()
+            if self._progress.stamp_due.is_set():
+                self._progress.stamp_due.clear()
+                stamp_progress()
 
     def _loop_lag(self) -> float:
         return max(self._lag, worker_loop_lag.seconds)
 
     async def _pause(self, pause: float) -> None:
-        """Wait `pause`, or less when a notice to relay comes: then beat `NOTICE_DELAY` after the last beat."""
+        """Wait `pause`, or less when a notice to relay or a message to stamp comes: then beat
+        `NOTICE_DELAY` after the last beat."""
         notices = self._progress.notices
-        if notices is None or pause <= NOTICE_DELAY.total_seconds():
+        if pause <= NOTICE_DELAY.total_seconds():
             await asyncio.sleep(pause)
             return
-        notices.changed.clear()
+        if notices is not None:
+            notices.changed.clear()
+        wakers = [self._progress.stamp_due] + ([notices.changed] if notices is not None else [])
+        waits = [asyncio.ensure_future(waker.wait()) for waker in wakers]
         try:
-            await asyncio.wait_for(notices.changed.wait(), pause)
-        except asyncio.TimeoutError:
+            done, _ = await asyncio.wait(waits, timeout=pause, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        if not done:
             return
         soonest = self._last_beat + NOTICE_DELAY.total_seconds()
         await asyncio.sleep(max(0.0, min(soonest, self._due) - self._loop.time()))

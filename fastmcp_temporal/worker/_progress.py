@@ -9,21 +9,47 @@ operators see it in the UI, and a retried attempt reads the last checkpoint back
 A durable call's leg also heartbeats the notices it relays to its caller (`_notices`),
 and a leg waiting for its payload store says so (`payloadStore`, from `_store_outage`),
 which `tasks/get` and `tasks list --stuck` read.
+
+Heartbeats add no history event, so a server that follows a task's history (or the change
+feed) cannot see a new message; it re-reads a copy as often as the copy's progress has
+been changing. A message that comes after the leg's message stood still for
+`PROGRESS_STAMP_AFTER` (or after the leg began that long ago) is therefore stamped on the
+task: the leg heartbeats it at once, then signals the workflow (`PROGRESSED_SIGNAL`), whose
+history and `McpTaskChangedAt` tell every server to re-read. A tool that reports steadily
+costs no signal past its first; one that reports after a long silence costs one signal
+(and its workflow task) per such message. A durable call's leg stamps nothing: its caller
+hears its notices directly.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
+from temporalio.service import RPCError
 
 from fastmcp_temporal import _fastmcp_private
 from fastmcp_temporal.worker._notices import LegNotices
-from fastmcp_temporal.workflows.models import STORE_WAITING_DETAIL
+from fastmcp_temporal.workflows.models import PROGRESSED_SIGNAL, STORE_WAITING_DETAIL
+
+if TYPE_CHECKING:
+    from temporalio.client import WorkflowHandle
+
+logger = logging.getLogger(__name__)
+
+PROGRESS_STAMP_AFTER = timedelta(seconds=5)
+# The signal follows the heartbeat that carries the message by this much, so a server that
+# re-reads the task at the signal finds the message.
+_STAMP_AFTER_HEARTBEAT = timedelta(milliseconds=100)
+_stamps: set[asyncio.Task[None]] = set()
 
 
 @dataclass
@@ -37,6 +63,12 @@ class LegProgress:
     notices: LegNotices | None = None
     store_waiting: str | None = None
     """Why the leg waits for its payload store, while it does."""
+    stamps: bool = False
+    """Whether a message after a stillness is stamped on the task (a task's leg, not a durable call's)."""
+    message_since: float = field(default_factory=time.monotonic)
+    """When (`time.monotonic()`) the message last changed, or the leg began."""
+    stamp_due: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set by a message to stamp: the ticker heartbeats it, then signals the workflow."""
 
     async def set_total(self, total: int) -> None:
         self.total = total
@@ -45,6 +77,11 @@ class LegProgress:
         self.current = (self.current or 0) + amount
 
     async def set_message(self, message: str | None) -> None:
+        if message != self.message:
+            now = time.monotonic()
+            if self.stamps and now - self.message_since >= PROGRESS_STAMP_AFTER.total_seconds():
+                self.stamp_due.set()
+            self.message_since = now
         self.message = message
 
     @classmethod
@@ -67,6 +104,25 @@ class LegProgress:
         if self.store_waiting is not None:
             details[STORE_WAITING_DETAIL] = self.store_waiting
         return details
+
+
+def stamp_progress() -> None:
+    """Signal the running leg's workflow that its message changed, apart from the attempt, which
+    Temporal may cancel any moment; a failed signal only leaves the message to the next re-read."""
+    info = activity.info()
+    handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+    stamp = asyncio.create_task(_stamp(handle))
+    _stamps.add(stamp)
+    stamp.add_done_callback(_stamps.discard)
+
+
+async def _stamp(handle: WorkflowHandle[Any, Any]) -> None:
+    await asyncio.sleep(_STAMP_AFTER_HEARTBEAT.total_seconds())
+    try:
+        await handle.signal(PROGRESSED_SIGNAL)
+    except RPCError as exc:
+        logger.info("A leg's new message was not stamped on its task (%s); reads show it at their next re-read.",
+                    exc.message)
 
 
 current_progress: ContextVar[LegProgress | None] = ContextVar("fastmcp_temporal_progress", default=None)

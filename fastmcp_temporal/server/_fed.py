@@ -1,0 +1,56 @@
+"""Following a task through the change feed, where a long poll of its history would cost more.
+
+A server follows at most `watched_tasks` running tasks with a long poll of each one's
+history: each is one of the namespace's capped long polls, and costs a request per event
+and per long-poll period. Past that, where the namespace has `McpTaskChangedAt`, a task is
+followed by the server's `ChangeFeed`: one visibility query per `change_feed_interval` for
+all such tasks while any is followed, so the cost grows with the changes, not the tasks.
+
+The feed lists what a task stamps (an ask, the end of a round, a partial answer, a cancel,
+a stamped progress message) and its close; `Watch.fed_change` decides whether the copy a
+read would answer from already shows it. What it cannot list is left to re-reads
+(`Watch.due`): a leg's start and unstamped progress, the TTL of a task no worker runs, and,
+after `_watch.SAFETY_REREAD`, anything visibility listed later than `change_feed_lag`.
+When the feed cannot tell (a failed query), the watch ends: reads describe the task, and
+follow it anew.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from fastmcp_temporal.server._feed import ChangeFeed
+from fastmcp_temporal.server._watch import Watch
+
+# A fed task nobody waits on is checked for idleness this often (its watch then ends).
+_IDLE_CHECK = timedelta(seconds=15)
+
+
+async def follow_feed(feed: ChangeFeed, watch: Watch, after: datetime, changed: Callable[[], None]) -> None:
+    """Call `changed` at each change of the watched task the feed lists that its copy does not show,
+    until the task closes, nobody reads it any more, or the feed cannot tell.
+
+    `after`: Temporal's time the watch's knowledge of the task dates from, taken before it was read.
+    """
+    loop = asyncio.get_running_loop()
+    while True:
+        next_change = feed.subscribe(watch.handle.id, after=after)
+        try:
+            done, _ = await asyncio.wait([next_change], timeout=_IDLE_CHECK.total_seconds())
+        finally:
+            if not next_change.done():
+                next_change.cancel()
+        if not done:
+            if watch.idle(loop.time()):
+                return
+            continue
+        change = next_change.result()
+        if change is None:
+            return
+        after = max(after, change.at)
+        if watch.fed_change(change):
+            changed()
+        if change.closed:
+            return

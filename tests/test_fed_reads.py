@@ -1,0 +1,210 @@
+"""Past `watched_tasks` long polls, a server follows its tasks through the change feed.
+
+Proves, on a real Temporal server over the MCP wire, with a worker server and an API-only
+server whose single long poll (`watched_tasks=1`) a first task holds: every later task the API
+server reads is followed by one visibility query per interval for all of them
+(`ListWorkflowExecutions`), with no long poll of its history; yet an ask, an answer through
+the other server (a partial one too), the close, a cancel through the other server, and a
+leg's stamped progress message each show at its reads, which are held until then (a read that answered from its copy
+without the feed would repeat the old answer); and a parked task whose worker is gone is
+still ended at its TTL by a read, although its TTL timer adds no stamp.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import anyio
+import pytest
+from fastmcp import Client, Context, FastMCP
+from fastmcp_tasks.client import call_tool_task
+from fastmcp_tasks.client_models import ClientGetTaskResult
+from mcp.shared.exceptions import MCPError
+from mcp_types import InputRequiredResult
+from temporalio.client import WorkflowExecutionStatus
+
+from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal.devserver import DevServer
+from fastmcp_temporal.server._stalled import EXPIRED_REASON
+from fastmcp_temporal.worker import _progress
+from helpers.servers import server_with
+from helpers.temporal import HistoryLongPolls, TemporalRequests, anonymous_workflow_id
+from helpers.waits import DEADLINE
+from helpers.wire import accept, ask, tasks_cancel, tasks_get, tasks_update
+
+pytestmark = pytest.mark.anyio
+
+LIST = "ListWorkflowExecutions"
+# Longer than any test: only an event, or the feed, can show what changed.
+NEVER = timedelta(seconds=DEADLINE * 4)
+
+
+async def two_rounds(ctx: Context) -> str | InputRequiredResult:
+    """Asks "first", then "second", then returns "done"."""
+    if ctx.request_state is None:
+        return ask("first", state="first")
+    if ctx.request_state == "first":
+        return ask("second", state="second")
+    return "done"
+
+
+async def asks_two(ctx: Context) -> str | InputRequiredResult:
+    """Asks "a" and "b" at once."""
+    return ask("a", "b") if ctx.input_responses is None else "answered"
+
+
+async def parks(ctx: Context) -> str | InputRequiredResult:
+    """Asks "name" and waits for it."""
+    return ask("name") if ctx.input_responses is None else "answered"
+
+
+@dataclass
+class Fed:
+    """A client of the worker server, one of the API server, and what the API server asked of Temporal."""
+
+    worker: Client
+    api: Client
+    requests: TemporalRequests
+    long_polls: HistoryLongPolls
+
+
+@asynccontextmanager
+async def fed_servers(
+    temporal_server: DevServer,
+    task_queue: str,
+    make_extension: Callable[..., TemporalTasksExtension],
+    *tools: Callable[..., Any],
+    **settings: Any,
+) -> AsyncIterator[Fed]:
+    """A worker server and an API-only server with one long poll, which a parked first task holds."""
+    requests = TemporalRequests()
+    client = await requests.connect(temporal_server.address)
+    long_polls = HistoryLongPolls(client)
+    api_extension = TemporalTasksExtension(
+        client=client, task_queue=task_queue, worker=False, watched_tasks=1, progress_refresh=NEVER, **settings
+    )
+    worker: FastMCP = server_with(make_extension(progress_refresh=NEVER, **settings), parks, *tools, name="worker")
+    api: FastMCP = server_with(api_extension, parks, *tools, name="api")
+    async with Client(worker) as through_worker, Client(api) as through_api:
+        holder = await call_tool_task(through_api, "parks")  # followed by the one long poll
+        await _shows(through_api, holder.task_id, "input_required")
+        yield Fed(through_worker, through_api, requests, long_polls)
+
+
+async def _shows(
+    client: Client, task_id: str, status: str, until: Callable[[ClientGetTaskResult], bool] = lambda _: True
+) -> ClientGetTaskResult:
+    """Read the task until a read shows `status` (and `until`)."""
+    with anyio.fail_after(DEADLINE):
+        while not ((read := await tasks_get(client, task_id)).status == status and until(read)):
+            await anyio.sleep(0.05)
+        return read
+
+
+def _asking(key: str) -> Callable[[ClientGetTaskResult], bool]:
+    def check(read: ClientGetTaskResult) -> bool:
+        return [request["params"]["message"] for request in (read.input_requests or {}).values()] == [key]
+
+    return check
+
+
+def _only_key(read: ClientGetTaskResult) -> str:
+    (key,) = read.input_requests or {}
+    return key
+
+
+async def test_asks_answers_the_close_and_a_cancel_show_through_the_feed_without_a_long_poll(
+    temporal_server: DevServer, task_queue: str, make_extension: Callable[..., TemporalTasksExtension]
+) -> None:
+    async with fed_servers(temporal_server, task_queue, make_extension, two_rounds, reread_hold=timedelta(seconds=1)) as fed:
+        task = await call_tool_task(fed.worker, "two_rounds")
+        parked = await _shows(fed.api, task.task_id, "input_required", _asking("first"))
+        listed = fed.requests.count()[LIST]
+        for _ in range(3):  # held until the task changes, or the hold ends: the feed is queried meanwhile
+            assert _asking("first")(await tasks_get(fed.api, task.task_id))
+        assert fed.requests.count()[LIST] > listed
+        assert fed.long_polls.in_flight(anonymous_workflow_id(task.task_id)) == 0
+
+        await tasks_update(fed.worker, task.task_id, {_only_key(parked): accept("1")})
+        parked = await _shows(fed.api, task.task_id, "input_required", _asking("second"))
+        await tasks_update(fed.api, task.task_id, {_only_key(parked): accept("2")})
+        done = await _shows(fed.api, task.task_id, "completed")
+        assert done.result is not None and done.result["structuredContent"] == {"result": "done"}
+
+        cancelled = await call_tool_task(fed.worker, "parks")
+        await _shows(fed.api, cancelled.task_id, "input_required")
+        await tasks_cancel(fed.worker, cancelled.task_id)
+        await _shows(fed.api, cancelled.task_id, "cancelled")
+        assert fed.long_polls.in_flight(anonymous_workflow_id(cancelled.task_id)) == 0
+
+
+async def test_a_partial_answer_through_the_other_server_shows_through_the_feed(
+    temporal_server: DevServer, task_queue: str, make_extension: Callable[..., TemporalTasksExtension]
+) -> None:
+    """An answer that leaves a question open publishes no status: the workflow stamps it alone."""
+    async with fed_servers(temporal_server, task_queue, make_extension, asks_two) as fed:
+        task = await call_tool_task(fed.worker, "asks_two")
+        parked = await _shows(fed.api, task.task_id, "input_required", lambda read: len(read.input_requests or {}) == 2)
+        (key_a,) = [key for key, request in (parked.input_requests or {}).items() if request["params"]["message"] == "a"]
+        await tasks_update(fed.worker, task.task_id, {key_a: accept("1")})
+        parked = await _shows(fed.api, task.task_id, "input_required", _asking("b"))
+        await tasks_update(fed.api, task.task_id, {_only_key(parked): accept("2")})
+        await _shows(fed.api, task.task_id, "completed")
+
+
+async def test_a_stamped_progress_message_shows_through_the_feed(
+    temporal_server: DevServer,
+    task_queue: str,
+    make_extension: Callable[..., TemporalTasksExtension],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_progress, "PROGRESS_STAMP_AFTER", timedelta(0))
+    go, finish = anyio.Event(), anyio.Event()
+
+    async def reports(ctx: Context) -> str:
+        await go.wait()
+        await ctx.report_progress(1, 2, "after a silence")
+        await finish.wait()
+        return "done"
+
+    async with fed_servers(temporal_server, task_queue, make_extension, reports) as fed:
+        task = await call_tool_task(fed.worker, "reports")
+        await _shows(fed.api, task.task_id, "working")
+        go.set()
+        await _shows(fed.api, task.task_id, "working", lambda read: read.status_message == "after a silence")
+        assert fed.long_polls.in_flight(anonymous_workflow_id(task.task_id)) == 0
+        finish.set()
+        await _shows(fed.api, task.task_id, "completed")
+
+
+async def test_a_parked_task_whose_worker_is_gone_is_ended_at_its_ttl_by_a_fed_read(
+    temporal_server: DevServer, task_queue: str, make_extension: Callable[..., TemporalTasksExtension]
+) -> None:
+    requests = TemporalRequests()
+    client = await requests.connect(temporal_server.address)
+    settings: dict[str, Any] = {"task_ttl": timedelta(seconds=3), "progress_refresh": NEVER}
+    api = server_with(
+        TemporalTasksExtension(client=client, task_queue=task_queue, worker=False, watched_tasks=1, **settings),
+        parks,
+        name="api",
+    )
+    async with Client(api) as through_api:
+        async with Client(server_with(make_extension(**settings), parks, name="worker")) as through_worker:
+            holder = await call_tool_task(through_api, "parks")
+            await _shows(through_api, holder.task_id, "input_required")
+            task = await call_tool_task(through_worker, "parks")
+            await _shows(through_api, task.task_id, "input_required")
+        # No worker now: the TTL timer fires with nobody to end the task, so a read ends it.
+        with anyio.fail_after(DEADLINE):
+            with pytest.raises(MCPError):
+                while True:
+                    await tasks_get(through_api, task.task_id)
+                    await anyio.sleep(0.1)
+    described = await client.get_workflow_handle(anonymous_workflow_id(task.task_id)).describe()
+    assert described.status == WorkflowExecutionStatus.TERMINATED
+    history = await client.get_workflow_handle(anonymous_workflow_id(task.task_id)).fetch_history()
+    assert EXPIRED_REASON in str(history.events[-1].workflow_execution_terminated_event_attributes.reason)
