@@ -296,7 +296,7 @@ class TemporalTasksSettings(BaseSettings):
         default=timedelta(seconds=30),
         description="Longest a tasks/get answers a running leg's progress as this server last read it, once "
         "that progress has stood still; progress that changes is re-read sooner (after as long as it stood "
-        "still, at least 1 s), and a message after 5 s of stillness is stamped on the task by the leg, so it "
+        "still, at least 1 s), and a message after 30 s of stillness is stamped on the task by the leg, so it "
         "shows at once. A backstop for legs on workers older than that stamp: lower shows their messages "
         "sooner, at more describe() calls. See [Reads at scale](performance.md#reads-at-scale).",
     )

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-PROGRESS_STAMP_AFTER = timedelta(seconds=5)
+PROGRESS_STAMP_AFTER = timedelta(seconds=30)
 # The signal follows the heartbeat that carries the message by this much, so a server that
 # re-reads the task at the signal finds the message.
 _STAMP_AFTER_HEARTBEAT = timedelta(milliseconds=100)
