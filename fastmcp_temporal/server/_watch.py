@@ -12,10 +12,10 @@ feeds it from long polls and `describe()`.
 
 Progress (a running leg's heartbeat details) adds no history event, so only a `describe()`
 sees it. A copy is re-read once it is as old as its progress had stood still, at least
-`_PROGRESS_RECHECK_MIN` and at most `progress_refresh`: changing progress reaches a reader
-about a second late, at one `describe()` per second however many read it (a held read ends
-after one such re-read, so each read costs at most one), and a long silent leg, the common
-long tool, costs a `describe()` per `progress_refresh`, not one per read. A message after a
+`_PROGRESS_RECHECK_MIN` and at most `progress_refresh`: progress that changes reaches a
+reader about as late as it had stood still before, at one `describe()` per re-read however
+many read it (a held read ends after one such re-read, so each read costs at most one), and
+a long silent leg, the common long tool, costs a `describe()` per `progress_refresh`. A message after a
 stillness longer than `worker._progress.PROGRESS_STAMP_AFTER` needs no re-read: the leg
 stamps it on the task (`PROGRESSED_SIGNAL`), an event `saw` takes as a change; a copy read
 within `_PROGRESS_RECHECK_MIN` of the stamp is re-read once more, in case the heartbeat that
