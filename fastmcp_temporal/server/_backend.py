@@ -30,6 +30,11 @@ class Backend:
     """Whether the namespace has `McpTaskChangedAt` too, so tasks stamp their changes (`_feed`)."""
 
     @property
+    def stamps_changes(self) -> bool:
+        """Whether tasks created here stamp `McpTaskChangedAt`, so the change feed can follow them."""
+        return self.searchable and self.changes_indexed
+
+    @property
     def ttl_ms(self) -> int:
         return int(self.settings.task_ttl.total_seconds() * 1000)
 

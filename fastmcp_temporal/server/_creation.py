@@ -169,7 +169,7 @@ def _task_input(
         publish_completion=False,
         asks_written_once=True,
         arguments_apart=True,
-        stamps_changes=backend.searchable and backend.changes_indexed,
+        stamps_changes=backend.stamps_changes,
     )
 
 

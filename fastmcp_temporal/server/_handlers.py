@@ -106,8 +106,7 @@ class TaskMethods:
         # shown yet (no worker online); hidden from reads so nobody asks twice.
         self._answered: OrderedDict[str, set[str]] = OrderedDict()
         self._clock = TemporalClock()
-        stamped = backend.searchable and backend.changes_indexed
-        feed = ChangeFeed.of(backend.client, backend.settings, self._clock) if stamped else None
+        feed = ChangeFeed.of(backend.client, backend.settings, self._clock) if backend.stamps_changes else None
         self._known = KnownTasks(backend.client, backend.settings, _outcome_state, self._clock, changes, feed)
         self._stalled = StalledTasks(backend.client, self._clock)
 
