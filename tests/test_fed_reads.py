@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import anyio
@@ -33,8 +34,18 @@ from fastmcp_temporal.server._stalled import EXPIRED_REASON
 from fastmcp_temporal.worker import _progress
 from helpers.servers import server_with
 from helpers.temporal import HistoryLongPolls, TemporalRequests, anonymous_workflow_id
-from helpers.waits import DEADLINE
-from helpers.wire import accept, ask, tasks_cancel, tasks_get, tasks_update
+from helpers.waits import DEADLINE, polled_until
+from helpers.wire import (
+    accept,
+    ask,
+    asking,
+    only_key,
+    parks,
+    tasks_cancel,
+    tasks_get,
+    tasks_update,
+    two_rounds,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -43,23 +54,9 @@ LIST = "ListWorkflowExecutions"
 NEVER = timedelta(seconds=DEADLINE * 4)
 
 
-async def two_rounds(ctx: Context) -> str | InputRequiredResult:
-    """Asks "first", then "second", then returns "done"."""
-    if ctx.request_state is None:
-        return ask("first", state="first")
-    if ctx.request_state == "first":
-        return ask("second", state="second")
-    return "done"
-
-
 async def asks_two(ctx: Context) -> str | InputRequiredResult:
     """Asks "a" and "b" at once."""
     return ask("a", "b") if ctx.input_responses is None else "answered"
-
-
-async def parks(ctx: Context) -> str | InputRequiredResult:
-    """Asks "name" and waits for it."""
-    return ask("name") if ctx.input_responses is None else "answered"
 
 
 @dataclass
@@ -99,22 +96,7 @@ async def _shows(
     client: Client, task_id: str, status: str, until: Callable[[ClientGetTaskResult], bool] = lambda _: True
 ) -> ClientGetTaskResult:
     """Read the task until a read shows `status` (and `until`)."""
-    with anyio.fail_after(DEADLINE):
-        while not ((read := await tasks_get(client, task_id)).status == status and until(read)):
-            await anyio.sleep(0.05)
-        return read
-
-
-def _asking(key: str) -> Callable[[ClientGetTaskResult], bool]:
-    def check(read: ClientGetTaskResult) -> bool:
-        return [request["params"]["message"] for request in (read.input_requests or {}).values()] == [key]
-
-    return check
-
-
-def _only_key(read: ClientGetTaskResult) -> str:
-    (key,) = read.input_requests or {}
-    return key
+    return await polled_until(partial(tasks_get, client, task_id), status, until)
 
 
 async def test_asks_answers_the_close_and_a_cancel_show_through_the_feed_without_a_long_poll(
@@ -122,16 +104,16 @@ async def test_asks_answers_the_close_and_a_cancel_show_through_the_feed_without
 ) -> None:
     async with fed_servers(temporal_server, task_queue, make_extension, two_rounds, reread_hold=timedelta(seconds=1)) as fed:
         task = await call_tool_task(fed.worker, "two_rounds")
-        parked = await _shows(fed.api, task.task_id, "input_required", _asking("first"))
+        parked = await _shows(fed.api, task.task_id, "input_required", asking("first"))
         listed = fed.requests.count()[LIST]
         for _ in range(3):  # held until the task changes, or the hold ends: the feed is queried meanwhile
-            assert _asking("first")(await tasks_get(fed.api, task.task_id))
+            assert asking("first")(await tasks_get(fed.api, task.task_id))
         assert fed.requests.count()[LIST] > listed
         assert fed.long_polls.in_flight(anonymous_workflow_id(task.task_id)) == 0
 
-        await tasks_update(fed.worker, task.task_id, {_only_key(parked): accept("1")})
-        parked = await _shows(fed.api, task.task_id, "input_required", _asking("second"))
-        await tasks_update(fed.api, task.task_id, {_only_key(parked): accept("2")})
+        await tasks_update(fed.worker, task.task_id, {only_key(parked): accept("1")})
+        parked = await _shows(fed.api, task.task_id, "input_required", asking("second"))
+        await tasks_update(fed.api, task.task_id, {only_key(parked): accept("2")})
         done = await _shows(fed.api, task.task_id, "completed")
         assert done.result is not None and done.result["structuredContent"] == {"result": "done"}
 
@@ -151,8 +133,8 @@ async def test_a_partial_answer_through_the_other_server_shows_through_the_feed(
         parked = await _shows(fed.api, task.task_id, "input_required", lambda read: len(read.input_requests or {}) == 2)
         (key_a,) = [key for key, request in (parked.input_requests or {}).items() if request["params"]["message"] == "a"]
         await tasks_update(fed.worker, task.task_id, {key_a: accept("1")})
-        parked = await _shows(fed.api, task.task_id, "input_required", _asking("b"))
-        await tasks_update(fed.api, task.task_id, {_only_key(parked): accept("2")})
+        parked = await _shows(fed.api, task.task_id, "input_required", asking("b"))
+        await tasks_update(fed.api, task.task_id, {only_key(parked): accept("2")})
         await _shows(fed.api, task.task_id, "completed")
 
 

@@ -25,7 +25,6 @@ import pytest
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
 from fastmcp_tasks.client_models import ClientGetTaskResult
-from mcp_types import InputRequiredResult
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client as TemporalClient
@@ -45,7 +44,16 @@ from helpers.temporal import (
     task_handle,
 )
 from helpers.waits import DEADLINE
-from helpers.wire import accept, ask, tasks_cancel, tasks_get, tasks_update
+from helpers.wire import (
+    accept,
+    asking,
+    only_key,
+    parks,
+    tasks_cancel,
+    tasks_get,
+    tasks_update,
+    two_rounds,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -57,20 +65,6 @@ HISTORY = "GetWorkflowExecutionHistory"
 SHORT_TASKS = 10
 
 
-async def two_rounds(ctx: Context) -> str | InputRequiredResult:
-    """Asks "first", then "second", then returns "done"."""
-    if ctx.request_state is None:
-        return ask("first", state="first")
-    if ctx.request_state == "first":
-        return ask("second", state="second")
-    return "done"
-
-
-async def parks(ctx: Context) -> str | InputRequiredResult:
-    """Asks "name" and waits for it."""
-    return ask("name") if ctx.input_responses is None else "answered"
-
-
 async def _api_server(
     temporal_server: DevServer, task_queue: str, requests: TemporalRequests, *tools: Callable[..., Any], **settings: Any
 ) -> tuple[FastMCP, TemporalClient]:
@@ -78,16 +72,6 @@ async def _api_server(
     client = await requests.connect(temporal_server.address)
     extension = TemporalTasksExtension(client=client, task_queue=task_queue, worker=False, **settings)
     return server_with(extension, *tools, name="api"), client
-
-
-def _asking(key: str) -> Callable[[ClientGetTaskResult], bool]:
-    """The read shows one open request, asking `key`."""
-
-    def check(read: ClientGetTaskResult) -> bool:
-        requests = list((read.input_requests or {}).values())
-        return len(requests) == 1 and requests[0]["params"]["message"] == key
-
-    return check
 
 
 async def _every_server_shows(
@@ -102,11 +86,6 @@ async def _every_server_shows(
             await anyio.sleep(0.05)
 
 
-def _only_key(read: ClientGetTaskResult) -> str:
-    (key,) = read.input_requests or {}
-    return key
-
-
 async def test_changes_through_one_server_show_at_the_other_servers_reads(
     temporal_server: DevServer, task_queue: str, make_extension: Callable[..., TemporalTasksExtension]
 ) -> None:
@@ -118,21 +97,21 @@ async def test_changes_through_one_server_show_at_the_other_servers_reads(
     async with Client(worker) as one, Client(api) as two:
         both = [one, two]
         task = await call_tool_task(one, "two_rounds")
-        (_, parked) = await _every_server_shows(both, task.task_id, "input_required", _asking("first"))
+        (_, parked) = await _every_server_shows(both, task.task_id, "input_required", asking("first"))
 
         described = requests.count()[DESCRIBE]
         for _ in range(READS):
-            assert _asking("first")(await tasks_get(two, task.task_id))
+            assert asking("first")(await tasks_get(two, task.task_id))
         assert requests.count()[DESCRIBE] == described  # answered from what the watch knows
 
-        await tasks_update(one, task.task_id, {_only_key(parked): accept("1")})
-        (_, parked) = await _every_server_shows(both, task.task_id, "input_required", _asking("second"))
-        await tasks_update(two, task.task_id, {_only_key(parked): accept("2")})
+        await tasks_update(one, task.task_id, {only_key(parked): accept("1")})
+        (_, parked) = await _every_server_shows(both, task.task_id, "input_required", asking("second"))
+        await tasks_update(two, task.task_id, {only_key(parked): accept("2")})
         done = await _every_server_shows(both, task.task_id, "completed")
         assert [read.result["structuredContent"] for read in done] == [{"result": "done"}] * 2
 
         cancelled = await call_tool_task(two, "parks")
-        await _every_server_shows(both, cancelled.task_id, "input_required", _asking("name"))
+        await _every_server_shows(both, cancelled.task_id, "input_required", asking("name"))
         await tasks_cancel(one, cancelled.task_id)
         await _every_server_shows(both, cancelled.task_id, "cancelled")
         await no_workflow_running(temporal, task_queue)  # while the worker still runs: it closes them
@@ -421,13 +400,13 @@ async def test_a_reset_task_asks_again_and_takes_new_answers(
     api, temporal = await _api_server(temporal_server, task_queue, requests, parks)
     async with Client(worker) as one, Client(api) as two:
         task = await call_tool_task(one, "parks")
-        (parked,) = await _every_server_shows([one], task.task_id, "input_required", _asking("name"))
-        await tasks_update(one, task.task_id, {_only_key(parked): accept("first")})
+        (parked,) = await _every_server_shows([one], task.task_id, "input_required", asking("name"))
+        await tasks_update(one, task.task_id, {only_key(parked): accept("first")})
         await _every_server_shows([one, two], task.task_id, "completed")
 
         await reset_workflow(temporal_server, anonymous_workflow_id(task.task_id))
-        (parked, _) = await _every_server_shows([one, two], task.task_id, "input_required", _asking("name"))
-        await tasks_update(two, task.task_id, {_only_key(parked): accept("second")})
+        (parked, _) = await _every_server_shows([one, two], task.task_id, "input_required", asking("name"))
+        await tasks_update(two, task.task_id, {only_key(parked): accept("second")})
         await _every_server_shows([one, two], task.task_id, "completed")
         history = task_handle(temporal, task.task_id).fetch_history_events()
         signaled = [e async for e in history if e.HasField("workflow_execution_signaled_event_attributes")]

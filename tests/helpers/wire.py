@@ -6,9 +6,10 @@ Requests go through the client's own session, which stamps the tasks capability 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from fastmcp import Client
+from fastmcp import Client, Context
 from fastmcp_tasks.client_models import (
     CancelTaskRequest,
     ClientGetTaskResult,
@@ -80,3 +81,33 @@ def text_of(status: ClientGetTaskResult) -> str:
     """The text a finished task's result carries."""
     assert status.result is not None, status
     return "".join(block.get("text", "") for block in status.result["content"])
+
+
+async def two_rounds(ctx: Context) -> str | InputRequiredResult:
+    """A guard tool: asks "first", then "second", then returns "done"."""
+    if ctx.request_state is None:
+        return ask("first", state="first")
+    if ctx.request_state == "first":
+        return ask("second", state="second")
+    return "done"
+
+
+async def parks(ctx: Context) -> str | InputRequiredResult:
+    """A guard tool: asks "name" and waits for it."""
+    return ask("name") if ctx.input_responses is None else "answered"
+
+
+def asking(key: str) -> Callable[[ClientGetTaskResult], bool]:
+    """The read shows one open request, asking `key`."""
+
+    def check(read: ClientGetTaskResult) -> bool:
+        requests = list((read.input_requests or {}).values())
+        return len(requests) == 1 and requests[0]["params"]["message"] == key
+
+    return check
+
+
+def only_key(read: ClientGetTaskResult) -> str:
+    """The one open request's key."""
+    (key,) = read.input_requests or {}
+    return key
