@@ -8,9 +8,12 @@ memory, and one event loop saturates a single core, which on a machine of severa
 cores never reaches its CPU target.
 
 So the worker's activity slots come from `LoopBoundSlots`: up to
-`max_concurrent_activities`, but beyond `MINIMUM_LEGS` a new slot only when every slot
-given runs a leg and the loop has been seen to come around within `LAG_LIMIT` since the
-last slot was given (`_loop_lag.LoopLag`): one more leg per turn of a loop that keeps up.
+`max_concurrent_activities`, but beyond `MINIMUM_LEGS` a new slot only when the loop has
+been seen to come around within `LAG_LIMIT` since the last slot was given
+(`_loop_lag.LoopLag`): one more leg per turn of a loop that keeps up. A poll gets such a
+slot only when every slot given runs a leg; an eager leg (handed over as its workflow task
+completes, with no poll) gets one without that rule, since it runs at once. Refusing eager
+legs too doubled a trivial task's time in Temporal (`bench/results/compare-slots-*.json`).
 Legs the worker does not take wait in the task queue for it, or for another worker.
 Workflow tasks, local activities and Nexus tasks keep Temporal's fixed slots.
 """
@@ -60,24 +63,33 @@ class LoopBoundSlots(CustomSlotSupplier):
         self._last_given = 0.0
 
     async def reserve_slot(self, ctx: SlotReserveContext) -> SlotPermit:
-        while (permit := self.try_reserve_slot(ctx)) is None:
+        while (permit := self._reserve(for_poll=True)) is None:
             await asyncio.sleep(SAMPLE_PERIOD)
         return permit
 
     def try_reserve_slot(self, ctx: SlotReserveContext) -> SlotPermit | None:
+        """A slot for an eager leg, which Temporal hands over as its workflow task completes."""
+        return self._reserve(for_poll=False)
+
+    def _reserve(self, *, for_poll: bool) -> SlotPermit | None:
         with self._guard:
-            if self._reserved >= self._most or (self._reserved >= MINIMUM_LEGS and not self._room()):
+            if self._reserved >= self._most or (self._reserved >= MINIMUM_LEGS and not self._room(for_poll)):
                 return None
             self._reserved += 1
             self._last_given = time.monotonic()
             return SlotPermit()
 
-    def _room(self) -> bool:
-        """Whether one more leg fits: every slot given runs a leg (idle polls hold none of the surplus,
-        so a burst cannot fill them all at once), and the loop came around in time since the last
-        slot was given (so that leg's load counts)."""
+    def _room(self, for_poll: bool) -> bool:
+        """Whether one more leg fits: the loop came around in time since the last slot was given (so
+        that leg's load counts), and, for a poll, every slot given runs a leg (idle polls hold none of
+        the surplus, so a burst cannot fill them all at once; an eager leg runs as soon as it has its
+        slot)."""
         idle = self._reserved - self._running
-        return idle == 0 and self._lag.sampled_at > self._last_given and self._lag.seconds < LAG_LIMIT
+        return (
+            (idle == 0 or not for_poll)
+            and self._lag.sampled_at > self._last_given
+            and self._lag.seconds < LAG_LIMIT
+        )
 
     def mark_slot_used(self, ctx: SlotMarkUsedContext) -> None:
         with self._guard:
