@@ -32,7 +32,7 @@ def busy_slots(lag: Any) -> LoopBoundSlots:
 
 
 async def polled(slots: LoopBoundSlots) -> bool:
-    """Whether a poll gets a slot before the (never changing) loop would let it in later."""
+    """Whether a poll gets a slot within 0.1 s: the fake loop never changes, so a refusal stands."""
     try:
         await asyncio.wait_for(slots.reserve_slot(CONTEXT), 0.1)
     except TimeoutError:
