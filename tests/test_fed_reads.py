@@ -7,15 +7,19 @@ server reads is followed by one visibility query per interval for all of them
 the other server (a partial one too), the close, a cancel through the other server, and a
 leg's stamped progress message each show at its reads, which are held until then (a read that answered from its copy
 without the feed would repeat the old answer); and a parked task whose worker is gone is
-still ended at its TTL by a read, although its TTL timer adds no stamp.
+still ended at its TTL by a read, although its TTL timer adds no stamp. Against a visibility
+that lags as production's does (rows listed late and out of order), every change still
+shows; one it never lists shows at the safety re-read.
 """
 
 from __future__ import annotations
 
+import random
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from functools import partial
 from typing import Any
 
@@ -30,6 +34,8 @@ from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver import DevServer
+from fastmcp_temporal.server import _watch
+from fastmcp_temporal.server._feed import Change, TemporalVisibility
 from fastmcp_temporal.server._stalled import EXPIRED_REASON
 from fastmcp_temporal.worker import _progress
 from helpers.servers import server_with
@@ -190,3 +196,80 @@ async def test_a_parked_task_whose_worker_is_gone_is_ended_at_its_ttl_by_a_fed_r
     assert described.status == WorkflowExecutionStatus.TERMINATED
     history = await client.get_workflow_handle(anonymous_workflow_id(task.task_id)).fetch_history()
     assert EXPIRED_REASON in str(history.events[-1].workflow_execution_terminated_event_attributes.reason)
+
+
+# --- against a visibility that lags -----------------------------------------
+
+
+class LateVisibility:
+    """Temporal's visibility as a production cluster's may answer: a row is listed only once it is
+    `late` old, and each page comes back shuffled; the rows of a task in `never` are not listed at
+    all (a lag past any `change_feed_lag`). Counts the rows it kept back, by workflow id."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, late: timedelta) -> None:
+        self.late = late
+        self.never: set[str] = set()
+        self.kept_back: Counter[str] = Counter()
+        listed = TemporalVisibility.changed_since
+
+        async def changed_since(source: TemporalVisibility, since: datetime) -> list[Change]:
+            rows = [row for row in await listed(source, since) if self._lists(row)]
+            random.shuffle(rows)
+            return rows
+
+        monkeypatch.setattr(TemporalVisibility, "changed_since", changed_since)
+
+    def _lists(self, row: Change) -> bool:
+        listed = row.workflow_id not in self.never and row.at <= datetime.now(timezone.utc) - self.late
+        self.kept_back[row.workflow_id] += not listed
+        return listed
+
+
+async def test_changes_visibility_lists_late_and_out_of_order_still_show_at_reads(
+    temporal_server: DevServer,
+    task_queue: str,
+    make_extension: Callable[..., TemporalTasksExtension],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each row is listed half the feed's lag late (a slow Elasticsearch), out of order."""
+    visibility = LateVisibility(monkeypatch, late=timedelta(seconds=1.5))
+    async with fed_servers(
+        temporal_server, task_queue, make_extension, two_rounds, change_feed_lag=timedelta(seconds=3)
+    ) as fed:
+        task = await call_tool_task(fed.worker, "two_rounds")
+        parked = await _shows(fed.api, task.task_id, "input_required", asking("first"))
+        await tasks_update(fed.worker, task.task_id, {only_key(parked): accept("1")})
+        parked = await _shows(fed.api, task.task_id, "input_required", asking("second"))
+        await tasks_update(fed.worker, task.task_id, {only_key(parked): accept("2")})
+        await _shows(fed.api, task.task_id, "completed")
+
+        cancelled = await call_tool_task(fed.worker, "parks")
+        await _shows(fed.api, cancelled.task_id, "input_required")
+        await tasks_cancel(fed.worker, cancelled.task_id)
+        await _shows(fed.api, cancelled.task_id, "cancelled")
+    for shown in (task, cancelled):
+        workflow_id = anonymous_workflow_id(shown.task_id)
+        assert visibility.kept_back[workflow_id] > 0
+        assert fed.long_polls.in_flight(workflow_id) == 0
+
+
+async def test_a_change_visibility_never_lists_shows_at_the_safety_reread(
+    temporal_server: DevServer,
+    task_queue: str,
+    make_extension: Callable[..., TemporalTasksExtension],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A parked task the feed stops listing: nothing else re-reads it (no leg, no TTL due), so only
+    the safety re-read shows its answer and close; at its default 10 min this test would time out."""
+    monkeypatch.setattr(_watch, "SAFETY_REREAD", timedelta(seconds=DEADLINE / 4))
+    visibility = LateVisibility(monkeypatch, late=timedelta(0))
+    async with fed_servers(temporal_server, task_queue, make_extension) as fed:
+        task = await call_tool_task(fed.worker, "parks")
+        parked = await _shows(fed.api, task.task_id, "input_required")
+        workflow_id = anonymous_workflow_id(task.task_id)
+        visibility.never.add(workflow_id)
+        await tasks_update(fed.worker, task.task_id, {only_key(parked): accept("now")})
+        done = await _shows(fed.api, task.task_id, "completed")
+        assert done.result is not None and done.result["structuredContent"] == {"result": "answered"}
+        assert visibility.kept_back[workflow_id] > 0  # visibility had the close; the feed never saw it
+        assert fed.long_polls.in_flight(workflow_id) == 0
