@@ -101,7 +101,9 @@ def bare_worker(client: Client, task_queue: str, marks: Marks) -> Worker:
     )
 
 
-async def start(client: Client, task_queue: str, workflow_name: str, arg: object) -> Any:
+async def start(
+    client: Client, task_queue: str, workflow_name: str, arg: object, *, eager: bool = True
+) -> Any:
     """Start a bare workflow as the bare driver and the `bare-mcp` engine's tool both do.
 
     Args:
@@ -109,9 +111,10 @@ async def start(client: Client, task_queue: str, workflow_name: str, arg: object
         task_queue: the engine's queue.
         workflow_name: `BareTrivial`, `BareHold`, … .
         arg: its one argument.
+        eager: request eager start (a worker of this client then runs its first workflow task at once).
     """
     return await client.start_workflow(
-        workflow_name, arg, id=f"bare/{uuid.uuid4().hex}", task_queue=task_queue, request_eager_start=True
+        workflow_name, arg, id=f"bare/{uuid.uuid4().hex}", task_queue=task_queue, request_eager_start=eager
     )
 
 
