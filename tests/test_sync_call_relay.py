@@ -18,7 +18,9 @@ The TypeScript SDK's client (`@modelcontextprotocol/sdk` 1.x, installed from npm
 session into a temporary folder; skipped, saying why, when npm cannot reach its registry)
 gets the same (`relay_client.mjs`).
 
-In process: a request without a `progressToken` gets no progress, a stateless HTTP
+In process: every progress report reaches the caller in order, a log message is never
+pushed out of the leg's window by a tight progress loop, a request without a
+`progressToken` gets no progress, a stateless HTTP
 connection keeps today's refusal of an ask, an ask the client answers with an error
 ends the call with that error and cancels its workflow, and sampling and roots asks are
 relayed as elicitations are.
@@ -46,6 +48,7 @@ from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal.devserver import DevServer, free_port
+from fastmcp_temporal.worker._notices import WINDOW_NOTICES, LegNotices
 from helpers.processes import PROCESS_DEADLINE, AttemptLog, Processes, answering_client
 from helpers.servers import HandshakeSession, handshake_session, server_with, serving_http
 from helpers.temporal import call_workflows, closed_status
@@ -223,6 +226,13 @@ async def reports(ctx: Context) -> str:
     return "done"
 
 
+async def reports_thrice(ctx: Context) -> str:
+    """As the conformance suite's `tools-call-with-progress`: three reports back to back."""
+    for done in (1, 2, 3):
+        await ctx.report_progress(done, 3, f"step {done}")
+    return "done"
+
+
 async def asks(ctx: Context) -> str | mcp_types.InputRequiredResult:
     if ctx.input_responses is None:
         return ask("value")
@@ -256,6 +266,38 @@ async def test_progress_goes_only_to_a_request_with_a_progress_token(make_extens
     assert methods(with_token) == ["notifications/progress", "notifications/message", None]
     assert with_token[0]["params"] == {"progressToken": "t-1", "progress": 1.0, "total": 2.0, "message": "half"}
     assert with_token[-1]["result"]["content"] == [{"type": "text", "text": "done"}]
+
+
+async def test_every_progress_report_reaches_the_caller_in_order(make_extension) -> None:
+    server = server_with(make_extension(sync_calls="workflow"), reports_thrice)
+
+    async with serving_http(server) as url, handshake_session(url) as session:
+        with anyio.fail_after(PROCESS_DEADLINE):
+            messages = await call_raw(session, "reports_thrice", {"progressToken": "t-3"})
+
+    assert [message["params"] for message in messages[:-1]] == [
+        {"progressToken": "t-3", "progress": float(done), "total": 3.0, "message": f"step {done}"}
+        for done in (1, 2, 3)
+    ]
+    assert messages[-1]["result"]["content"] == [{"type": "text", "text": "done"}]
+
+
+def test_a_tight_progress_loop_never_pushes_a_log_message_out_of_the_window() -> None:
+    """Unit: what the leg's heartbeats carry, past the window's count of notices."""
+    notices = LegNotices(progress=True)
+    notices.log("info", "started", None, None)
+    for done in range(1, 1001):
+        notices.report(done, 1000, None)
+    notices.log("info", "finished", None, None)
+
+    window = notices.window()
+    assert window is not None
+    kinds = [(kind, data.get("message") or data.get("progress")) for _, kind, data in window["notices"]]
+    assert kinds[0] == ("log", "started") and kinds[-1] == ("log", "finished")
+    assert kinds[-2] == ("progress", 1000)
+    assert len(kinds) == WINDOW_NOTICES
+    reports = [progress for kind, progress in kinds if kind == "progress"]
+    assert reports == sorted(reports)
 
 
 async def answer_anything(message: str, response_type: Any, params: Any, context: Any) -> ElicitResult[Any]:

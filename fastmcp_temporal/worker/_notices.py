@@ -9,11 +9,12 @@ caller as the inline call would have sent it. The leg's outcome carries the stre
 latest window too, for the notices no heartbeat carried before the leg ended.
 
 Heartbeat details are replaced, not appended, so each carries a window: the notices of
-the last `WINDOW_AGE`, at most `WINDOW_NOTICES` of them and `WINDOW_BYTES` in all (the oldest
-leave first); one message is cut to `MESSAGE_CHARS`. Consecutive progress reports with no
-message between them keep only the latest, so a tight progress loop never pushes out a
-log message. Each notice has a sequence number within the stream, so the server relays
-each once and knows how many it missed (more than the window holds between two reads).
+the last `WINDOW_AGE`, at most `WINDOW_NOTICES` of them and `WINDOW_BYTES` in all; one
+message is cut to `MESSAGE_CHARS`. Every progress report stays in the window, as every log
+message does; over its count or size, a report a later one supersedes leaves first, then the
+oldest notice, so a tight progress loop never pushes out a log message. Each notice has a
+sequence number within the stream, so the server relays each once and knows how many it
+missed (more than the window holds between two reads).
 """
 
 from __future__ import annotations
@@ -67,9 +68,6 @@ class LegNotices:
         """A `ctx.report_progress` report, relayed as `notifications/progress` (when asked for)."""
         if not self.progress:
             return
-        if self._notices and self._notices[-1].kind == "progress":
-            dropped = self._notices.pop()  # only the latest of consecutive reports is relayed
-            self._bytes -= dropped.size
         data = {"progress": progress, "total": total, "message": message[:MESSAGE_CHARS] if message else message}
         self._add("progress", data)
 
@@ -93,7 +91,16 @@ class LegNotices:
 
     def _prune(self, now: float) -> None:
         notices = self._notices
-        while notices and (
-            len(notices) > WINDOW_NOTICES or self._bytes > WINDOW_BYTES or now - notices[0].at > WINDOW_AGE
-        ):
+        while notices and now - notices[0].at > WINDOW_AGE:
             self._bytes -= notices.popleft().size
+        while len(notices) > WINDOW_NOTICES or self._bytes > WINDOW_BYTES:
+            dropped = _superseded_progress(notices) or notices[0]
+            notices.remove(dropped)  # notices are unique by their sequence number
+            self._bytes -= dropped.size
+
+
+def _superseded_progress(notices: deque[_Notice]) -> _Notice | None:
+    """The oldest progress report a later one in the window supersedes; None if at most one is there."""
+    reports = (notice for notice in notices if notice.kind == "progress")
+    oldest, later = next(reports, None), next(reports, None)
+    return oldest if later is not None else None
