@@ -7,7 +7,9 @@ whether a caller that did not opt in to tasks is served inline or by a workflow;
 `leg="local"` runs a short tool's body as a local activity, inside the workflow task;
 `versioning_behavior` chooses, with Worker Versioning on, whether this tool's tasks stay
 on the deployment version that started them; `priority` orders this tool's tasks in the
-task queue's backlog (Temporal's priority key, 1 first), within which callers share fairly.
+task queue's backlog (Temporal's priority key, 1 first), within which callers share fairly;
+`ask_before_task` lets a tool's first questions come back on the `tools/call` itself (SEP-2322),
+and the call that answers them gets the task (SEP-2663's MRTR → task composition).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class ExecutionPolicy:
         leg: `activity`, or `local` for a tool that finishes within seconds.
         versioning_behavior: `pinned` or `auto_upgrade`, with Worker Versioning on.
         priority: 1 (first) to 5 (last) in the task queue's backlog; unset is Temporal's 3.
+        ask_before_task: a task's first questions answer the `tools/call` that started it.
     """
 
     start_to_close_timeout: timedelta | None = None
@@ -55,6 +58,7 @@ class ExecutionPolicy:
     leg: Literal["activity", "local"] | None = None
     versioning_behavior: VersioningBehaviorName | None = None
     priority: int | None = None
+    ask_before_task: bool | None = None
 
     def __post_init__(self) -> None:
         _check_priority(self.priority)
@@ -71,6 +75,7 @@ def execution_policy(
     leg: Literal["activity", "local"] | None = None,
     versioning_behavior: VersioningBehaviorName | None = None,
     priority: int | None = None,
+    ask_before_task: bool | None = None,
 ) -> Callable[[F], F]:
     """Set how this tool's legs are scheduled; place it below `@mcp.tool(task=True)`.
 
@@ -96,6 +101,12 @@ def execution_policy(
         priority: where this tool's tasks wait when the workers are busy: 1 runs first, 5
             last, unset is Temporal's default 3. The tool's legs inherit it; within one
             priority each caller gets a fair share.
+        ask_before_task: for a caller that opted in to tasks, a tool whose first leg asks
+            within `read_hold` answers the `tools/call` with its questions (SEP-2322's
+            `InputRequiredResult`, its `requestState` naming the task, which already runs
+            durably and waits for the answers), and the `tools/call` that carries the answers
+            gets the task (`CreateTaskResult`): SEP-2663's MRTR → task composition. Otherwise
+            the call gets its task at once, and the questions show on `tasks/get`.
 
     Raises:
         ValueError: `sync_calls`, `leg` or `versioning_behavior` is not one of its values, or
@@ -119,6 +130,7 @@ def execution_policy(
         leg,
         versioning_behavior,
         priority,
+        ask_before_task,
     )
 
     def apply(fn: F) -> F:
