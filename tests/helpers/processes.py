@@ -100,10 +100,11 @@ class Processes:
         port: int,
         release: Path | None = None,
         *,
+        app: Path = APP,
         env: dict[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
-        """An HTTP server with an embedded worker, with `env` added; `release` runs an unpacked earlier
-        release's code."""
+        """An HTTP server with an embedded worker on `app` (fault_app by default), with `env` added;
+        `release` runs an unpacked earlier release's code."""
         env = {
             "FASTMCP_TEMPORAL_ADDRESS": address,
             "FASTMCP_TEMPORAL_TASK_QUEUE": task_queue,
@@ -111,7 +112,7 @@ class Processes:
             **({"PYTHONPATH": str(release)} if release else {}),
             **(env or {}),
         }
-        return self._start([sys.executable, str(APP)], env, "server")
+        return self._start([sys.executable, str(app)], env, "server")
 
     def output(self, process: subprocess.Popen[bytes]) -> str:
         return self.outputs[process.pid].read_text(errors="replace")
