@@ -9,7 +9,8 @@ whether a caller that did not opt in to tasks is served inline or by a workflow;
 on the deployment version that started them; `priority` orders this tool's tasks in the
 task queue's backlog (Temporal's priority key, 1 first), within which callers share fairly;
 `ask_before_task` lets a tool's first questions come back on the `tools/call` itself (SEP-2322),
-and the call that answers them gets the task (SEP-2663's MRTR → task composition).
+and the call that answers them gets the task (SEP-2663's MRTR → task composition); `rejoin`
+lets a client whose request timed out call a durable call again and join it.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class ExecutionPolicy:
         versioning_behavior: `pinned` or `auto_upgrade`, with Worker Versioning on.
         priority: 1 (first) to 5 (last) in the task queue's backlog; unset is Temporal's 3.
         ask_before_task: a task's first questions answer the `tools/call` that started it.
+        rejoin: a durable call is named by its caller and arguments, and a repeat joins it.
     """
 
     start_to_close_timeout: timedelta | None = None
@@ -59,6 +61,7 @@ class ExecutionPolicy:
     versioning_behavior: VersioningBehaviorName | None = None
     priority: int | None = None
     ask_before_task: bool | None = None
+    rejoin: bool | None = None
 
     def __post_init__(self) -> None:
         _check_priority(self.priority)
@@ -76,6 +79,7 @@ def execution_policy(
     versioning_behavior: VersioningBehaviorName | None = None,
     priority: int | None = None,
     ask_before_task: bool | None = None,
+    rejoin: bool | None = None,
 ) -> Callable[[F], F]:
     """Set how this tool's legs are scheduled; place it below `@mcp.tool(task=True)`.
 
@@ -107,6 +111,13 @@ def execution_policy(
             durably and waits for the answers), and the `tools/call` that carries the answers
             gets the task (`CreateTaskResult`): SEP-2663's MRTR → task composition. Otherwise
             the call gets its task at once, and the questions show on `tasks/get`.
+        rejoin: for a durable call (`sync_calls="workflow"`), for a client with no tasks whose
+            request times out before a long tool ends: the call's workflow is named by its
+            caller and its arguments, a withdrawn request leaves it running, and the same
+            caller calling the tool with the same arguments joins it (its logs, progress and
+            questions relayed anew) or, within `task_ttl` after it ended, gets its result
+            again, so the body runs once. Only for tools whose repeated call may be answered
+            by one run; a caller that withdraws cannot cancel such a call.
 
     Raises:
         ValueError: `sync_calls`, `leg` or `versioning_behavior` is not one of its values, or
@@ -131,6 +142,7 @@ def execution_policy(
         versioning_behavior,
         priority,
         ask_before_task,
+        rejoin,
     )
 
     def apply(fn: F) -> F:

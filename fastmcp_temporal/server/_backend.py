@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from cryptography.fernet import InvalidToken
 from mcp.shared.exceptions import MCPError
@@ -15,7 +16,7 @@ from temporalio.service import RPCError
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.connection._codec import UnknownEncryptionKeyError
 from fastmcp_temporal.connection._sizes import PayloadLimits, limits_of
-from fastmcp_temporal.server._scope import CallerScope, current_scope, scope_secrets
+from fastmcp_temporal.server._scope import CallerScope, call_id, current_scope, scope_secrets
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,16 @@ class Backend:
 
     def caller_scope(self) -> CallerScope:
         """The scope of the request being served, tagged with this deployment's scope secrets."""
+        return current_scope(self._scope_secrets)
+
+    def call_id(self, tool_key: str, arguments: dict[str, Any]) -> str:
+        """The id a rejoinable call of `tool_key` with `arguments` has, every time (`_scope.call_id`)."""
+        return call_id(self._scope_secrets[0], tool_key, arguments)
+
+    @property
+    def _scope_secrets(self) -> tuple[bytes, ...]:
         key = self.settings.encryption_key
-        return current_scope(scope_secrets(key.get_secret_value() if key is not None else None))
+        return scope_secrets(key.get_secret_value() if key is not None else None)
 
 
 class UnreadablePayloadError(Exception):

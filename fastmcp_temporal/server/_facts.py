@@ -47,11 +47,14 @@ class TaskFacts:
     policy: LegPolicy
 
     @classmethod
-    def decide(cls, backend: Backend, tool: Tool, component: Tool, kind: WorkflowKind) -> TaskFacts:
-        """A new task's facts: `tool` as called, run as `component` (a mounted tool's child)."""
+    def decide(
+        cls, backend: Backend, tool: Tool, component: Tool, kind: WorkflowKind, task_id: str | None = None
+    ) -> TaskFacts:
+        """A new task's facts: `tool` as called, run as `component` (a mounted tool's child), under
+        `task_id` (a new one when None)."""
         return cls(
             kind=kind,
-            task_id=new_task_id(),
+            task_id=task_id or new_task_id(),
             scope=backend.caller_scope().tag,
             tool=tool.name,
             version=tool.version,

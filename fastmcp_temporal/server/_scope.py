@@ -27,10 +27,15 @@ also be another caller's.
 
 The tag is also the caller's fairness key in Temporal's task queues (`fairness_key`), so
 one caller's backlog takes its share of the workers, not all of them.
+
+A rejoinable durable call (`execution_policy(rejoin=True)`) is named, under its caller's
+tag, by an HMAC of its tool and arguments (`call_id`) with the same secret, so the same
+call from the same caller finds the same workflow, and the id says nothing of the arguments.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -38,7 +43,7 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 from fastmcp.server.dependencies import get_access_token
 
@@ -77,6 +82,13 @@ class CallerScope:
 def new_task_id() -> str:
     """A server-minted, unguessable task id (43 URL-safe characters, as the reference)."""
     return secrets.token_urlsafe(32)
+
+
+def call_id(secret: bytes, tool_key: str, arguments: dict[str, Any]) -> str:
+    """The id of a rejoinable call of `tool_key` with `arguments` (43 URL-safe characters): the same
+    for every repeat, keyed so that its id tells nothing of the arguments to whoever reads it."""
+    named = json.dumps([tool_key, arguments], sort_keys=True, ensure_ascii=False, default=str).encode()
+    return base64.urlsafe_b64encode(hmac.digest(secret, named, "sha256")).decode().rstrip("=")
 
 
 @lru_cache(maxsize=8)

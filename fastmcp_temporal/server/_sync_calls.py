@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import suppress
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -28,14 +28,16 @@ from mcp.shared.exceptions import MCPError
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import CancelledError, TerminatedError
 from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal._fastmcp_private import cancel_requested
 from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.server._backend import Backend
 from fastmcp_temporal.server._creation import start_tool_workflow, task_component
+from fastmcp_temporal.server._known import described
 from fastmcp_temporal.server._relay import AskNotCarried, CallerChannel, Relay
+from fastmcp_temporal.server._scope import workflow_id
 from fastmcp_temporal.workflows.models import REFUSED_ASK, TaskOutcome
 
 if TYPE_CHECKING:
@@ -58,22 +60,58 @@ async def call_through_workflow(
 ) -> ToolResult:
     """Run the call as a workflow and answer as the inline call would."""
     channel = CallerChannel.of(context)
-    # Shielded: a request withdrawn while Temporal starts the workflow gets the workflow
-    # cancelled in `_outcome`, instead of the start being abandoned with the workflow running.
-    with anyio.CancelScope(shield=True):
-        started = await start_tool_workflow(backend, tool, arguments, context, kind="call", relay=channel)
-    relay = Relay(backend, context, channel, started.input_bytes)
+    component = await task_component(context.fastmcp, tool)
+    rejoin = bool(policy_of(component).rejoin)
+    ttl = backend.settings.task_ttl
+    ended = await _recently_ended(backend, component.key, arguments, ttl) if rejoin else None
+    if ended is not None:
+        handle, input_bytes = ended
+    else:
+        # Shielded: a request withdrawn while Temporal starts the workflow gets the workflow
+        # cancelled in `_outcome`, instead of the start being abandoned with the workflow running.
+        with anyio.CancelScope(shield=True):
+            started = await start_tool_workflow(
+                backend, tool, arguments, context, kind="call", relay=channel, rejoin=rejoin
+            )
+        handle, input_bytes = started.handle, started.input_bytes
+    relay = Relay(backend, context, channel, input_bytes)
     try:
-        outcome = await _outcome(started.handle, cancel_requested(context), relay)
-        return _answer(outcome, started.handle.id, timedelta(milliseconds=started.facts.ttl_ms))
+        withdrawn = None if rejoin else cancel_requested(context)
+        outcome = await _outcome(handle, withdrawn, relay, cancel_when_withdrawn=not rejoin)
+        return _answer(outcome, handle.id, ttl)
     except AskNotCarried as refused:
         return InputRequiredToolResult(refused.ask)  # FastMCP refuses it as it refuses an inline ask
 
 
+async def _recently_ended(
+    backend: Backend, tool_key: str, arguments: dict[str, Any] | None, ttl: timedelta
+) -> tuple[WorkflowHandle[Any, TaskOutcome], int] | None:
+    """A rejoinable call's workflow that ended within `ttl`, and its input's size: a repeat gets its
+    outcome again (None when there is none, or it runs: the start joins it)."""
+    call = backend.call_id(tool_key, dict(arguments or {}))
+    handle: WorkflowHandle[Any, TaskOutcome] = backend.client.get_workflow_handle(
+        workflow_id(backend.caller_scope().tag, call, "call"), result_type=TaskOutcome
+    )
+    try:
+        description, memo = await described(handle)
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    if description.close_time is None or description.close_time + ttl < datetime.now(timezone.utc):
+        return None
+    return handle, memo.input_bytes
+
+
 async def _outcome(
-    handle: WorkflowHandle[Any, TaskOutcome], withdrawn: anyio.Event | None, relay: Relay
+    handle: WorkflowHandle[Any, TaskOutcome],
+    withdrawn: anyio.Event | None,
+    relay: Relay,
+    *,
+    cancel_when_withdrawn: bool = True,
 ) -> TaskOutcome:
-    """The workflow's result, relayed as it goes; a withdrawn request cancels the workflow.
+    """The workflow's result, relayed as it goes; a withdrawn request cancels the workflow
+    (unless not `cancel_when_withdrawn`: a rejoinable call runs on for the caller's repeat).
 
     mcp applies a caller's `notifications/cancelled` by cancelling the request (seen here as
     cancellation) or, on a connection that only signals it, by setting `withdrawn`: the
@@ -83,7 +121,11 @@ async def _outcome(
     watch = asyncio.create_task(_cancel_when_set(withdrawn, handle)) if withdrawn is not None else None
     try:
         return await relay.follow(handle)
-    except (anyio.get_cancelled_exc_class(), MCPError, AskNotCarried):
+    except anyio.get_cancelled_exc_class():
+        if cancel_when_withdrawn:
+            await _cancel(handle)
+        raise
+    except (MCPError, AskNotCarried):
         await _cancel(handle)
         raise
     except WorkflowFailureError as exc:
@@ -128,14 +170,14 @@ async def _reset_to(run: WorkflowHandle[Any, Any]) -> str:
         return ""
 
 
-def _answer(outcome: TaskOutcome, workflow_id: str, ttl: timedelta) -> ToolResult:
+def _answer(outcome: TaskOutcome, call_workflow_id: str, ttl: timedelta) -> ToolResult:
     """The inline call's answer: its result, its ask, or its JSON-RPC error."""
     if outcome.expired:
         raise MCPError(
             code=mcp_types.INTERNAL_ERROR,
             message=(
                 f"The tool's question expired: the caller did not answer within the call's task_ttl of "
-                f"{ttl.total_seconds():g}s, so its workflow {workflow_id} ended; call the tool again."
+                f"{ttl.total_seconds():g}s, so its workflow {call_workflow_id} ended; call the tool again."
             ),
         )
     if outcome.error is not None:
