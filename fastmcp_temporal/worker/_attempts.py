@@ -31,6 +31,7 @@ from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError
 
+from fastmcp_temporal.worker._apart import signal_apart
 from fastmcp_temporal.worker._body import stop_body
 from fastmcp_temporal.worker._heartbeat import HeartbeatCadence, Ticker
 from fastmcp_temporal.worker._outcome import kept_outcome
@@ -84,7 +85,6 @@ class LegRun:
 
 LegKey = tuple[str, str, str]
 _runs: dict[LegKey, LegRun] = {}
-_deliveries: set[asyncio.Task[None]] = set()
 # A leg's outcome waits this long on this worker for a retry of the leg to collect it,
 # after an attempt that Temporal gave up on or that failed to keep the outcome.
 _UNCOLLECTED_KEPT = timedelta(minutes=10)
@@ -197,12 +197,8 @@ def _deliver_late(leg: int, outcome: LegOutcome | RawValue) -> None:
 
     The signal is sent apart from the attempt, which Temporal may cancel any moment.
     """
-    info = activity.info()
-    client = activity.client()
-    handle = client.get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
-    delivery = asyncio.create_task(_signal(handle, client.data_converter, leg, outcome))
-    _deliveries.add(delivery)
-    delivery.add_done_callback(_deliveries.discard)
+    converter = activity.client().data_converter
+    signal_apart(lambda handle: _signal(handle, converter, leg, outcome))
 
 
 async def _signal(

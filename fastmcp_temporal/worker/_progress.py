@@ -37,6 +37,7 @@ from temporalio import activity
 from temporalio.service import RPCError
 
 from fastmcp_temporal import _fastmcp_private
+from fastmcp_temporal.worker._apart import signal_apart
 from fastmcp_temporal.worker._notices import LegNotices
 from fastmcp_temporal.workflows.models import PROGRESSED_SIGNAL, STORE_WAITING_DETAIL
 
@@ -49,7 +50,6 @@ PROGRESS_STAMP_AFTER = timedelta(seconds=30)
 # The signal follows the heartbeat that carries the message by this much, so a server that
 # re-reads the task at the signal finds the message.
 _STAMP_AFTER_HEARTBEAT = timedelta(milliseconds=100)
-_stamps: set[asyncio.Task[None]] = set()
 
 
 @dataclass
@@ -109,11 +109,7 @@ class LegProgress:
 def stamp_progress() -> None:
     """Signal the running leg's workflow that its message changed, apart from the attempt, which
     Temporal may cancel any moment; a failed signal only leaves the message to the next re-read."""
-    info = activity.info()
-    handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
-    stamp = asyncio.create_task(_stamp(handle))
-    _stamps.add(stamp)
-    stamp.add_done_callback(_stamps.discard)
+    signal_apart(_stamp)
 
 
 async def _stamp(handle: WorkflowHandle[Any, Any]) -> None:
