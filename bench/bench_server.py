@@ -24,6 +24,10 @@ every `BENCH_PROGRESS_S` seconds (default 10) until the bench releases it.
 `freshness.py`'s tool (`fresh`) runs its body a given time, then closes, asks or reports
 progress, marking the moment just before in `BENCH_MARKS`; the bench times from that mark
 to the client seeing the change.
+
+With `BENCH_COUNT_BY_WORKFLOW` set (`scale.py` sets it on its API servers only), the process
+counts every Temporal request its clients make by the workflow the request names and by
+operation, and serves the counts at `GET /bench/temporal-by-workflow` (`count_by_workflow`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ from fastmcp import Context, FastMCP
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from marks import Marks  # bench/ is on the path of every benchmark process
 from mcp_types import ElicitRequest, InputRequiredResult
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 
 
 class _RequestCounter(Middleware):
@@ -53,6 +59,51 @@ class _RequestCounter(Middleware):
         return await call_next(context)
 
 
+def count_by_workflow(mcp: FastMCP) -> None:
+    """Count this process's Temporal requests by the workflow each names, served at `/bench/temporal-by-workflow`.
+
+    The seam is `temporalio.service._BridgeServiceClient._rpc_call`, which every
+    `WorkflowService` method calls once per request (client interceptors miss the raw
+    `workflow_service` calls the server makes, such as its history long polls). The SDK's
+    own metrics count by operation only, and count each retry the core makes; this counts
+    calls. A request's workflow is its `execution`, `workflow_execution` or
+    `update_ref.workflow_execution`'s `workflow_id`, or its own `workflow_id`; one naming
+    none (a visibility list for the change feed, a namespace lookup) counts under "".
+    The endpoint answers `{workflow_id: {Operation: n}}`, operations spelled as the SDK's
+    metrics spell them (`GetWorkflowExecutionHistory`).
+    """
+    from temporalio.service import _BridgeServiceClient
+
+    counts: collections.defaultdict[str, collections.Counter[str]] = collections.defaultdict(
+        collections.Counter
+    )
+    operations: dict[str, str] = {}
+    call = _BridgeServiceClient._rpc_call
+
+    async def counted(self: Any, rpc: str, req: Any, *args: Any, **kwargs: Any) -> Any:
+        operation = operations.get(rpc) or operations.setdefault(
+            rpc, "".join(part.title() for part in rpc.split("_"))
+        )
+        counts[_named_workflow(req)][operation] += 1
+        return await call(self, rpc, req, *args, **kwargs)
+
+    _BridgeServiceClient._rpc_call = counted  # type: ignore[method-assign]
+
+    @mcp.custom_route("/bench/temporal-by-workflow", methods=["GET"])
+    async def temporal_by_workflow(request: Request) -> JSONResponse:
+        return JSONResponse({workflow: dict(ops) for workflow, ops in counts.items()})
+
+
+def _named_workflow(request: Any) -> str:
+    """The workflow id a Temporal request names, or "" for one that names none."""
+    for field in ("execution", "workflow_execution"):
+        if (execution := getattr(request, field, None)) is not None and execution.workflow_id:
+            return execution.workflow_id
+    if (ref := getattr(request, "update_ref", None)) is not None and ref.workflow_execution.workflow_id:
+        return ref.workflow_execution.workflow_id
+    return getattr(request, "workflow_id", "") or ""
+
+
 def build(kind: str, marks: Marks) -> FastMCP:
     """The benchmark server on engine `kind`, configured from the environment.
 
@@ -62,6 +113,8 @@ def build(kind: str, marks: Marks) -> FastMCP:
     """
     requests: collections.Counter[str] = collections.Counter()
     mcp = FastMCP("bench", middleware=[_RequestCounter(requests)])
+    if os.environ.get("BENCH_COUNT_BY_WORKFLOW"):
+        count_by_workflow(mcp)
 
     @mcp.tool
     async def bench_requests() -> dict[str, int]:

@@ -21,7 +21,12 @@ with the defaults (5 s, 4.5 s, 30 s) 5,000 legs heartbeat about 1,100 times a se
    `quiet_poll_interval` a minute after its first read) it measures `--window`
    seconds: Temporal requests per second by process and operation, requests per task per
    30 s (all, and by kind: describe, history, list/visibility, signal, ... as
-   `procs.request_kind` names them), CPU and RSS per process, `tasks/get` p50/p95. Halfway
+   `procs.request_kind` names them), the API servers' requests per task per 30 s by the kind of
+   task each names (`per_task_per_30s_by_task_kind`: `parked` per parked task, `leg` per leg,
+   `shared`, naming no workflow, such as the change feed's visibility lists, per task of either
+   kind; counted in each API server by `bench_server.count_by_workflow`, beside the SDK's
+   per-operation counts in `api_requests_counted_vs_sdk`), CPU and RSS per process,
+   `tasks/get` p50/p95. Halfway
    through, four sets of `--probes` legs change: released to ask, released to close, nudged
    to report progress, and cancelled with `tasks/cancel` (through whichever server the next
    client is on). Freshness, p50/p95/max: from the change (the tool body's ask, return or
@@ -56,6 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx2
 from deploy import Backends, engine_env, start_api_server, start_worker, terminate  # bench/ is on sys.path
 from fastmcp import Client
 from fastmcp_tasks.client import call_tool_task
@@ -144,6 +150,7 @@ class Fleet:
         self.marks = Marks(Path(self.env["BENCH_MARKS"]))
         self.processes: dict[str, asyncio.subprocess.Process] = {}
         self.metrics: dict[str, str] = {}
+        self.by_workflow: dict[str, str] = {}  # each API server's count of Temporal requests by workflow
         self.urls: list[str] = []
         self.starts = 0
 
@@ -161,8 +168,10 @@ class Fleet:
 
     async def _api_server(self, i: int) -> str:
         port_file, log = (self.state / f"api-{i}-{self.starts}.{suffix}" for suffix in ("port", "log"))
-        server, url, metrics = await start_api_server("temporal", self.env, port_file, log)
+        env = self.env | {"BENCH_COUNT_BY_WORKFLOW": "1"}  # bench_server.count_by_workflow
+        server, url, metrics = await start_api_server("temporal", env, port_file, log)
         self._add(f"api-{i}", server, metrics)
+        self.by_workflow[f"api-{i}"] = url.removesuffix("/mcp") + "/bench/temporal-by-workflow"
         return url
 
     def _add(self, role: str, process: asyncio.subprocess.Process, metrics: str | None) -> None:
@@ -372,6 +381,7 @@ async def window(
         await asyncio.sleep(warmup)
         pids = fleet.pids()
         before_calls = await _calls_by_role(fleet)
+        before_by_workflow = await _calls_by_workflow(fleet)
         before_cpu = {role: cpu_seconds(p) for role, p in pids.items()}
         polling.latencies = []
         began = time.monotonic()
@@ -383,6 +393,10 @@ async def window(
         calls = {
             role: Counter(ops) - Counter(before_calls[role])
             for role, ops in (await _calls_by_role(fleet)).items()
+        }
+        by_workflow = {
+            workflow: ops - before_by_workflow.get(workflow, Counter())
+            for workflow, ops in (await _calls_by_workflow(fleet)).items()
         }
         cpu = {role: (cpu_seconds(p) - before_cpu[role]) / elapsed for role, p in pids.items()}
         rss = await settled_rss(pids)
@@ -396,6 +410,7 @@ async def window(
         "read_errors": polling.errors,
         "first_read_error": polling.first_error,
         **_request_rates(calls, elapsed, len(tasks)),
+        **_by_task_kind(by_workflow, tasks, elapsed, calls),
         "cpu_cores_by_process": {role: round(c, 3) for role, c in cpu.items()},
         "rss_mb_by_process": rss,
         "reach_s": _reach(fleet.marks, probes),
@@ -426,6 +441,50 @@ async def change(marks: Marks, readers: Readers, probes: list[Task]) -> None:
 
 async def _calls_by_role(fleet: Fleet) -> dict[str, dict[str, int]]:
     return {role: await temporal_calls([endpoint]) for role, endpoint in fleet.metrics.items()}
+
+
+async def _calls_by_workflow(fleet: Fleet) -> dict[str, Counter[str]]:
+    """The API servers' Temporal requests so far by the workflow each named ("" for none), then operation."""
+    totals: dict[str, Counter[str]] = {}
+    async with httpx2.AsyncClient(timeout=30) as http:
+        for url in fleet.by_workflow.values():
+            for workflow, ops in (await http.get(url)).json().items():
+                totals.setdefault(workflow, Counter()).update(ops)
+    return totals
+
+
+def _by_task_kind(
+    by_workflow: dict[str, Counter[str]], tasks: list[Task], elapsed: float, calls: dict[str, Counter[str]]
+) -> dict[str, Any]:
+    """The API servers' Temporal requests per task per 30 s by the kind of task each named.
+
+    `parked` per parked task, `leg` per leg (the probes among them), `shared` (requests naming
+    no workflow: the change feed's visibility lists) and `other` (a workflow not one of
+    `tasks`) per task of every kind; then the same counts' totals beside the SDK's metrics
+    for the same processes, which count each retry and are read a moment apart.
+    """
+    kind_of = {t.task_id: "parked" if t.tool == "scale_park" else "leg" for t in tasks}
+    groups: dict[str, Counter[str]] = {group: Counter() for group in ("parked", "leg", "shared", "other")}
+    for workflow, ops in by_workflow.items():
+        groups["shared" if not workflow else kind_of.get(workflow.rsplit("/", 1)[-1], "other")].update(ops)
+    sizes = Counter(kind_of.values()) | {"shared": len(tasks), "other": len(tasks)}
+    counted = sum(groups.values(), Counter())
+    sdk = sum((ops for role, ops in calls.items() if role.startswith("api")), Counter())
+    return {
+        "per_task_per_30s_by_task_kind": {
+            group: per_task_per_30s_by_kind(ops, sizes[group], elapsed)
+            for group, ops in groups.items()
+            if ops
+        },
+        "per_task_per_30s_by_task_kind_total": {
+            group: round(sum(ops.values()) * 30 / elapsed / sizes[group], 3)
+            for group, ops in groups.items()
+            if ops
+        },
+        "api_requests_counted_vs_sdk": {
+            op: [counted[op], sdk[op]] for op in sorted(set(counted) | set(sdk)) if counted[op] or sdk[op]
+        },
+    }
 
 
 def _request_rates(calls: dict[str, Counter[str]], elapsed: float, tasks: int) -> dict[str, Any]:
