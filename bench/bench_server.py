@@ -60,7 +60,7 @@ class _RequestCounter(Middleware):
 
 
 def count_by_workflow(mcp: FastMCP) -> None:
-    """Count this process's Temporal requests by the workflow each names, served at `/bench/temporal-by-workflow`.
+    """Count this process's Temporal requests by the workflow each names; serve them over HTTP.
 
     The seam is `temporalio.service._BridgeServiceClient._rpc_call`, which every
     `WorkflowService` method calls once per request (client interceptors miss the raw
@@ -70,7 +70,7 @@ def count_by_workflow(mcp: FastMCP) -> None:
     `update_ref.workflow_execution`'s `workflow_id`, or its own `workflow_id`; one naming
     none (a visibility list for the change feed, a namespace lookup) counts under "".
     The endpoint answers `{workflow_id: {Operation: n}}`, operations spelled as the SDK's
-    metrics spell them (`GetWorkflowExecutionHistory`).
+    metrics spell them (`GetWorkflowExecutionHistory`), at `GET /bench/temporal-by-workflow`.
     """
     from temporalio.service import _BridgeServiceClient
 

@@ -1,7 +1,8 @@
 """Many tasks at once in production's shape: what reading them costs, and how they survive a kill -9.
 
-    .venv/bin/python bench/scale.py [--tasks 10000] [--warmup 60] [--window 300] [--clients 2] [--probes 10]
-        [--progress 10] [--heartbeat-timeout 30] [--heartbeat-fast-period 0] [--out FILE]
+    .venv/bin/python bench/scale.py [--tasks 10000] [--warmup 60] [--window 300] [--clients 2]
+        [--reads-in-flight N] [--probes 10] [--progress 10] [--heartbeat-timeout 30]
+        [--heartbeat-fast-period 0] [--out FILE]
 
 Starts its own file-backed dev server (sqlite), 2 API servers (`bench_server.py`,
 `worker=False`) and 2 `fastmcp-temporal worker bench/bench_server.py` processes, each
@@ -16,8 +17,15 @@ with the defaults (5 s, 4.5 s, 30 s) 5,000 legs heartbeat about 1,100 times a se
 
 1. **Window**: `--clients` `fastmcp.Client`s per API server read every task with `tasks/get`,
    each read on the other server from the last (a load balancer), each task again after its
-   advertised `pollIntervalMs` (at most `CONCURRENCY` reads in flight, the rest queued; how late
-   they went out is reported). After `--warmup` seconds (a quiet task's interval has grown to
+   advertised `pollIntervalMs`. A server holds a poll loop's read of a running task until it
+   changes, up to `reread_hold` (5 s), and advertises 200 ms meanwhile, so a reader that keeps
+   up has about one read in flight per task: `--reads-in-flight` of them at once (default one
+   per task, at most `MAX_READS_IN_FLIGHT`; the rest wait), each client's HTTP pool keeping
+   that many connections alive. How late reads went out after they were due is reported
+   (`read_late_ms`, from the moment the interval ended: a busy event loop's lateness counts
+   too), and so is the bench process's own CPU (`bench` in `cpu_cores_by_process`): above
+   about one core, it is the readers that fall behind. `tasks_get_ms` includes the holds.
+   After `--warmup` seconds (a quiet task's interval has grown to
    `quiet_poll_interval` a minute after its first read) it measures `--window`
    seconds: Temporal requests per second by process and operation, requests per task per
    30 s (all, and by kind: describe, history, list/visibility, signal, ... as
@@ -26,13 +34,12 @@ with the defaults (5 s, 4.5 s, 30 s) 5,000 legs heartbeat about 1,100 times a se
    `shared`, naming no workflow, such as the change feed's visibility lists, per task of either
    kind; counted in each API server by `bench_server.count_by_workflow`, beside the SDK's
    per-operation counts in `api_requests_counted_vs_sdk`), CPU and RSS per process,
-   `tasks/get` p50/p95. Halfway
-   through, four sets of `--probes` legs change: released to ask, released to close, nudged
-   to report progress, and cancelled with `tasks/cancel` (through whichever server the next
-   client is on). Freshness, p50/p95/max: from the change (the tool body's ask, return or
-   progress report; the cancel's acknowledgement) to the first poll that shows it (reads
-   go on past the window until each has shown, for at most `PROBE_GRACE_S`; `n` counts those
-   shown).
+   `tasks/get` p50/p95. Halfway through, four sets of `--probes` legs change: released to ask,
+   released to close, nudged to report progress, and cancelled with `tasks/cancel` (through
+   whichever server the next client is on). Freshness, p50/p95/max: from the change (the tool
+   body's ask, return or progress report; the cancel's acknowledgement) to the first poll that
+   shows it (reads go on past the window until each has shown, for at most `PROBE_GRACE_S`;
+   `n` counts those shown).
 2. **Kill**: SIGKILL to every worker and API server, then starts them again; how long
    from the kill until every task reads back as it was, and until every leg runs again.
 3. **Finish**: answers every ask and releases every leg; every task must complete with its
@@ -64,6 +71,7 @@ from typing import Any
 import httpx2
 from deploy import Backends, engine_env, start_api_server, start_worker, terminate  # bench/ is on sys.path
 from fastmcp import Client
+from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp_tasks.client import call_tool_task
 from fastmcp_tasks.client_models import (
     CancelTaskRequest,
@@ -85,6 +93,10 @@ RESULTS = Path(__file__).parent / "results"
 SERVERS = WORKERS = 2
 DEFAULT_POLL_S = 5.0  # what a read without pollIntervalMs waits
 CONCURRENCY = 50  # submits and sweep reads in flight at once
+# The window's reads in flight at once: one per task followed (a held read waits up to
+# `reread_hold`, 5 s, so a client that follows the advertised 200 ms keeps about one in flight
+# per task), at most this many.
+MAX_READS_IN_FLIGHT = 5000
 TERMINAL = ("completed", "failed", "cancelled")
 # Each probe's change: the mark just before it (a cancel's: its acknowledgement, marked by the
 # bench), and what a read shows once it has come.
@@ -212,8 +224,19 @@ async def _wait_polling(log: Path, worker: asyncio.subprocess.Process) -> None:
 class Readers:
     """A few MCP clients per API server over streamable HTTP; each read goes to the next server."""
 
-    def __init__(self, urls: list[str], per_server: int) -> None:
-        self.clients = [[Client(url, timeout=60) for _ in range(per_server)] for url in urls]
+    def __init__(self, urls: list[str], per_server: int, in_flight: int) -> None:
+        # Each client's HTTP pool holds every read the window may have in flight (one HTTP/1.1
+        # connection each) and the writes beside them, all kept alive: httpx's default pool
+        # (100, of which 20 kept alive) queued held reads behind each other and reconnected.
+        factory = _pooled(in_flight + CONCURRENCY)
+        self.clients = [
+            [
+                Client(StreamableHttpTransport(url, httpx_client_factory=factory), timeout=60)
+                for _ in range(per_server)
+            ]
+            for url in urls
+        ]
+        self.in_flight = in_flight
         self.reads = 0
         self.stack = contextlib.AsyncExitStack()
 
@@ -252,6 +275,17 @@ class Readers:
         await self.client().session.send_request(UpdateTaskRequest(params=params), Result)
 
 
+def _pooled(connections: int) -> Callable[..., httpx2.AsyncClient]:
+    """An httpx client factory for `StreamableHttpTransport`: a pool of `connections`, all kept alive."""
+
+    def factory(**kwargs: Any) -> httpx2.AsyncClient:
+        kwargs.setdefault("timeout", httpx2.Timeout(30.0, read=300.0))  # the MCP SDK's own default
+        limits = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
+        return httpx2.AsyncClient(limits=limits, **kwargs)
+
+    return factory
+
+
 class Polling:
     """Every task read at its own advertised interval, until it closes or the polling stops."""
 
@@ -260,9 +294,8 @@ class Polling:
         self.stop = asyncio.Event()
         self.latencies: list[float] | None = None  # a list while the window records
         self.lags: list[float] = []  # how late each recorded read went out after it was due
-        # Reads in flight at once: what a client's HTTP connection pool holds without a read
-        # waiting out its pool timeout (which ends the client's session); the rest wait here.
-        self.slots = asyncio.Semaphore(CONCURRENCY)
+        # Reads in flight at once: what the clients' HTTP pools hold; the rest wait here.
+        self.slots = asyncio.Semaphore(readers.in_flight)
         self.errors = 0
         self.first_error = ""
         self.followers: list[asyncio.Task[None]] = []
@@ -282,8 +315,10 @@ class Polling:
 
     async def _follow(self, task: Task, offset: float) -> None:
         interval = offset
-        while not await _stopped(self.stop, interval):
-            due = time.perf_counter()
+        while True:
+            due = time.perf_counter() + interval  # a loop that cannot keep up wakes late, too
+            if await _stopped(self.stop, interval):
+                return
             async with self.slots:
                 began = time.perf_counter()
                 try:
@@ -379,7 +414,7 @@ async def window(
     polling = Polling(readers, tasks)
     with polling:
         await asyncio.sleep(warmup)
-        pids = fleet.pids()
+        pids = fleet.pids() | {"bench": [os.getpid()]}  # the bench's own readers, too
         before_calls = await _calls_by_role(fleet)
         before_by_workflow = await _calls_by_workflow(fleet)
         before_cpu = {role: cpu_seconds(p) for role, p in pids.items()}
@@ -538,7 +573,7 @@ async def kill_and_recover(
     await readers.__aexit__(None, None, None)
     await fleet.start()
     restarted = time.monotonic() - killed_at
-    fresh = await Readers(fleet.urls, len(readers.clients[0])).__aenter__()
+    fresh = await Readers(fleet.urls, len(readers.clients[0]), readers.in_flight).__aenter__()
     await settle(fresh, tasks, time.monotonic() + DEADLINE_S)
     readable = time.monotonic() - killed_at
     running = await _legs_running_since(fleet.marks, alive, killed_at)
@@ -643,7 +678,8 @@ async def run(args: argparse.Namespace, state: Path) -> dict[str, Any]:
         await fleet.start()
         parked, legs, probes = build_tasks(args.tasks, args.probes)
         report: dict[str, Any] = {"settings": {k: v for k, v in vars(args).items() if k != "out"}}
-        readers = await Readers(fleet.urls, args.clients).__aenter__()
+        in_flight = args.reads_in_flight or min(args.tasks, MAX_READS_IN_FLIGHT)
+        readers = await Readers(fleet.urls, args.clients, in_flight).__aenter__()
         before = await settled_rss(fleet.pids())
         began = time.monotonic()
         await submit(readers, fleet.marks, parked)
@@ -676,6 +712,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=60.0, help="seconds of polling before the window")
     parser.add_argument("--window", type=float, default=300.0, help="seconds of polling measured")
     parser.add_argument("--clients", type=int, default=2, help="fastmcp.Clients per API server")
+    parser.add_argument(
+        "--reads-in-flight",
+        type=int,
+        default=0,
+        help=f"the window's reads in flight at once (default: one per task, at most {MAX_READS_IN_FLIGHT})",
+    )
     parser.add_argument(
         "--probes",
         type=int,
