@@ -280,7 +280,12 @@ def _pooled(connections: int) -> Callable[..., httpx2.AsyncClient]:
 
     def factory(**kwargs: Any) -> httpx2.AsyncClient:
         kwargs.setdefault("timeout", httpx2.Timeout(30.0, read=300.0))  # the MCP SDK's own default
-        limits = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
+        # An idle connection is dropped before uvicorn's 5 s keep-alive timeout drops it: at the
+        # same 5 s (httpx's default), a reused connection the server had just closed failed its
+        # request with ReadError, which ends the whole MCP session.
+        limits = httpx2.Limits(
+            max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=2.0
+        )
         return httpx2.AsyncClient(limits=limits, **kwargs)
 
     return factory
