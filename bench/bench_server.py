@@ -27,7 +27,8 @@ to the client seeing the change.
 
 With `BENCH_COUNT_BY_WORKFLOW` set (`scale.py` sets it on its API servers only), the process
 counts every Temporal request its clients make by the workflow the request names and by
-operation, and serves the counts at `GET /bench/temporal-by-workflow` (`count_by_workflow`).
+operation, and serves the counts at `GET /bench/temporal-by-workflow` (`count_by_workflow`), and
+times its `tasks/get` answers and its event loop's lag at `GET /bench/read-times` (`time_reads`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import asyncio
 import collections
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +59,56 @@ class _RequestCounter(Middleware):
     async def on_request(self, context: MiddlewareContext[Any], call_next: CallNext[Any, Any]) -> Any:
         self.counts[context.method or "?"] += 1
         return await call_next(context)
+
+
+class _ReadTimer(Middleware):
+    """Records how long each `tasks/get` took this server to answer, in seconds, holds included."""
+
+    def __init__(self, seconds: list[float]) -> None:
+        self.seconds = seconds
+
+    async def on_request(self, context: MiddlewareContext[Any], call_next: CallNext[Any, Any]) -> Any:
+        if context.method != "tasks/get":
+            return await call_next(context)
+        began = time.perf_counter()
+        try:
+            return await call_next(context)
+        finally:
+            self.seconds.append(time.perf_counter() - began)
+
+
+def time_reads(mcp: FastMCP) -> None:
+    """Time this server's `tasks/get` answers, and how late its event loop wakes from a 0.1 s sleep.
+
+    `GET /bench/read-times?from=N&lag_from=M` answers `{"tasks_get_s": [...], "loop_lag_s": [...]}`,
+    each from the given index on, and `"n"`/`"lag_n"`, their lengths so far: a reader tells what the
+    server spent on its reads (holds included) from what its own side added.
+    """
+    reads: list[float] = []
+    lags: list[float] = []
+    mcp.add_middleware(_ReadTimer(reads))
+
+    async def sample_lag() -> None:
+        while True:
+            began = time.perf_counter()
+            await asyncio.sleep(0.1)
+            lags.append(time.perf_counter() - began - 0.1)
+
+    sampler: list[asyncio.Task[None]] = []
+
+    @mcp.custom_route("/bench/read-times", methods=["GET"])
+    async def read_times(request: Request) -> JSONResponse:
+        if not sampler:  # started on the server's own loop by the first request
+            sampler.append(asyncio.create_task(sample_lag()))
+        start, lag_start = (int(request.query_params.get(key, 0)) for key in ("from", "lag_from"))
+        return JSONResponse(
+            {
+                "n": len(reads),
+                "lag_n": len(lags),
+                "tasks_get_s": reads[start:],
+                "loop_lag_s": lags[lag_start:],
+            }
+        )
 
 
 def count_by_workflow(mcp: FastMCP) -> None:
@@ -115,6 +167,7 @@ def build(kind: str, marks: Marks) -> FastMCP:
     mcp = FastMCP("bench", middleware=[_RequestCounter(requests)])
     if os.environ.get("BENCH_COUNT_BY_WORKFLOW"):
         count_by_workflow(mcp)
+        time_reads(mcp)
 
     @mcp.tool
     async def bench_requests() -> dict[str, int]:

@@ -162,7 +162,7 @@ class Fleet:
         self.marks = Marks(Path(self.env["BENCH_MARKS"]))
         self.processes: dict[str, asyncio.subprocess.Process] = {}
         self.metrics: dict[str, str] = {}
-        self.by_workflow: dict[str, str] = {}  # each API server's count of Temporal requests by workflow
+        self.bench_urls: dict[str, str] = {}  # each API server's /bench endpoints (bench_server.py)
         self.urls: list[str] = []
         self.starts = 0
 
@@ -183,7 +183,7 @@ class Fleet:
         env = self.env | {"BENCH_COUNT_BY_WORKFLOW": "1"}  # bench_server.count_by_workflow
         server, url, metrics = await start_api_server("temporal", env, port_file, log)
         self._add(f"api-{i}", server, metrics)
-        self.by_workflow[f"api-{i}"] = url.removesuffix("/mcp") + "/bench/temporal-by-workflow"
+        self.bench_urls[f"api-{i}"] = url.removesuffix("/mcp") + "/bench"
         return url
 
     def _add(self, role: str, process: asyncio.subprocess.Process, metrics: str | None) -> None:
@@ -422,6 +422,7 @@ async def window(
         pids = fleet.pids() | {"bench": [os.getpid()]}  # the bench's own readers, too
         before_calls = await _calls_by_role(fleet)
         before_by_workflow = await _calls_by_workflow(fleet)
+        before_reads = await _read_times(fleet, {})
         before_cpu = {role: cpu_seconds(p) for role, p in pids.items()}
         polling.latencies = []
         began = time.monotonic()
@@ -434,6 +435,7 @@ async def window(
             role: Counter(ops) - Counter(before_calls[role])
             for role, ops in (await _calls_by_role(fleet)).items()
         }
+        served = await _read_times(fleet, before_reads)
         by_workflow = {
             workflow: ops - before_by_workflow.get(workflow, Counter())
             for workflow, ops in (await _calls_by_workflow(fleet)).items()
@@ -447,6 +449,10 @@ async def window(
         "tasks_get_per_s": round(len(latencies) / elapsed, 1),
         "tasks_get_ms": _percentiles(latencies),
         "read_late_ms": _percentiles(polling.lags),  # after its advertised interval: the clients' own backlog
+        # The same reads as the API servers timed them (holds included): what tasks_get_ms adds
+        # beyond these is the bench's side and the wire; and how late the servers' loops woke.
+        "tasks_get_ms_at_servers": _percentiles([s for r in served.values() for s in r["tasks_get_s"]]),
+        "api_loop_lag_ms": {role: _percentiles(r["loop_lag_s"]) for role, r in served.items()},
         "read_errors": polling.errors,
         "first_read_error": polling.first_error,
         **_request_rates(calls, elapsed, len(tasks)),
@@ -483,12 +489,24 @@ async def _calls_by_role(fleet: Fleet) -> dict[str, dict[str, int]]:
     return {role: await temporal_calls([endpoint]) for role, endpoint in fleet.metrics.items()}
 
 
+async def _read_times(fleet: Fleet, since: dict[str, dict[str, int]]) -> dict[str, dict[str, Any]]:
+    """Each API server's `tasks/get` times (holds included) and event loop lags, in seconds, from the
+    indices in `since` on (by role; none: from the start), with the indices reached."""
+    times: dict[str, dict[str, Any]] = {}
+    async with httpx2.AsyncClient(timeout=30) as http:
+        for role, url in fleet.bench_urls.items():
+            start = since.get(role, {})
+            query = {"from": start.get("n", 0), "lag_from": start.get("lag_n", 0)}
+            times[role] = (await http.get(f"{url}/read-times", params=query)).json()
+    return times
+
+
 async def _calls_by_workflow(fleet: Fleet) -> dict[str, Counter[str]]:
     """The API servers' Temporal requests so far by the workflow each named ("" for none), then operation."""
     totals: dict[str, Counter[str]] = {}
     async with httpx2.AsyncClient(timeout=30) as http:
-        for url in fleet.by_workflow.values():
-            for workflow, ops in (await http.get(url)).json().items():
+        for url in fleet.bench_urls.values():
+            for workflow, ops in (await http.get(f"{url}/temporal-by-workflow")).json().items():
                 totals.setdefault(workflow, Counter()).update(ops)
     return totals
 
