@@ -46,6 +46,7 @@ from fastmcp import Context, FastMCP
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from marks import Marks  # bench/ is on the path of every benchmark process
 from mcp_types import ElicitRequest, InputRequiredResult
+from starlette.middleware import Middleware as StarletteMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -101,14 +102,42 @@ def time_reads(mcp: FastMCP) -> None:
         if not sampler:  # started on the server's own loop by the first request
             sampler.append(asyncio.create_task(sample_lag()))
         start, lag_start = (int(request.query_params.get(key, 0)) for key in ("from", "lag_from"))
+        http_start = int(request.query_params.get("http_from", 0))
         return JSONResponse(
             {
                 "n": len(reads),
                 "lag_n": len(lags),
+                "http_n": len(_HTTP_TIMES),
                 "tasks_get_s": reads[start:],
                 "loop_lag_s": lags[lag_start:],
+                "mcp_post_s": _HTTP_TIMES[http_start:],
             }
         )
+
+
+# Every POST to /mcp this server answered, in seconds from its arrival to its response's last
+# byte (`_PostTimer`, with `time_reads`): beside the tasks/get handler's own time, what the
+# HTTP and MCP session layers add.
+_HTTP_TIMES: list[float] = []
+
+
+class _PostTimer:
+    """ASGI middleware: how long each POST to /mcp took, from its arrival to the last byte sent."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].startswith("/mcp"):
+            return await self.app(scope, receive, send)
+        began = time.perf_counter()
+
+        async def timed_send(message: Any) -> None:
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                _HTTP_TIMES.append(time.perf_counter() - began)
+
+        await self.app(scope, receive, timed_send)
 
 
 def count_by_workflow(mcp: FastMCP) -> None:
@@ -379,7 +408,8 @@ def serve_http(port_file: Path) -> None:
     partial = port_file.with_suffix(".partial")
     partial.write_text(str(listener.getsockname()[1]))
     partial.replace(port_file)
-    mcp.run(transport="http", show_banner=False, log_level="warning", sockets=[listener])
+    timed = [StarletteMiddleware(_PostTimer)] if os.environ.get("BENCH_COUNT_BY_WORKFLOW") else None
+    mcp.run(transport="http", show_banner=False, log_level="warning", sockets=[listener], middleware=timed)
 
 
 # What the worker CLIs load by file: built only where the benchmark set the engine up.

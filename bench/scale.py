@@ -452,6 +452,7 @@ async def window(
         # The same reads as the API servers timed them (holds included): what tasks_get_ms adds
         # beyond these is the bench's side and the wire; and how late the servers' loops woke.
         "tasks_get_ms_at_servers": _percentiles([s for r in served.values() for s in r["tasks_get_s"]]),
+        "mcp_post_ms_at_servers": _percentiles([s for r in served.values() for s in r["mcp_post_s"]]),
         "api_loop_lag_ms": {role: _percentiles(r["loop_lag_s"]) for role, r in served.items()},
         "read_errors": polling.errors,
         "first_read_error": polling.first_error,
@@ -496,7 +497,10 @@ async def _read_times(fleet: Fleet, since: dict[str, dict[str, int]]) -> dict[st
     async with httpx2.AsyncClient(timeout=30) as http:
         for role, url in fleet.bench_urls.items():
             start = since.get(role, {})
-            query = {"from": start.get("n", 0), "lag_from": start.get("lag_n", 0)}
+            query = {
+                key: start.get(n, 0)
+                for key, n in (("from", "n"), ("lag_from", "lag_n"), ("http_from", "http_n"))
+            }
             times[role] = (await http.get(f"{url}/read-times", params=query)).json()
     return times
 
