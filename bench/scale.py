@@ -24,7 +24,12 @@ with the defaults (5 s, 4.5 s, 30 s) 5,000 legs heartbeat about 1,100 times a se
    that many connections alive. How late reads went out after they were due is reported
    (`read_late_ms`, from the moment the interval ended: a busy event loop's lateness counts
    too), and so is the bench process's own CPU (`bench` in `cpu_cores_by_process`): above
-   about one core, it is the readers that fall behind. `tasks_get_ms` includes the holds.
+   about one core, it is the readers that fall behind. `tasks_get_ms` includes the holds;
+   beside it, the same reads as the API servers timed them (`bench_server.time_reads`): in the
+   `tasks/get` handler (`tasks_get_ms_at_servers`), and from a POST's arrival to its response's
+   last byte (`mcp_post_ms_at_servers`), with each server's event loop lag (`api_loop_lag_ms`).
+   Whatever `tasks_get_ms` adds beyond `mcp_post_ms_at_servers` is the bench's own side (its
+   HTTP client, its loop) and the wire: where that is seconds, `reach_s` measures the bench.
    After `--warmup` seconds (a quiet task's interval has grown to
    `quiet_poll_interval` a minute after its first read) it measures `--window`
    seconds: Temporal requests per second by process and operation, requests per task per
