@@ -24,6 +24,11 @@ every `BENCH_PROGRESS_S` seconds (default 10) until the bench releases it.
 `freshness.py`'s tool (`fresh`) runs its body a given time, then closes, asks or reports
 progress, marking the moment just before in `BENCH_MARKS`; the bench times from that mark
 to the client seeing the change.
+
+With `BENCH_COUNT_BY_WORKFLOW` set (`scale.py` sets it on its API servers only), the process
+counts every Temporal request its clients make by the workflow the request names and by
+operation, and serves the counts at `GET /bench/temporal-by-workflow` (`count_by_workflow`), and
+times its `tasks/get` answers and its event loop's lag at `GET /bench/read-times` (`time_reads`).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import asyncio
 import collections
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +46,9 @@ from fastmcp import Context, FastMCP
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from marks import Marks  # bench/ is on the path of every benchmark process
 from mcp_types import ElicitRequest, InputRequiredResult
+from starlette.middleware import Middleware as StarletteMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 
 
 class _RequestCounter(Middleware):
@@ -53,6 +62,129 @@ class _RequestCounter(Middleware):
         return await call_next(context)
 
 
+class _ReadTimer(Middleware):
+    """Records how long each `tasks/get` took this server to answer, in seconds, holds included."""
+
+    def __init__(self, seconds: list[float]) -> None:
+        self.seconds = seconds
+
+    async def on_request(self, context: MiddlewareContext[Any], call_next: CallNext[Any, Any]) -> Any:
+        if context.method != "tasks/get":
+            return await call_next(context)
+        began = time.perf_counter()
+        try:
+            return await call_next(context)
+        finally:
+            self.seconds.append(time.perf_counter() - began)
+
+
+def time_reads(mcp: FastMCP) -> None:
+    """Time this server's `tasks/get` answers, and how late its event loop wakes from a 0.1 s sleep.
+
+    `GET /bench/read-times?from=N&lag_from=M` answers `{"tasks_get_s": [...], "loop_lag_s": [...]}`,
+    each from the given index on, and `"n"`/`"lag_n"`, their lengths so far: a reader tells what the
+    server spent on its reads (holds included) from what its own side added.
+    """
+    reads: list[float] = []
+    lags: list[float] = []
+    mcp.add_middleware(_ReadTimer(reads))
+
+    async def sample_lag() -> None:
+        while True:
+            began = time.perf_counter()
+            await asyncio.sleep(0.1)
+            lags.append(time.perf_counter() - began - 0.1)
+
+    sampler: list[asyncio.Task[None]] = []
+
+    @mcp.custom_route("/bench/read-times", methods=["GET"])
+    async def read_times(request: Request) -> JSONResponse:
+        if not sampler:  # started on the server's own loop by the first request
+            sampler.append(asyncio.create_task(sample_lag()))
+        start, lag_start = (int(request.query_params.get(key, 0)) for key in ("from", "lag_from"))
+        http_start = int(request.query_params.get("http_from", 0))
+        return JSONResponse(
+            {
+                "n": len(reads),
+                "lag_n": len(lags),
+                "http_n": len(_HTTP_TIMES),
+                "tasks_get_s": reads[start:],
+                "loop_lag_s": lags[lag_start:],
+                "mcp_post_s": _HTTP_TIMES[http_start:],
+            }
+        )
+
+
+# Every POST to /mcp this server answered, in seconds from its arrival to its response's last
+# byte (`_PostTimer`, with `time_reads`): beside the tasks/get handler's own time, what the
+# HTTP and MCP session layers add.
+_HTTP_TIMES: list[float] = []
+
+
+class _PostTimer:
+    """ASGI middleware: how long each POST to /mcp took, from its arrival to the last byte sent."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].startswith("/mcp"):
+            return await self.app(scope, receive, send)
+        began = time.perf_counter()
+
+        async def timed_send(message: Any) -> None:
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                _HTTP_TIMES.append(time.perf_counter() - began)
+
+        await self.app(scope, receive, timed_send)
+
+
+def count_by_workflow(mcp: FastMCP) -> None:
+    """Count this process's Temporal requests by the workflow each names; serve them over HTTP.
+
+    The seam is `temporalio.service._BridgeServiceClient._rpc_call`, which every
+    `WorkflowService` method calls once per request (client interceptors miss the raw
+    `workflow_service` calls the server makes, such as its history long polls). The SDK's
+    own metrics count by operation only, and count each retry the core makes; this counts
+    calls. A request's workflow is its `execution`, `workflow_execution` or
+    `update_ref.workflow_execution`'s `workflow_id`, or its own `workflow_id`; one naming
+    none (a visibility list for the change feed, a namespace lookup) counts under "".
+    The endpoint answers `{workflow_id: {Operation: n}}`, operations spelled as the SDK's
+    metrics spell them (`GetWorkflowExecutionHistory`), at `GET /bench/temporal-by-workflow`.
+    """
+    from temporalio.service import _BridgeServiceClient
+
+    counts: collections.defaultdict[str, collections.Counter[str]] = collections.defaultdict(
+        collections.Counter
+    )
+    operations: dict[str, str] = {}
+    call = _BridgeServiceClient._rpc_call
+
+    async def counted(self: Any, rpc: str, req: Any, *args: Any, **kwargs: Any) -> Any:
+        operation = operations.get(rpc) or operations.setdefault(
+            rpc, "".join(part.title() for part in rpc.split("_"))
+        )
+        counts[_named_workflow(req)][operation] += 1
+        return await call(self, rpc, req, *args, **kwargs)
+
+    _BridgeServiceClient._rpc_call = counted  # type: ignore[method-assign]
+
+    @mcp.custom_route("/bench/temporal-by-workflow", methods=["GET"])
+    async def temporal_by_workflow(request: Request) -> JSONResponse:
+        return JSONResponse({workflow: dict(ops) for workflow, ops in counts.items()})
+
+
+def _named_workflow(request: Any) -> str:
+    """The workflow id a Temporal request names, or "" for one that names none."""
+    for field in ("execution", "workflow_execution"):
+        if (execution := getattr(request, field, None)) is not None and execution.workflow_id:
+            return execution.workflow_id
+    if (ref := getattr(request, "update_ref", None)) is not None and ref.workflow_execution.workflow_id:
+        return ref.workflow_execution.workflow_id
+    return getattr(request, "workflow_id", "") or ""
+
+
 def build(kind: str, marks: Marks) -> FastMCP:
     """The benchmark server on engine `kind`, configured from the environment.
 
@@ -62,6 +194,9 @@ def build(kind: str, marks: Marks) -> FastMCP:
     """
     requests: collections.Counter[str] = collections.Counter()
     mcp = FastMCP("bench", middleware=[_RequestCounter(requests)])
+    if os.environ.get("BENCH_COUNT_BY_WORKFLOW"):
+        count_by_workflow(mcp)
+        time_reads(mcp)
 
     @mcp.tool
     async def bench_requests() -> dict[str, int]:
@@ -273,7 +408,8 @@ def serve_http(port_file: Path) -> None:
     partial = port_file.with_suffix(".partial")
     partial.write_text(str(listener.getsockname()[1]))
     partial.replace(port_file)
-    mcp.run(transport="http", show_banner=False, log_level="warning", sockets=[listener])
+    timed = [StarletteMiddleware(_PostTimer)] if os.environ.get("BENCH_COUNT_BY_WORKFLOW") else None
+    mcp.run(transport="http", show_banner=False, log_level="warning", sockets=[listener], middleware=timed)
 
 
 # What the worker CLIs load by file: built only where the benchmark set the engine up.

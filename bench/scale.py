@@ -1,7 +1,8 @@
 """Many tasks at once in production's shape: what reading them costs, and how they survive a kill -9.
 
-    .venv/bin/python bench/scale.py [--tasks 10000] [--warmup 60] [--window 300] [--clients 2] [--probes 10]
-        [--progress 10] [--heartbeat-timeout 30] [--heartbeat-fast-period 0] [--out FILE]
+    .venv/bin/python bench/scale.py [--tasks 10000] [--warmup 60] [--window 300] [--clients 2]
+        [--reads-in-flight N] [--probes 10] [--progress 10] [--heartbeat-timeout 30]
+        [--heartbeat-fast-period 0] [--out FILE]
 
 Starts its own file-backed dev server (sqlite), 2 API servers (`bench_server.py`,
 `worker=False`) and 2 `fastmcp-temporal worker bench/bench_server.py` processes, each
@@ -16,18 +17,34 @@ with the defaults (5 s, 4.5 s, 30 s) 5,000 legs heartbeat about 1,100 times a se
 
 1. **Window**: `--clients` `fastmcp.Client`s per API server read every task with `tasks/get`,
    each read on the other server from the last (a load balancer), each task again after its
-   advertised `pollIntervalMs` (at most `CONCURRENCY` reads in flight, the rest queued; how late
-   they went out is reported). After `--warmup` seconds (a quiet task's interval has grown to
+   advertised `pollIntervalMs`. A server holds a poll loop's read of a running task until it
+   changes, up to `reread_hold` (5 s), and advertises 200 ms meanwhile, so a reader that keeps
+   up has about one read in flight per task: `--reads-in-flight` of them at once (default one
+   per task, at most `MAX_READS_IN_FLIGHT`; the rest wait), each client's HTTP pool keeping
+   that many connections alive. How late reads went out after they were due is reported
+   (`read_late_ms`, from the moment the interval ended: a busy event loop's lateness counts
+   too), and so is the bench process's own CPU (`bench` in `cpu_cores_by_process`): above
+   about one core, it is the readers that fall behind. `tasks_get_ms` includes the holds;
+   beside it, the same reads as the API servers timed them (`bench_server.time_reads`): in the
+   `tasks/get` handler (`tasks_get_ms_at_servers`), and from a POST's arrival to its response's
+   last byte (`mcp_post_ms_at_servers`), with each server's event loop lag (`api_loop_lag_ms`).
+   Whatever `tasks_get_ms` adds beyond `mcp_post_ms_at_servers` is the bench's own side (its
+   HTTP client, its loop) and the wire: where that is seconds, `reach_s` measures the bench.
+   After `--warmup` seconds (a quiet task's interval has grown to
    `quiet_poll_interval` a minute after its first read) it measures `--window`
    seconds: Temporal requests per second by process and operation, requests per task per
    30 s (all, and by kind: describe, history, list/visibility, signal, ... as
-   `procs.request_kind` names them), CPU and RSS per process, `tasks/get` p50/p95. Halfway
-   through, four sets of `--probes` legs change: released to ask, released to close, nudged
-   to report progress, and cancelled with `tasks/cancel` (through whichever server the next
-   client is on). Freshness, p50/p95/max: from the change (the tool body's ask, return or
-   progress report; the cancel's acknowledgement) to the first poll that shows it (reads
-   go on past the window until each has shown, for at most `PROBE_GRACE_S`; `n` counts those
-   shown).
+   `procs.request_kind` names them), the API servers' requests per task per 30 s by the kind of
+   task each names (`per_task_per_30s_by_task_kind`: `parked` per parked task, `leg` per leg,
+   `shared`, naming no workflow, such as the change feed's visibility lists, per task of either
+   kind; counted in each API server by `bench_server.count_by_workflow`, beside the SDK's
+   per-operation counts in `api_requests_counted_vs_sdk`), CPU and RSS per process,
+   `tasks/get` p50/p95. Halfway through, four sets of `--probes` legs change: released to ask,
+   released to close, nudged to report progress, and cancelled with `tasks/cancel` (through
+   whichever server the next client is on). Freshness, p50/p95/max: from the change (the tool
+   body's ask, return or progress report; the cancel's acknowledgement) to the first poll that
+   shows it (reads go on past the window until each has shown, for at most `PROBE_GRACE_S`;
+   `n` counts those shown).
 2. **Kill**: SIGKILL to every worker and API server, then starts them again; how long
    from the kill until every task reads back as it was, and until every leg runs again.
 3. **Finish**: answers every ask and releases every leg; every task must complete with its
@@ -56,8 +73,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx2
 from deploy import Backends, engine_env, start_api_server, start_worker, terminate  # bench/ is on sys.path
 from fastmcp import Client
+from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp_tasks.client import call_tool_task
 from fastmcp_tasks.client_models import (
     CancelTaskRequest,
@@ -79,6 +98,10 @@ RESULTS = Path(__file__).parent / "results"
 SERVERS = WORKERS = 2
 DEFAULT_POLL_S = 5.0  # what a read without pollIntervalMs waits
 CONCURRENCY = 50  # submits and sweep reads in flight at once
+# The window's reads in flight at once: one per task followed (a held read waits up to
+# `reread_hold`, 5 s, so a client that follows the advertised 200 ms keeps about one in flight
+# per task), at most this many.
+MAX_READS_IN_FLIGHT = 5000
 TERMINAL = ("completed", "failed", "cancelled")
 # Each probe's change: the mark just before it (a cancel's: its acknowledgement, marked by the
 # bench), and what a read shows once it has come.
@@ -144,6 +167,7 @@ class Fleet:
         self.marks = Marks(Path(self.env["BENCH_MARKS"]))
         self.processes: dict[str, asyncio.subprocess.Process] = {}
         self.metrics: dict[str, str] = {}
+        self.bench_urls: dict[str, str] = {}  # each API server's /bench endpoints (bench_server.py)
         self.urls: list[str] = []
         self.starts = 0
 
@@ -161,8 +185,10 @@ class Fleet:
 
     async def _api_server(self, i: int) -> str:
         port_file, log = (self.state / f"api-{i}-{self.starts}.{suffix}" for suffix in ("port", "log"))
-        server, url, metrics = await start_api_server("temporal", self.env, port_file, log)
+        env = self.env | {"BENCH_COUNT_BY_WORKFLOW": "1"}  # bench_server.count_by_workflow
+        server, url, metrics = await start_api_server("temporal", env, port_file, log)
         self._add(f"api-{i}", server, metrics)
+        self.bench_urls[f"api-{i}"] = url.removesuffix("/mcp") + "/bench"
         return url
 
     def _add(self, role: str, process: asyncio.subprocess.Process, metrics: str | None) -> None:
@@ -203,8 +229,19 @@ async def _wait_polling(log: Path, worker: asyncio.subprocess.Process) -> None:
 class Readers:
     """A few MCP clients per API server over streamable HTTP; each read goes to the next server."""
 
-    def __init__(self, urls: list[str], per_server: int) -> None:
-        self.clients = [[Client(url, timeout=60) for _ in range(per_server)] for url in urls]
+    def __init__(self, urls: list[str], per_server: int, in_flight: int) -> None:
+        # Each client's HTTP pool holds every read the window may have in flight (one HTTP/1.1
+        # connection each) and the writes beside them, all kept alive: httpx's default pool
+        # (100, of which 20 kept alive) queued held reads behind each other and reconnected.
+        factory = _pooled(in_flight + CONCURRENCY)
+        self.clients = [
+            [
+                Client(StreamableHttpTransport(url, httpx_client_factory=factory), timeout=60)
+                for _ in range(per_server)
+            ]
+            for url in urls
+        ]
+        self.in_flight = in_flight
         self.reads = 0
         self.stack = contextlib.AsyncExitStack()
 
@@ -243,6 +280,22 @@ class Readers:
         await self.client().session.send_request(UpdateTaskRequest(params=params), Result)
 
 
+def _pooled(connections: int) -> Callable[..., httpx2.AsyncClient]:
+    """An httpx client factory for `StreamableHttpTransport`: a pool of `connections`, all kept alive."""
+
+    def factory(**kwargs: Any) -> httpx2.AsyncClient:
+        kwargs.setdefault("timeout", httpx2.Timeout(30.0, read=300.0))  # the MCP SDK's own default
+        # An idle connection is dropped before uvicorn's 5 s keep-alive timeout drops it: at the
+        # same 5 s (httpx's default), a reused connection the server had just closed failed its
+        # request with ReadError, which ends the whole MCP session.
+        limits = httpx2.Limits(
+            max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=2.0
+        )
+        return httpx2.AsyncClient(limits=limits, **kwargs)
+
+    return factory
+
+
 class Polling:
     """Every task read at its own advertised interval, until it closes or the polling stops."""
 
@@ -251,9 +304,8 @@ class Polling:
         self.stop = asyncio.Event()
         self.latencies: list[float] | None = None  # a list while the window records
         self.lags: list[float] = []  # how late each recorded read went out after it was due
-        # Reads in flight at once: what a client's HTTP connection pool holds without a read
-        # waiting out its pool timeout (which ends the client's session); the rest wait here.
-        self.slots = asyncio.Semaphore(CONCURRENCY)
+        # Reads in flight at once: what the clients' HTTP pools hold; the rest wait here.
+        self.slots = asyncio.Semaphore(readers.in_flight)
         self.errors = 0
         self.first_error = ""
         self.followers: list[asyncio.Task[None]] = []
@@ -273,8 +325,10 @@ class Polling:
 
     async def _follow(self, task: Task, offset: float) -> None:
         interval = offset
-        while not await _stopped(self.stop, interval):
-            due = time.perf_counter()
+        while True:
+            due = time.perf_counter() + interval  # a loop that cannot keep up wakes late, too
+            if await _stopped(self.stop, interval):
+                return
             async with self.slots:
                 began = time.perf_counter()
                 try:
@@ -370,8 +424,10 @@ async def window(
     polling = Polling(readers, tasks)
     with polling:
         await asyncio.sleep(warmup)
-        pids = fleet.pids()
+        pids = fleet.pids() | {"bench": [os.getpid()]}  # the bench's own readers, too
         before_calls = await _calls_by_role(fleet)
+        before_by_workflow = await _calls_by_workflow(fleet)
+        before_reads = await _read_times(fleet, {})
         before_cpu = {role: cpu_seconds(p) for role, p in pids.items()}
         polling.latencies = []
         began = time.monotonic()
@@ -384,6 +440,11 @@ async def window(
             role: Counter(ops) - Counter(before_calls[role])
             for role, ops in (await _calls_by_role(fleet)).items()
         }
+        served = await _read_times(fleet, before_reads)
+        by_workflow = {
+            workflow: ops - before_by_workflow.get(workflow, Counter())
+            for workflow, ops in (await _calls_by_workflow(fleet)).items()
+        }
         cpu = {role: (cpu_seconds(p) - before_cpu[role]) / elapsed for role, p in pids.items()}
         rss = await settled_rss(pids)
         await _seen(probes, time.monotonic() + PROBE_GRACE_S)
@@ -393,9 +454,15 @@ async def window(
         "tasks_get_per_s": round(len(latencies) / elapsed, 1),
         "tasks_get_ms": _percentiles(latencies),
         "read_late_ms": _percentiles(polling.lags),  # after its advertised interval: the clients' own backlog
+        # The same reads as the API servers timed them (holds included): what tasks_get_ms adds
+        # beyond these is the bench's side and the wire; and how late the servers' loops woke.
+        "tasks_get_ms_at_servers": _percentiles([s for r in served.values() for s in r["tasks_get_s"]]),
+        "mcp_post_ms_at_servers": _percentiles([s for r in served.values() for s in r["mcp_post_s"]]),
+        "api_loop_lag_ms": {role: _percentiles(r["loop_lag_s"]) for role, r in served.items()},
         "read_errors": polling.errors,
         "first_read_error": polling.first_error,
         **_request_rates(calls, elapsed, len(tasks)),
+        **_by_task_kind(by_workflow, tasks, elapsed, calls),
         "cpu_cores_by_process": {role: round(c, 3) for role, c in cpu.items()},
         "rss_mb_by_process": rss,
         "reach_s": _reach(fleet.marks, probes),
@@ -426,6 +493,65 @@ async def change(marks: Marks, readers: Readers, probes: list[Task]) -> None:
 
 async def _calls_by_role(fleet: Fleet) -> dict[str, dict[str, int]]:
     return {role: await temporal_calls([endpoint]) for role, endpoint in fleet.metrics.items()}
+
+
+async def _read_times(fleet: Fleet, since: dict[str, dict[str, int]]) -> dict[str, dict[str, Any]]:
+    """Each API server's `tasks/get` times (holds included) and event loop lags, in seconds, from the
+    indices in `since` on (by role; none: from the start), with the indices reached."""
+    times: dict[str, dict[str, Any]] = {}
+    async with httpx2.AsyncClient(timeout=30) as http:
+        for role, url in fleet.bench_urls.items():
+            start = since.get(role, {})
+            query = {
+                key: start.get(n, 0)
+                for key, n in (("from", "n"), ("lag_from", "lag_n"), ("http_from", "http_n"))
+            }
+            times[role] = (await http.get(f"{url}/read-times", params=query)).json()
+    return times
+
+
+async def _calls_by_workflow(fleet: Fleet) -> dict[str, Counter[str]]:
+    """The API servers' Temporal requests so far by the workflow each named ("" for none), then operation."""
+    totals: dict[str, Counter[str]] = {}
+    async with httpx2.AsyncClient(timeout=30) as http:
+        for url in fleet.bench_urls.values():
+            for workflow, ops in (await http.get(f"{url}/temporal-by-workflow")).json().items():
+                totals.setdefault(workflow, Counter()).update(ops)
+    return totals
+
+
+def _by_task_kind(
+    by_workflow: dict[str, Counter[str]], tasks: list[Task], elapsed: float, calls: dict[str, Counter[str]]
+) -> dict[str, Any]:
+    """The API servers' Temporal requests per task per 30 s by the kind of task each named.
+
+    `parked` per parked task, `leg` per leg (the probes among them), `shared` (requests naming
+    no workflow: the change feed's visibility lists) and `other` (a workflow not one of
+    `tasks`) per task of every kind; then the same counts' totals beside the SDK's metrics
+    for the same processes, which count each retry and are read a moment apart.
+    """
+    kind_of = {t.task_id: "parked" if t.tool == "scale_park" else "leg" for t in tasks}
+    groups: dict[str, Counter[str]] = {group: Counter() for group in ("parked", "leg", "shared", "other")}
+    for workflow, ops in by_workflow.items():
+        groups["shared" if not workflow else kind_of.get(workflow.rsplit("/", 1)[-1], "other")].update(ops)
+    sizes = Counter(kind_of.values()) | {"shared": len(tasks), "other": len(tasks)}
+    counted = sum(groups.values(), Counter())
+    sdk = sum((ops for role, ops in calls.items() if role.startswith("api")), Counter())
+    return {
+        "per_task_per_30s_by_task_kind": {
+            group: per_task_per_30s_by_kind(ops, sizes[group], elapsed)
+            for group, ops in groups.items()
+            if ops
+        },
+        "per_task_per_30s_by_task_kind_total": {
+            group: round(sum(ops.values()) * 30 / elapsed / sizes[group], 3)
+            for group, ops in groups.items()
+            if ops
+        },
+        "api_requests_counted_vs_sdk": {
+            op: [counted[op], sdk[op]] for op in sorted(set(counted) | set(sdk)) if counted[op] or sdk[op]
+        },
+    }
 
 
 def _request_rates(calls: dict[str, Counter[str]], elapsed: float, tasks: int) -> dict[str, Any]:
@@ -479,7 +605,7 @@ async def kill_and_recover(
     await readers.__aexit__(None, None, None)
     await fleet.start()
     restarted = time.monotonic() - killed_at
-    fresh = await Readers(fleet.urls, len(readers.clients[0])).__aenter__()
+    fresh = await Readers(fleet.urls, len(readers.clients[0]), readers.in_flight).__aenter__()
     await settle(fresh, tasks, time.monotonic() + DEADLINE_S)
     readable = time.monotonic() - killed_at
     running = await _legs_running_since(fleet.marks, alive, killed_at)
@@ -584,7 +710,8 @@ async def run(args: argparse.Namespace, state: Path) -> dict[str, Any]:
         await fleet.start()
         parked, legs, probes = build_tasks(args.tasks, args.probes)
         report: dict[str, Any] = {"settings": {k: v for k, v in vars(args).items() if k != "out"}}
-        readers = await Readers(fleet.urls, args.clients).__aenter__()
+        in_flight = args.reads_in_flight or min(args.tasks, MAX_READS_IN_FLIGHT)
+        readers = await Readers(fleet.urls, args.clients, in_flight).__aenter__()
         before = await settled_rss(fleet.pids())
         began = time.monotonic()
         await submit(readers, fleet.marks, parked)
@@ -617,6 +744,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=60.0, help="seconds of polling before the window")
     parser.add_argument("--window", type=float, default=300.0, help="seconds of polling measured")
     parser.add_argument("--clients", type=int, default=2, help="fastmcp.Clients per API server")
+    parser.add_argument(
+        "--reads-in-flight",
+        type=int,
+        default=0,
+        help=f"the window's reads in flight at once (default: one per task, at most {MAX_READS_IN_FLIGHT})",
+    )
     parser.add_argument(
         "--probes",
         type=int,
