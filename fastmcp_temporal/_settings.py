@@ -304,9 +304,10 @@ class TemporalTasksSettings(BaseSettings):
         default=500,
         ge=0,
         description="How many running tasks one server follows with a long poll of their history, answering "
-        "reads from what it knows. Past this many it follows them through the change feed (one visibility "
-        "query per change_feed_interval for all of them), where the namespace has McpTaskChangedAt; "
-        "elsewhere reads of them describe() them every time (0: always). Each long poll is one of the "
+        "reads from what it knows. Where the namespace has McpTaskChangedAt, it long-polls no more tasks than "
+        "cost less than its change feed (one visibility query per change_feed_interval for all of them; a "
+        "long poll is a request per 20 s: 80 tasks at the default interval) and follows the rest through the "
+        "feed; elsewhere reads past this many describe() them every time (0: always). Each long poll is one of the "
         "namespace's concurrent long polls, which Temporal caps (frontend.namespaceCount): keep the sum over "
         "all servers below that cap. See [Reads at scale](performance.md#reads-at-scale).",
     )

@@ -273,3 +273,30 @@ async def test_a_change_visibility_never_lists_shows_at_the_safety_reread(
         assert done.result is not None and done.result["structuredContent"] == {"result": "answered"}
         assert visibility.kept_back[workflow_id] > 0  # visibility had the close; the feed never saw it
         assert fed.long_polls.in_flight(workflow_id) == 0
+
+
+async def test_a_server_long_polls_only_as_many_tasks_as_cost_less_than_the_feed(
+    temporal_server: DevServer, task_queue: str, make_extension: Callable[..., TemporalTasksExtension]
+) -> None:
+    """At a 10 s feed interval two long polls (a request per 20 s each) cost what the feed does:
+    the third task read is followed through the feed, although `watched_tasks` (500) has room."""
+    requests = TemporalRequests()
+    client = await requests.connect(temporal_server.address)
+    long_polls = HistoryLongPolls(client)
+    api = server_with(
+        TemporalTasksExtension(
+            client=client, task_queue=task_queue, worker=False, change_feed_interval=timedelta(seconds=10)
+        ),
+        parks,
+        name="api",
+    )
+    async with Client(server_with(make_extension(), parks, name="worker")) as worker, Client(api) as through_api:
+        tasks = [await call_tool_task(worker, "parks") for _ in range(3)]
+        for task in tasks:
+            await _shows(through_api, task.task_id, "input_required")
+        polled = [long_polls.in_flight(anonymous_workflow_id(task.task_id)) for task in tasks]
+        assert polled == [1, 1, 0]
+        listed = requests.count()[LIST]
+        with anyio.fail_after(DEADLINE):
+            while requests.count()[LIST] == listed:  # held reads: the feed is queried meanwhile, every 10 s
+                await tasks_get(through_api, tasks[2].task_id)

@@ -50,7 +50,7 @@ from fastmcp_temporal.server._changes import TaskChanges
 from fastmcp_temporal.server._feed import Change
 from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, POLL_LOOP_SLACK
 from fastmcp_temporal.server._known import _CLOSED_RECHECK_MAX, Closed, KnownTasks
-from fastmcp_temporal.server._quiet import _LONG_POLL_PERIOD, Quiet, QuietTasks
+from fastmcp_temporal.server._quiet import LONG_POLL_PERIOD, Quiet, QuietTasks
 from fastmcp_temporal.server._watch import (
     _CLOSE_ONLY_FIRST_RECHECK,
     _CLOSE_ONLY_RECHECK,
@@ -642,7 +642,7 @@ async def test_a_refused_long_poll_ends_its_watch_and_pauses_following_new_tasks
 
 CAP = 30.0  # quiet_poll_interval, seconds
 BASE = TIMING.poll_interval_ms / 1000
-PERIOD = _LONG_POLL_PERIOD.total_seconds()
+PERIOD = LONG_POLL_PERIOD.total_seconds()
 REMEMBERED = 1_000  # quiet_tasks
 PARKED = answer("input_required", input_requests={"k": {}})
 

@@ -33,7 +33,7 @@ from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver import DevServer
-from fastmcp_temporal.server._quiet import _LONG_POLL_PERIOD
+from fastmcp_temporal.server._quiet import LONG_POLL_PERIOD
 from fastmcp_temporal.workflows.models import TaskMemo
 from helpers.temporal import HistoryLongPolls, task_handle
 from helpers.waits import DEADLINE, eventually
@@ -190,7 +190,7 @@ async def test_a_quiet_task_read_further_apart_than_a_long_poll_lasts_is_no_long
         await eventually(lambda: long_polls.in_flight(workflow_id) == 1, what="the server to follow the task")
 
         await anyio.sleep(
-            _LONG_POLL_PERIOD.total_seconds() + 1
+            LONG_POLL_PERIOD.total_seconds() + 1
         )  # the next read comes after a long poll's span
         quiet = await tasks_get(reader, task.task_id)
         assert (quiet.status, quiet.poll_interval_ms) == ("working", QUIET_MS)

@@ -48,7 +48,7 @@ CONSTANTS: dict[str, str] = {
     "workflow_task_recheck": f"{WATCH}:_WORKFLOW_TASK_RECHECK",
     "safety_reread": f"{WATCH}:SAFETY_REREAD",
     "refused_pause": f"{READ_PATH}:_REFUSED_PAUSE",
-    "long_poll_period": "fastmcp_temporal.server._quiet:_LONG_POLL_PERIOD",
+    "long_poll_period": "fastmcp_temporal.server._quiet:LONG_POLL_PERIOD",
     "default_poll_interval_ms": "fastmcp_temporal.workflows.models:DEFAULT_POLL_INTERVAL_MS milliseconds",
     "apply_wait": f"{HANDLERS}:_APPLY_WAIT",
     "apply_first_poll": f"{HANDLERS}:_APPLY_FIRST_POLL seconds",

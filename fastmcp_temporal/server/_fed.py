@@ -1,10 +1,12 @@
 """Following a task through the change feed, where a long poll of its history would cost more.
 
-A server follows at most `watched_tasks` running tasks with a long poll of each one's
-history: each is one of the namespace's capped long polls, and costs a request per event
-and per long-poll period. Past that, where the namespace has `McpTaskChangedAt`, a task is
-followed by the server's `ChangeFeed`: one visibility query per `change_feed_interval` for
-all such tasks while any is followed, so the cost grows with the changes, not the tasks.
+A long poll of a task's history is one of the namespace's capped long polls, and costs a
+request per event and per long-poll period (`LONG_POLL_PERIOD`, 20 s) whatever its reads.
+Where the namespace has `McpTaskChangedAt`, a server's `ChangeFeed` follows any number of
+tasks at one visibility query per `change_feed_interval` while any is followed, so the cost
+grows with the changes, not the tasks. A server so long-polls only as many tasks as cost
+less than the feed (`long_polls_cheaper_than_the_feed`: 80 at the default 250 ms), and at
+most `watched_tasks`; it follows the rest through the feed.
 
 The feed lists what a task stamps (an ask, the end of a round, a partial answer, a cancel,
 a stamped progress message) and its close; `Watch.fed_change` decides whether the copy a
@@ -22,7 +24,14 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from fastmcp_temporal.server._feed import ChangeFeed
+from fastmcp_temporal.server._quiet import LONG_POLL_PERIOD
 from fastmcp_temporal.server._watch import Watch
+
+
+def long_polls_cheaper_than_the_feed(interval: timedelta) -> int:
+    """How many tasks' long polls cost fewer requests than a feed queried every `interval`."""
+    return int(LONG_POLL_PERIOD / interval)
+
 
 # A fed task nobody waits on is checked for idleness this often (its watch then ends).
 _IDLE_CHECK = timedelta(seconds=15)

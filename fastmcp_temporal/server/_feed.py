@@ -145,6 +145,11 @@ class ChangeFeed:
         source = TemporalVisibility(client, settings.task_queue)
         return cls(source, clock, interval=settings.change_feed_interval, lag=settings.change_feed_lag)
 
+    @property
+    def interval(self) -> timedelta:
+        """The time between the starts of two queries."""
+        return timedelta(seconds=self._interval)
+
     def subscribe(self, workflow_id: str, after: datetime | None = None) -> asyncio.Future[Change | None]:
         """A future resolved with the task's next change the feed lists (a `Change`), or with None when
         the feed cannot tell (a failed query, or the feed closed): re-read the task then.

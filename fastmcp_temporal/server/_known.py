@@ -29,10 +29,11 @@ bounded cache (`Closed`) until its TTL ends on Temporal's clock (`TemporalClock`
 event a watch reads moves on); an operator can start a closed workflow again
 (a reset), so a remembered close is re-checked one poll interval after it was last found
 current, then at doubling intervals up to `_CLOSED_RECHECK_MAX`. At most `watched_tasks`
-tasks are followed (each is one of the namespace's long polls, which Temporal caps; a
-refusal pauses following new tasks for `_REFUSED_PAUSE`); past that, tasks are followed
-through the change feed (`_fed`) where the namespace stamps changes, else, and when a long
-poll fails, reads describe the task every time. A task no read asked about for `_WATCH_IDLE` is
+tasks are followed by long polls (each is one of the namespace's long polls, which Temporal
+caps; a refusal pauses following new tasks for `_REFUSED_PAUSE`), and where the namespace
+stamps changes at most as many as cost less than the change feed (`_fed`); past that, tasks
+are followed through the feed, else, and when a long poll fails, reads describe the task
+every time. A task no read asked about for `_WATCH_IDLE` is
 let go, and, where `quiet_poll_interval` is set, so is a quiet one whose reads here come
 further apart than a long poll lasts: its answers advertise a longer poll interval, and a
 `describe()` per read then costs less (`_quiet`).
@@ -73,7 +74,7 @@ from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._changes import TaskChanges
-from fastmcp_temporal.server._fed import follow_feed
+from fastmcp_temporal.server._fed import follow_feed, long_polls_cheaper_than_the_feed
 from fastmcp_temporal.server._feed import ChangeFeed
 from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, holdable
 from fastmcp_temporal.server._quiet import QuietTasks
@@ -144,8 +145,10 @@ class KnownTasks:
         feed: ChangeFeed | None = None,
     ) -> None:
         self._client = client
-        self._feed = feed  # follows tasks past `watched_tasks` long polls, where the namespace stamps changes
+        self._feed = feed  # follows tasks past `_long_poll_cap` long polls, where the namespace stamps changes
         self._long_polled = 0
+        cheaper = settings.watched_tasks if feed is None else long_polls_cheaper_than_the_feed(feed.interval)
+        self._long_poll_cap = min(settings.watched_tasks, cheaper)
         self._changes = changes  # signalled by each event a watch sees that changes an answer, and each write
         self._clock = clock  # Temporal's: a remembered close expires by it, and every event read sets it
         self._settings = settings
@@ -304,8 +307,9 @@ class KnownTasks:
         *,
         close_only: bool = False,
     ) -> Watch | None:
-        """Start following a task: by a long poll of its history while fewer than `watched_tasks`
-        are, else through the change feed (`_fed`), where the namespace has it.
+        """Start following a task: by a long poll of its history while fewer are than `watched_tasks`
+        and than cost less than the change feed (`_fed.long_polls_cheaper_than_the_feed`), else
+        through the feed, where the namespace has it.
 
         Nor by a long poll for a while after Temporal refused one: each is one of the
         namespace's concurrent long polls, which Temporal caps (`frontend.namespaceCount`).
@@ -313,7 +317,7 @@ class KnownTasks:
         for a long poll to cost less than a `describe()` per read (`_quiet.Quiet.let_go`).
         """
         now = asyncio.get_running_loop().time()
-        fed = self._long_polled >= self._settings.watched_tasks or now < self._follow_after
+        fed = self._long_polled >= self._long_poll_cap or now < self._follow_after
         if not self._settings.watched_tasks or (fed and self._feed is None):
             return None
         if self._quiet.let_go(key, timing.poll_interval_ms):

@@ -13,7 +13,7 @@ client one advertised interval later at worst: half the time the task had been q
 most `quiet_poll_interval`.
 
 A read `describe()`s a task unless its server follows it with a long poll, which Temporal
-ends every `_LONG_POLL_PERIOD`: past that gap between the reads a server gets of a quiet
+ends every `LONG_POLL_PERIOD`: past that gap between the reads a server gets of a quiet
 task, a `describe()` per read costs that server less than the long poll, and is as fresh
 (an ask, a close or a cancel through another server shows at the next read). So the watch
 of such a task is let go (`Quiet.let_go`), freeing a `watched_tasks` slot for a younger,
@@ -36,7 +36,7 @@ from fastmcp_temporal.server._watch import shown_of
 
 # Temporal answers a history long poll empty after this long (its default
 # `history.longPollExpirationInterval`): what following a quiet task costs a server.
-_LONG_POLL_PERIOD = timedelta(seconds=20)
+LONG_POLL_PERIOD = timedelta(seconds=20)
 _TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 
@@ -61,7 +61,7 @@ class Quiet:
         """Whether a `describe()` per read costs this server less than following the task: it is
         quiet, and the reads this server gets of it come further apart than a long poll lasts."""
         quiet = self.interval(self.answered_at, base, cap) > base
-        return quiet and self.apart >= _LONG_POLL_PERIOD.total_seconds()
+        return quiet and self.apart >= LONG_POLL_PERIOD.total_seconds()
 
 
 class QuietTasks:
