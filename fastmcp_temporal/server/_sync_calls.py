@@ -25,7 +25,7 @@ import anyio
 import mcp_types
 from fastmcp.tools.base import InputRequiredToolResult, ToolResult
 from mcp.shared.exceptions import MCPError
-from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import CancelledError, TerminatedError
 from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
@@ -86,8 +86,9 @@ async def call_through_workflow(
 async def _recently_ended(
     backend: Backend, tool_key: str, arguments: dict[str, Any] | None, ttl: timedelta
 ) -> tuple[WorkflowHandle[Any, TaskOutcome], int] | None:
-    """A rejoinable call's workflow that ended within `ttl`, and its input's size: a repeat gets its
-    outcome again (None when there is none, or it runs: the start joins it)."""
+    """A rejoinable call's workflow that completed within `ttl`, and its input's size: a repeat gets
+    its outcome again. None when there is none, it runs (the start joins it), or it closed without
+    completing (cancelled, terminated, timed out: the repeat runs the tool again)."""
     call = backend.call_id(tool_key, dict(arguments or {}))
     handle: WorkflowHandle[Any, TaskOutcome] = backend.client.get_workflow_handle(
         workflow_id(backend.caller_scope().tag, call, "call"), result_type=TaskOutcome
@@ -98,7 +99,9 @@ async def _recently_ended(
         if exc.status == RPCStatusCode.NOT_FOUND:
             return None
         raise
-    if description.close_time is None or description.close_time + ttl < datetime.now(timezone.utc):
+    ended_at = description.close_time
+    completed = description.status == WorkflowExecutionStatus.COMPLETED
+    if not completed or ended_at is None or ended_at + ttl < datetime.now(timezone.utc):
         return None
     return handle, memo.input_bytes
 
