@@ -115,7 +115,7 @@ def execution_policy(
             request times out before a long tool ends: the call's workflow is named by its
             caller and its arguments, a withdrawn request leaves it running, and the same
             caller calling the tool with the same arguments joins it (its logs, progress and
-            questions relayed anew) or, within `task_ttl` after it ended, gets its result
+            questions relayed anew) or, within `task_ttl` after it completed, gets its result
             again, so the body runs once. Only for tools whose repeated call may be answered
             by one run; a caller that withdraws cannot cancel such a call.
 
