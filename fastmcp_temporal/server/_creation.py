@@ -43,7 +43,7 @@ from fastmcp_temporal._fastmcp_private import (
     registered_component_for_key,
     snapshot_codec,
 )
-from fastmcp_temporal._policy import policy_of
+from fastmcp_temporal._policy import ExecutionPolicy, policy_of
 from fastmcp_temporal._task_json import encode_answers
 from fastmcp_temporal.connection._sizes import converted, converter_budget
 from fastmcp_temporal.server._backend import Backend
@@ -56,6 +56,11 @@ if TYPE_CHECKING:
     from fastmcp import FastMCP
     from fastmcp.server.context import Context
     from fastmcp.tools.base import Tool
+
+
+# A rejoinable call joins its running workflow, and starts again once that has closed.
+_CONFLICT_POLICY = {False: WorkflowIDConflictPolicy.FAIL, True: WorkflowIDConflictPolicy.USE_EXISTING}
+_REUSE_POLICY = {False: WorkflowIDReusePolicy.REJECT_DUPLICATE, True: WorkflowIDReusePolicy.ALLOW_DUPLICATE}
 
 
 @dataclass(frozen=True)
@@ -113,8 +118,8 @@ async def start_tool_workflow(
         task_queue=backend.settings.task_queue,
         memo=facts.memo(input_bytes),
         search_attributes=facts.search_attributes() if backend.searchable else None,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING if rejoin else WorkflowIDConflictPolicy.FAIL,
-        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if rejoin else WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        id_conflict_policy=_CONFLICT_POLICY[rejoin],
+        id_reuse_policy=_REUSE_POLICY[rejoin],
         request_eager_start=backend.embedded_worker and backend.settings.deployment_version is None,
         versioning_override=_versioning_override(backend, component),
         priority=_priority(facts.scope, component),
@@ -142,6 +147,11 @@ async def task_component(server: FastMCP, tool: Tool) -> Tool:
         return await registered_component_for_key(server, tool.key)
     except MCPError:
         return tool  # not among get_tasks(): validate against the tool as resolved
+
+
+async def tool_policy(server: FastMCP, tool: Tool) -> ExecutionPolicy:
+    """The execution policy `tool` carries: its own function's, or a mounted tool's child's."""
+    return policy_of(tool if hasattr(tool, "fn") else await task_component(server, tool))
 
 
 def _task_input(

@@ -40,7 +40,6 @@ from fastmcp_temporal._fastmcp_private import (
     UpdateTaskResult,
     missing_capability_error_data,
 )
-from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal._upstream_check import check_upstream
 from fastmcp_temporal.connection._client import require_codec, require_reachable, searchable, temporal_client
@@ -48,7 +47,7 @@ from fastmcp_temporal.connection._process_exit import end_without_finalizing_on_
 from fastmcp_temporal.server._asks_first import task_asking_first
 from fastmcp_temporal.server._backend import Backend, temporal_errors
 from fastmcp_temporal.server._changes import TaskChanges
-from fastmcp_temporal.server._creation import start_task
+from fastmcp_temporal.server._creation import start_task, tool_policy
 from fastmcp_temporal.server._handlers import TaskMethods, task_not_found
 from fastmcp_temporal.server._http_limit import limit_http_requests
 from fastmcp_temporal.server._push import TaskPush
@@ -248,7 +247,7 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
             with temporal_errors("run the call"):
                 return await call_through_workflow(self._running_backend(), tool, params.arguments, context)
         with temporal_errors("start the task"):
-            if self._methods is not None and policy_of(tool).ask_before_task:
+            if self._methods is not None and (await tool_policy(context.fastmcp, tool)).ask_before_task:
                 return await task_asking_first(
                     self._running_backend(), self._methods, tool, params.arguments, context
                 )

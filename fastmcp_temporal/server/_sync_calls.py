@@ -31,10 +31,9 @@ from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal._fastmcp_private import cancel_requested
-from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.server._backend import Backend
-from fastmcp_temporal.server._creation import start_tool_workflow, task_component
+from fastmcp_temporal.server._creation import start_tool_workflow, task_component, tool_policy
 from fastmcp_temporal.server._known import described
 from fastmcp_temporal.server._relay import AskNotCarried, CallerChannel, Relay
 from fastmcp_temporal.server._scope import workflow_id
@@ -51,8 +50,7 @@ _CANCEL_DEADLINE = 10
 
 async def runs_as_workflow(settings: TemporalTasksSettings, server: FastMCP, tool: Tool) -> bool:
     """Whether a caller that did not opt in gets this tool through a workflow."""
-    component = tool if hasattr(tool, "fn") else await task_component(server, tool)
-    return (policy_of(component).sync_calls or settings.sync_calls) == "workflow"
+    return ((await tool_policy(server, tool)).sync_calls or settings.sync_calls) == "workflow"
 
 
 async def call_through_workflow(
@@ -60,10 +58,11 @@ async def call_through_workflow(
 ) -> ToolResult:
     """Run the call as a workflow and answer as the inline call would."""
     channel = CallerChannel.of(context)
-    component = await task_component(context.fastmcp, tool)
-    rejoin = bool(policy_of(component).rejoin)
+    rejoin = bool((await tool_policy(context.fastmcp, tool)).rejoin)
     ttl = backend.settings.task_ttl
-    ended = await _recently_ended(backend, component.key, arguments, ttl) if rejoin else None
+    ended = None
+    if rejoin:
+        ended = await _recently_ended(backend, await task_component(context.fastmcp, tool), arguments, ttl)
     if ended is not None:
         handle, input_bytes = ended
     else:
@@ -84,12 +83,12 @@ async def call_through_workflow(
 
 
 async def _recently_ended(
-    backend: Backend, tool_key: str, arguments: dict[str, Any] | None, ttl: timedelta
+    backend: Backend, component: Tool, arguments: dict[str, Any] | None, ttl: timedelta
 ) -> tuple[WorkflowHandle[Any, TaskOutcome], int] | None:
     """A rejoinable call's workflow that completed within `ttl`, and its input's size: a repeat gets
     its outcome again. None when there is none, it runs (the start joins it), or it closed without
     completing (cancelled, terminated, timed out: the repeat runs the tool again)."""
-    call = backend.call_id(tool_key, dict(arguments or {}))
+    call = backend.call_id(component.key, dict(arguments or {}))
     handle: WorkflowHandle[Any, TaskOutcome] = backend.client.get_workflow_handle(
         workflow_id(backend.caller_scope().tag, call, "call"), result_type=TaskOutcome
     )
