@@ -307,9 +307,9 @@ class KnownTasks:
         *,
         close_only: bool = False,
     ) -> Watch | None:
-        """Start following a task: by a long poll of its history while fewer are than `watched_tasks`
-        and than cost less than the change feed (`_fed.long_polls_cheaper_than_the_feed`), else
-        through the feed, where the namespace has it.
+        """Start following a task: by a long poll of its history while fewer tasks are long-polled
+        than `watched_tasks` and than cost less than the change feed
+        (`_fed.long_polls_cheaper_than_the_feed`), else through the feed, where the namespace has it.
 
         Nor by a long poll for a while after Temporal refused one: each is one of the
         namespace's concurrent long polls, which Temporal caps (`frontend.namespaceCount`).
