@@ -96,17 +96,16 @@ async def start_tool_workflow(
     *,
     kind: WorkflowKind,
     relay: Relayed | None = None,
-    rejoin: bool = False,
+    call_id: str | None = None,
 ) -> StartedWorkflow:
     """Validate the call and start its workflow: a task's, or a synchronous call's (`kind="call"`),
-    whose leg collects what `relay` says its server relays to the caller. With `rejoin`, the
-    workflow is named by the caller and the arguments (`Backend.call_id`), and a running one of
-    that name is joined instead of started again."""
+    whose leg collects what `relay` says its server relays to the caller. With a rejoinable
+    call's `call_id` (`Backend.call_id`), the workflow is named by it, and a running one of that
+    name is joined instead of started again."""
     component = await task_component(context.fastmcp, tool)
     raw_arguments = dict(arguments or {})
     _fastmcp_private.validate_call(component, raw_arguments, strict=context.fastmcp.strict_input_validation)
 
-    call_id = backend.call_id(component.key, raw_arguments) if rejoin else None
     facts = TaskFacts.decide(backend, tool, component, kind, call_id)
     task = _task_input(backend, facts, component, context, relay)
     inputs, input_bytes = await _converted_call(backend, task, raw_arguments)
@@ -118,8 +117,8 @@ async def start_tool_workflow(
         task_queue=backend.settings.task_queue,
         memo=facts.memo(input_bytes),
         search_attributes=facts.search_attributes() if backend.searchable else None,
-        id_conflict_policy=_CONFLICT_POLICY[rejoin],
-        id_reuse_policy=_REUSE_POLICY[rejoin],
+        id_conflict_policy=_CONFLICT_POLICY[call_id is not None],
+        id_reuse_policy=_REUSE_POLICY[call_id is not None],
         request_eager_start=backend.embedded_worker and backend.settings.deployment_version is None,
         versioning_override=_versioning_override(backend, component),
         priority=_priority(facts.scope, component),

@@ -58,11 +58,12 @@ async def call_through_workflow(
 ) -> ToolResult:
     """Run the call as a workflow and answer as the inline call would."""
     channel = CallerChannel.of(context)
-    rejoin = bool((await tool_policy(context.fastmcp, tool)).rejoin)
     ttl = backend.settings.task_ttl
-    ended = None
-    if rejoin:
-        ended = await _recently_ended(backend, await task_component(context.fastmcp, tool), arguments, ttl)
+    call = None
+    if (await tool_policy(context.fastmcp, tool)).rejoin:
+        call = backend.call_id((await task_component(context.fastmcp, tool)).key, dict(arguments or {}))
+    rejoin = call is not None
+    ended = await _recently_completed(backend, call, ttl) if call is not None else None
     if ended is not None:
         handle, input_bytes = ended
     else:
@@ -70,7 +71,7 @@ async def call_through_workflow(
         # cancelled in `_outcome`, instead of the start being abandoned with the workflow running.
         with anyio.CancelScope(shield=True):
             started = await start_tool_workflow(
-                backend, tool, arguments, context, kind="call", relay=channel, rejoin=rejoin
+                backend, tool, arguments, context, kind="call", relay=channel, call_id=call
             )
         handle, input_bytes = started.handle, started.input_bytes
     relay = Relay(backend, context, channel, input_bytes)
@@ -82,13 +83,12 @@ async def call_through_workflow(
         return InputRequiredToolResult(refused.ask)  # FastMCP refuses it as it refuses an inline ask
 
 
-async def _recently_ended(
-    backend: Backend, component: Tool, arguments: dict[str, Any] | None, ttl: timedelta
+async def _recently_completed(
+    backend: Backend, call: str, ttl: timedelta
 ) -> tuple[WorkflowHandle[Any, TaskOutcome], int] | None:
-    """A rejoinable call's workflow that completed within `ttl`, and its input's size: a repeat gets
-    its outcome again. None when there is none, it runs (the start joins it), or it closed without
-    completing (cancelled, terminated, timed out: the repeat runs the tool again)."""
-    call = backend.call_id(component.key, dict(arguments or {}))
+    """The rejoinable call `call`'s workflow, if it completed within `ttl`, and its input's size: a
+    repeat gets its outcome again. None when there is none, it runs (the start joins it), or it
+    closed without completing (cancelled, terminated, timed out: the repeat runs the tool again)."""
     handle: WorkflowHandle[Any, TaskOutcome] = backend.client.get_workflow_handle(
         workflow_id(backend.caller_scope().tag, call, "call"), result_type=TaskOutcome
     )
