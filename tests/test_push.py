@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -41,6 +40,7 @@ from mcp_types import (
 from pydantic import ConfigDict
 
 from fastmcp_temporal import TemporalTasksExtension
+from helpers.npm import npm_installed
 from helpers.servers import NoTasksClient, gated_tool, http_client, server_with, serving_http, verifier
 from helpers.waits import DEADLINE, eventually
 from helpers.wire import accept, ask, tasks_update
@@ -178,17 +178,10 @@ async def _client(server: FastMCP, transport: str, statuses: TaskStatuses) -> As
 @pytest.fixture(scope="session")
 def typescript_listener(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """`node push_client.mjs` with the TypeScript SDK's client and the tasks extension from npm, once per session."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("the TypeScript client test needs node and npm on PATH")
-    folder = tmp_path_factory.mktemp("typescript-listener")
-    (folder / "package.json").write_text('{"private": true, "type": "module"}')
-    install = subprocess.run(
-        [npm, "install", "--no-audit", "--no-fund", *TYPESCRIPT_PACKAGES],
-        cwd=folder, capture_output=True, text=True, timeout=300,
-    )
-    if install.returncode != 0:
-        pytest.skip(f"npm could not install {TYPESCRIPT_PACKAGES} (registry unreachable?): {install.stderr[-500:]}")
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("the TypeScript client test needs node on PATH")
+    folder = npm_installed(tmp_path_factory.mktemp("typescript-listener"), TYPESCRIPT_PACKAGES, module=True)
     script = folder / LISTENER.name
     shutil.copy(LISTENER, script)
     return [node, str(script)]

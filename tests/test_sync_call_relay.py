@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -49,6 +48,7 @@ from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal.devserver import DevServer, free_port
 from fastmcp_temporal.worker._notices import WINDOW_NOTICES, LegNotices
+from helpers.npm import npm_installed
 from helpers.processes import PROCESS_DEADLINE, AttemptLog, Processes, answering_client
 from helpers.servers import HandshakeSession, handshake_session, server_with, serving_http
 from helpers.temporal import call_workflows, closed_status
@@ -82,18 +82,11 @@ async def call_from_a_plain_client(
 @pytest.fixture(scope="session")
 def typescript_client(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """`node relay_client.mjs` with @modelcontextprotocol/sdk 1.x installed from npm once per session."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("the TypeScript SDK test needs node and npm on PATH")
-    folder = tmp_path_factory.mktemp("typescript-sdk")
-    (folder / "package.json").write_text('{"private": true, "type": "module"}')
-    install = subprocess.run(
-        [npm, "install", "--no-audit", "--no-fund", f"@modelcontextprotocol/sdk@{TYPESCRIPT_SDK}"],
-        cwd=folder, capture_output=True, text=True, timeout=300,
-    )
-    if install.returncode != 0:
-        pytest.skip(f"npm could not install @modelcontextprotocol/sdk@{TYPESCRIPT_SDK} (registry unreachable?): "
-                    f"{install.stderr[-500:]}")
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("the TypeScript SDK test needs node on PATH")
+    packages = [f"@modelcontextprotocol/sdk@{TYPESCRIPT_SDK}"]
+    folder = npm_installed(tmp_path_factory.mktemp("typescript-sdk"), packages, module=True)
     script = folder / CLIENT.with_suffix(".mjs").name
     shutil.copy(CLIENT.with_suffix(".mjs"), script)
     return [node, str(script)]
