@@ -367,6 +367,12 @@ def serve_subscriptions_listen(server: FastMCP, handler: ListenRequestHandler) -
     return True
 
 
+def add_server_middleware(server: FastMCP, middleware: Any) -> None:
+    """Run `middleware` (mcp's `ServerMiddleware`) innermost around every request of `server`: the one
+    tier that sees a result after mcp shapes it for the wire, reached only as `FastMCP._mcp_server`."""
+    server._mcp_server.middleware.append(middleware)
+
+
 # --- the HTTP app ------------------------------------------------------------------------
 
 

@@ -463,7 +463,8 @@ RELIANCES: tuple[Reliance, ...] = (
     Reliance(
         "fastmcp.server.server:FastMCP",
         "serve subscriptions/listen on the server's low-level server (FastMCP's MethodBinding refuses "
-        "a spec method), so task statuses are pushed",
+        "a spec method), so task statuses are pushed, and answer a 2025-11-25 task-augmented "
+        "tools/call from its middleware",
         "no server can be created with the extension",
         _has_instance_attributes("_mcp_server"),
     ),

@@ -23,6 +23,7 @@ from fastmcp import FastMCP
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver import DevServer, start_dev_server
+from helpers.npm import TYPESCRIPT_SDK, npm_installed
 from helpers.processes import AttemptLog, Processes
 from helpers.waits import DEADLINE
 
@@ -51,6 +52,12 @@ def no_temporal_client_config(
     for name in [name for name in os.environ if name.startswith("TEMPORAL_")]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("TEMPORAL_CONFIG_FILE", str(tmp_path_factory.getbasetemp() / "no-temporal.toml"))
+
+
+@pytest.fixture(scope="session")
+def typescript_sdk(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with the TypeScript SDK (@modelcontextprotocol/sdk 1.x) installed from npm, once per session."""
+    return npm_installed(tmp_path_factory.mktemp("typescript-sdk"), [TYPESCRIPT_SDK], module=True)
 
 
 @pytest.fixture

@@ -286,13 +286,14 @@ async def test_task_methods_without_the_capability_are_refused(server: FastMCP, 
             assert (await task.result()).data == 1  # the refused call changed nothing
 
 
-async def test_tasks_get_at_a_legacy_protocol_version_is_method_not_found(server: FastMCP) -> None:
+async def test_tasks_get_at_2025_11_25_does_not_find_a_2026_07_28_task(server: FastMCP) -> None:
+    # That era's tasks/get serves that era's tasks (test_handshake_tasks), not this one's.
     async with Client(server) as client:
         task = await call_tool_task(client, "optional_echo", {"n": 1})
         async with Client(server, mode="legacy") as legacy:
             with pytest.raises(MCPError) as raised:
                 await send_task_method(legacy, "tasks/get", task.task_id)
-    assert raised.value.code == -32601
+    assert raised.value.code == -32602
 
 
 async def test_http_mcp_name_header_must_match_the_task_id(server: FastMCP) -> None:

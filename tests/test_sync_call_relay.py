@@ -29,7 +29,6 @@ relayed as elicitations are.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,7 @@ from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal.devserver import DevServer, free_port
 from fastmcp_temporal.worker._notices import WINDOW_NOTICES, LegNotices
-from helpers.npm import npm_installed
+from helpers.npm import node_script
 from helpers.processes import PROCESS_DEADLINE, AttemptLog, Processes, answering_client
 from helpers.servers import HandshakeSession, handshake_session, server_with, serving_http
 from helpers.temporal import call_workflows, closed_status
@@ -57,7 +56,6 @@ from helpers.wire import ask
 pytestmark = pytest.mark.anyio
 
 CLIENT = Path(__file__).with_name("relay_client.py")
-TYPESCRIPT_SDK = "^1.32"
 
 
 async def call_from_a_plain_client(
@@ -79,17 +77,10 @@ async def call_from_a_plain_client(
     return seen
 
 
-@pytest.fixture(scope="session")
-def typescript_client(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    """`node relay_client.mjs` with @modelcontextprotocol/sdk 1.x installed from npm once per session."""
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("the TypeScript SDK test needs node on PATH")
-    packages = [f"@modelcontextprotocol/sdk@{TYPESCRIPT_SDK}"]
-    folder = npm_installed(tmp_path_factory.mktemp("typescript-sdk"), packages, module=True)
-    script = folder / CLIENT.with_suffix(".mjs").name
-    shutil.copy(CLIENT.with_suffix(".mjs"), script)
-    return [node, str(script)]
+@pytest.fixture
+def typescript_client(typescript_sdk: Path) -> list[str]:
+    """`node relay_client.mjs` beside the TypeScript SDK (1.x)."""
+    return node_script(typescript_sdk, CLIENT.with_suffix(".mjs"))
 
 
 async def serving_app(temporal_server: DevServer, task_queue: str, processes: Processes) -> str:

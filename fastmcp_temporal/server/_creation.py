@@ -73,10 +73,10 @@ class StartedWorkflow:
 
 
 async def start_task(
-    backend: Backend, tool: Tool, arguments: dict[str, Any] | None, context: Context
+    backend: Backend, tool: Tool, arguments: dict[str, Any] | None, context: Context, *, task_id: str | None = None
 ) -> tuple[CreateTaskResult, StartedWorkflow]:
-    """Start a task's workflow: what the wire answers, and the workflow started."""
-    started = await start_tool_workflow(backend, tool, arguments, context, kind="task")
+    """Start a task's workflow (under `task_id`, else a new id): what the wire answers, and the workflow started."""
+    started = await start_tool_workflow(backend, tool, arguments, context, kind="task", task_id=task_id)
     facts = started.facts
     return CreateTaskResult(
         task_id=facts.task_id,
@@ -97,16 +97,17 @@ async def start_tool_workflow(
     kind: WorkflowKind,
     relay: Relayed | None = None,
     call_id: str | None = None,
+    task_id: str | None = None,
 ) -> StartedWorkflow:
     """Validate the call and start its workflow: a task's, or a synchronous call's (`kind="call"`),
     whose leg collects what `relay` says its server relays to the caller. With a rejoinable
     call's `call_id` (`Backend.call_id`), the workflow is named by it, and a running one of that
-    name is joined instead of started again."""
+    name is joined instead of started again. `task_id`, when given, is the new task's id."""
     component = await task_component(context.fastmcp, tool)
     raw_arguments = dict(arguments or {})
     _fastmcp_private.validate_call(component, raw_arguments, strict=context.fastmcp.strict_input_validation)
 
-    facts = TaskFacts.decide(backend, tool, component, kind, call_id)
+    facts = TaskFacts.decide(backend, tool, component, kind, call_id or task_id)
     task = _task_input(backend, facts, component, context, relay)
     inputs, input_bytes = await _converted_call(backend, task, raw_arguments)
     handle = await backend.client.start_workflow(

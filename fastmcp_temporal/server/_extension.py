@@ -23,7 +23,7 @@ from fastmcp.utilities.versions import VersionSpec
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
-from mcp_types import INTERNAL_ERROR
+from mcp_types import INTERNAL_ERROR, METHOD_NOT_FOUND, PaginatedRequestParams
 from mcp_types.jsonrpc import HEADER_MISMATCH
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from temporalio.client import Client
@@ -48,9 +48,11 @@ from fastmcp_temporal.server._asks_first import task_asking_first
 from fastmcp_temporal.server._backend import Backend, temporal_errors
 from fastmcp_temporal.server._changes import TaskChanges
 from fastmcp_temporal.server._creation import start_task, tool_policy
-from fastmcp_temporal.server._handlers import TaskMethods, task_not_found
+from fastmcp_temporal.server._handlers import TaskMethods
+from fastmcp_temporal.server._handshake_tasks import ERA, HandshakeTasks, creation_requested, declares_tasks
 from fastmcp_temporal.server._http_limit import limit_http_requests
 from fastmcp_temporal.server._push import TaskPush
+from fastmcp_temporal.server._scope import is_handshake_task, task_not_found
 from fastmcp_temporal.server._sync_calls import call_through_workflow, runs_as_workflow
 from fastmcp_temporal.worker import _leg_context
 from fastmcp_temporal.worker._plugin import McpTasksPlugin
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("fastmcp_temporal")
 
 _TASK_METHOD_VERSIONS = frozenset(MODERN_PROTOCOL_VERSIONS)
+_BOTH_ERAS = _TASK_METHOD_VERSIONS | {ERA}
 
 
 class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
@@ -121,6 +124,7 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
         self._backend: Backend | None = None
         self._methods: TaskMethods | None = None
         self._push = TaskPush(lambda: self._methods, lambda: self._settings.read_recheck.total_seconds())
+        self._handshake = HandshakeTasks(lambda: self._methods, lambda: self.server.auth is not None)
 
     @property
     def temporal_settings(self) -> TemporalTasksSettings:
@@ -164,19 +168,27 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
         """Let the server's streamable-HTTP app take requests as large as `http_request_limit`, up to
         `request_memory_budget` bytes of them at once (a share of it per caller), each body stalling
         no longer than `request_body_timeout`; and serve `subscriptions/listen` for task ids (`_push`),
-        unless the server serves it already."""
+        unless the server serves it already; and the 2025-11-25 tasks (`_handshake_tasks`)."""
         limit_http_requests(server, lambda: self._settings)
+        _fastmcp_private.add_server_middleware(server, self._handshake.middleware)
         if not _fastmcp_private.serve_subscriptions_listen(server, self._push.serve):
             logger.info("The server already serves subscriptions/listen: task statuses are not pushed")
 
     def methods(self) -> Sequence[MethodBinding]:
         return [
-            MethodBinding("tasks/get", GetTaskParams, self._handle_get, _TASK_METHOD_VERSIONS),
+            MethodBinding("tasks/get", GetTaskParams, self._handle_get, _BOTH_ERAS),
             MethodBinding("tasks/update", UpdateTaskParams, self._handle_update, _TASK_METHOD_VERSIONS),
-            MethodBinding("tasks/cancel", CancelTaskParams, self._handle_cancel, _TASK_METHOD_VERSIONS),
+            MethodBinding("tasks/cancel", CancelTaskParams, self._handle_cancel, _BOTH_ERAS),
+            MethodBinding("tasks/result", GetTaskParams, self._handle_result, frozenset({ERA})),
+            MethodBinding("tasks/list", PaginatedRequestParams, self._handle_list, frozenset({ERA})),
         ]
 
-    async def _handle_get(self, ctx: ServerRequestContext[Any, Any], params: GetTaskParams) -> GetTaskResult:
+    async def _handle_get(
+        self, ctx: ServerRequestContext[Any, Any], params: GetTaskParams
+    ) -> GetTaskResult | dict[str, Any]:
+        if ctx.protocol_version == ERA:
+            with temporal_errors("read the task"):
+                return await self._handshake.get(params.task_id)
         methods = self._task_methods(ctx, params.task_id)
         with temporal_errors("read the task"):
             return await methods.get(params.task_id)
@@ -190,18 +202,29 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
 
     async def _handle_cancel(
         self, ctx: ServerRequestContext[Any, Any], params: CancelTaskParams
-    ) -> CancelTaskResult:
+    ) -> CancelTaskResult | dict[str, Any]:
+        if ctx.protocol_version == ERA:
+            with temporal_errors("cancel the task"):
+                return await self._handshake.cancel(params.task_id)
         methods = self._task_methods(ctx, params.task_id)
         with temporal_errors("cancel the task"):
             return await methods.cancel(params.task_id)
+
+    async def _handle_result(self, ctx: ServerRequestContext[Any, Any], params: GetTaskParams) -> dict[str, Any]:
+        with temporal_errors("read the task's result"):
+            return await self._handshake.result(ctx, params.task_id)
+
+    async def _handle_list(self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> dict[str, Any]:
+        with temporal_errors("list the tasks"):
+            return await self._handshake.list(self._running_backend(), params.cursor)
 
     def _task_methods(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> TaskMethods:
         """Apply the gates every `tasks/*` shares, then the running backend's methods."""
         if read_client_extension_settings(ctx, TASKS_EXTENSION_ID) is None:
             raise _missing_capability(f"This request targets the tasks extension ({TASKS_EXTENSION_ID})")
         _require_matching_route(task_id)
-        if self._methods is None:
-            raise task_not_found(task_id)
+        if self._methods is None or is_handshake_task(task_id):
+            raise task_not_found(task_id)  # a 2025-11-25 task is not one of this era's
         return self._methods
 
     async def intercept_tool_call(
@@ -222,6 +245,8 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
             tool = await context.fastmcp.get_tool(params.name, version)
         except NotFoundError:
             tool = None
+        if tool is not None and from_client and creation_requested():
+            return await self._handshake.create(self._running_backend, tool, params.arguments, context)
         if tool is None or not tool.task_config.supports_tasks():
             return await call_next()
 
@@ -240,6 +265,8 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
                 )
             return await call_next()
         if mode == "required" and not opted_in:
+            if request is not None and request.protocol_version == ERA and declares_tasks(request.session):
+                raise MCPError(METHOD_NOT_FOUND, f"Tool {tool.name!r} runs only as a task: call it with `task`.")
             raise _missing_capability(f"Tool {tool.name!r} requires the tasks extension ({TASKS_EXTENSION_ID})")
         if not opted_in:
             if not await runs_as_workflow(self._settings, context.fastmcp, tool):

@@ -29,7 +29,6 @@ from functools import partial
 from typing import Any
 
 import mcp_types
-from mcp.shared.exceptions import MCPError
 from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure
 from temporalio.client import (
     WorkflowExecutionDescription,
@@ -54,7 +53,7 @@ from fastmcp_temporal.server._changes import TaskChanges
 from fastmcp_temporal.server._creation import StartedWorkflow
 from fastmcp_temporal.server._feed import ChangeFeed
 from fastmcp_temporal.server._known import Closed, KnownTasks, described
-from fastmcp_temporal.server._scope import workflow_id
+from fastmcp_temporal.server._scope import task_not_found, workflow_id
 from fastmcp_temporal.server._stalled import EXPIRED_REASON, StalledTasks
 from fastmcp_temporal.server._status import mcp_status
 from fastmcp_temporal.server._watch import Timing
@@ -345,10 +344,6 @@ def _answer_of(task_id: str, status: TaskStatus, timing: Timing, **fields: Any) 
         poll_interval_ms=timing.poll_interval_ms,
         **fields,
     )
-
-
-def task_not_found(task_id: str) -> MCPError:
-    return MCPError(code=mcp_types.INVALID_PARAMS, message=f"Task {task_id} not found")
 
 
 def _namespace_missing(exc: RPCError) -> bool:

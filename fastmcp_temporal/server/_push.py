@@ -50,6 +50,7 @@ from pydantic import ConfigDict
 
 from fastmcp_temporal._fastmcp_private import GetTaskResult
 from fastmcp_temporal.server._changes import TaskChanges
+from fastmcp_temporal.server._scope import is_handshake_task
 from fastmcp_temporal.server._watch import Shown, shown_of
 
 logger = logging.getLogger("fastmcp_temporal")
@@ -114,13 +115,14 @@ class TaskPush:
 
 
 def _requested_task_ids(ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams) -> list[str]:
-    """The task ids a listen request asks for; none from a client not opted in to the tasks extension."""
+    """The task ids a listen request asks for (never a 2025-11-25 task's); none from a client not
+    opted in to the tasks extension."""
     if read_client_extension_settings(ctx, TASKS_EXTENSION_ID) is None:
         return []
     ids = (params.notifications.model_extra or {}).get(TASK_IDS_KEY)
     if not isinstance(ids, list):
         return []
-    unique = dict.fromkeys(task_id for task_id in ids if isinstance(task_id, str))
+    unique = dict.fromkeys(task_id for task_id in ids if isinstance(task_id, str) and not is_handshake_task(task_id))
     return list(unique)[:MAX_TASKS_PER_STREAM]
 
 

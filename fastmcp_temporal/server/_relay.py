@@ -247,19 +247,31 @@ class Relay:
     async def _ask(self, key: str, request: dict[str, Any], requests: dict[str, Any]) -> dict[str, Any]:
         """Send one request to the caller on the open call; its answer, validated as `tasks/update` does."""
         session = self.context.session
-        capabilities = session.client_capabilities
-        needed_method = str(request.get("method"))
-        needed = _CAPABILITY_OF.get(needed_method)
-        if needed is None or capabilities is None or not getattr(capabilities, needed):
+        if not carries(session, str(request.get("method"))):
             raise AskNotCarried(_ask_of(requests))
         assert self.context.request_context is not None
-        metadata = ServerMessageMetadata(related_request_id=self.context.request_context.request_id)
-        outgoing = mcp_types.server_request_adapter.validate_python(request)
-        try:
-            answer = await session.send_request(outgoing, result_type_for_method(needed_method), metadata=metadata)
-        except ValidationError as exc:
-            raise invalid_answer(key, request, exc) from None
-        return validated_answer(key, request, answer.model_dump(by_alias=True, mode="json", exclude_none=True))
+        answer = await send_ask(session, self.context.request_context.request_id, key, request)
+        return validated_answer(key, request, answer)
+
+
+def carries(session: ServerSession, method: str) -> bool:
+    """Whether the caller declared the capability a server-to-client request of `method` needs."""
+    needed = _CAPABILITY_OF.get(method)
+    capabilities = session.client_capabilities
+    return needed is not None and capabilities is not None and bool(getattr(capabilities, needed))
+
+
+async def send_ask(session: ServerSession, request_id: Any, key: str, request: dict[str, Any]) -> dict[str, Any]:
+    """Send the ask `key` to the caller as a server-to-client request on the open request `request_id`;
+    its answer as the client sent it (-32602 when it is not an answer to `request` at all)."""
+    metadata = ServerMessageMetadata(related_request_id=request_id)
+    outgoing = mcp_types.server_request_adapter.validate_python(request)
+    result_type = result_type_for_method(str(request.get("method")))
+    try:
+        answer = await session.send_request(outgoing, result_type, metadata=metadata)
+    except ValidationError as exc:
+        raise invalid_answer(key, request, exc) from None
+    return answer.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
 def _ask_of(requests: dict[str, Any]) -> mcp_types.InputRequiredResult:

@@ -46,6 +46,8 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from fastmcp.server.dependencies import get_access_token
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from fastmcp_temporal._fastmcp_private import get_task_scope
 from fastmcp_temporal._settings import encryption_keys
@@ -62,6 +64,9 @@ _SCOPE_SECRET_LABEL = b"fastmcp-temporal scope tag secret v2"
 _LEGACY_SEPARATOR = "|"
 
 WorkflowKind = Literal["task", "call"]
+# A 2025-11-25 task's id starts with its era, so no method of the other era finds it ("." is
+# outside the random part's alphabet: no 2026-07-28 id has it).
+HANDSHAKE_TASK_ID_PREFIX = "2025-11-25."
 
 
 @dataclass(frozen=True)
@@ -79,9 +84,20 @@ class CallerScope:
         return (self.tag, *self.older_tags, *legacy)
 
 
-def new_task_id() -> str:
-    """A server-minted, unguessable task id (43 URL-safe characters, as the reference)."""
-    return secrets.token_urlsafe(32)
+def task_not_found(task_id: str) -> MCPError:
+    """What every task method answers for a task id its caller has no task under: missing, expired or another's."""
+    return MCPError(code=INVALID_PARAMS, message=f"Task {task_id} not found")
+
+
+def new_task_id(prefix: str = "") -> str:
+    """A server-minted, unguessable task id (43 URL-safe characters, as the reference), after `prefix`
+    (`HANDSHAKE_TASK_ID_PREFIX` for a task of the 2025-11-25 tasks)."""
+    return prefix + secrets.token_urlsafe(32)
+
+
+def is_handshake_task(task_id: str) -> bool:
+    """The id names a task created on the 2025-11-25 tasks (`new_task_id`)."""
+    return task_id.startswith(HANDSHAKE_TASK_ID_PREFIX)
 
 
 def call_id(secret: bytes, tool_key: str, arguments: dict[str, Any]) -> str:

@@ -29,3 +29,16 @@ def npm_installed(folder: Path, packages: Sequence[str], *, module: bool = False
     if install.returncode != 0:
         pytest.skip(f"npm could not install {', '.join(packages)} (registry unreachable?): {install.stderr[-500:]}")
     return folder
+
+
+TYPESCRIPT_SDK = "@modelcontextprotocol/sdk@^1.32"
+
+
+def node_script(folder: Path, script: Path) -> list[str]:
+    """The command that runs `script` with node beside the packages installed in `folder` (its
+    imports resolve there); skips the test without node."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip(f"{script.name} needs node on PATH")
+    shutil.copy(script, folder / script.name)
+    return [node, str(folder / script.name)]

@@ -1,0 +1,279 @@
+"""Clients of the 2025-11-25 tasks (SEP-1686) get tasks of this engine.
+
+VS Code, Microsoft's Agent Framework and the TypeScript SDK's own tasks speak that era's tasks,
+not the 2026-07-28 extension. Proven with the TypeScript SDK's client (`@modelcontextprotocol/sdk`
+1.x and its `client.experimental.tasks`, installed from npm once per session; skipped, saying why,
+when npm cannot reach its registry) over streamable HTTP: the server declares the tasks capability,
+a `task=True` tool's call is a task whose question reaches the caller on `tasks/result` with the
+related-task `_meta`, whose result `tasks/result` answers, and which `tasks/cancel` cancels; each
+asserted in Temporal (the workflow, its `submit_input` signal, its close). On the raw wire, for
+what a client should never see: the error codes of the 2025-11-25 spec, a caller's list of its
+own tasks, page by page, and no task of one era found by the other era's methods.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from fastmcp import Client, Context, FastMCP
+from fastmcp.utilities.tasks import TaskConfig
+from fastmcp_tasks.client import call_tool_task
+from mcp.shared.exceptions import MCPError
+from mcp_types import InputRequiredResult
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowExecutionStatus
+
+from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal.server import _handshake_tasks
+from helpers.npm import node_script
+from helpers.servers import HANDSHAKE_VERSION, gated_tool, serving_http, verifier
+from helpers.temporal import anonymous_workflow_id, temporal_client
+from helpers.waits import DEADLINE
+from helpers.wire import ask, tasks_get
+
+pytestmark = pytest.mark.anyio
+
+CLIENT = Path(__file__).with_name("handshake_tasks_client.mjs")
+CLIENT_TASKS = {"list": {}, "cancel": {}, "requests": {}}
+
+
+async def interview(ctx: Context) -> str | InputRequiredResult:
+    """Asks the caller's name, then greets them."""
+    if ctx.input_responses is None:
+        return ask("name?")
+    return f"hello {ctx.input_responses['name?'].content['value']}"
+
+
+async def refuses() -> str:
+    raise MCPError(-32042, "no such thing", {"why": "test"})
+
+
+async def plain() -> str:
+    return "plain"
+
+
+def served(extension: TemporalTasksExtension, **options: Any) -> tuple[FastMCP, anyio.Event]:
+    """A server with the tools these tests call; the event releases `gated`."""
+    started, release = anyio.Event(), anyio.Event()
+    server = FastMCP("handshake-tasks", **options)
+    server.add_extension(extension)
+    for tool in (interview, refuses, gated_tool(started, release)):
+        server.tool(tool, task=True)
+    server.tool(plain)
+    server.tool(interview, name="only_as_task", task=TaskConfig(mode="required"))
+    return server, release
+
+
+async def run_client(typescript_sdk: Path, url: str, scenario: str, tool: str, answers: dict[str, str]) -> dict[str, Any]:
+    command = node_script(typescript_sdk, CLIENT)
+    report = typescript_sdk / f"report-{scenario}-{tool}.json"
+    with anyio.fail_after(DEADLINE):
+        done = await anyio.run_process([*command, url, str(report), scenario, tool, "{}", json.dumps(answers)], check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    return json.loads(report.read_text())
+
+
+async def test_the_typescript_sdk_calls_a_tool_as_a_task_and_answers_its_question(
+    make_extension: Any, typescript_sdk: Path
+) -> None:
+    extension = make_extension()
+    server, _ = served(extension)
+    async with serving_http(server) as url:
+        seen = await run_client(typescript_sdk, url, "call", "interview", {"name?": "Ada"})
+        handle = temporal_client(extension).get_workflow_handle(anonymous_workflow_id(seen["task_id"]))
+        history = [event async for event in handle.fetch_history_events()]
+        closed = (await handle.describe()).status
+
+    assert seen.get("error") is None, seen
+    assert seen["protocol"] == HANDSHAKE_VERSION
+    assert seen["server_tasks"]["requests"] == {"tools": {"call": {}}}
+    task_id = seen["task_id"]
+    assert task_id.startswith("2025-11-25.")
+    kinds = [message[0] for message in seen["seen"]]
+    assert kinds[0] == "created" and kinds[-1] == "result"
+    (elicited,) = [message for message in seen["seen"] if message[0] == "elicit"]
+    assert elicited[1] == "name?"
+    assert elicited[2]["io.modelcontextprotocol/related-task"] == {"taskId": task_id}
+    result = seen["seen"][-1][1]
+    assert result["content"] == [{"type": "text", "text": "hello Ada"}]
+    assert seen["read_after"]["status"] == "completed"
+    assert seen["result_again"]["content"] == result["content"]
+    assert seen["result_again"]["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": task_id}
+
+    assert closed == WorkflowExecutionStatus.COMPLETED
+    signals = [e for e in history if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED]
+    assert [s.workflow_execution_signaled_event_attributes.signal_name for s in signals] == ["submit_input"]
+    legs = [e for e in history if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
+    assert len(legs) == 2  # the asking leg, then the answered one: each ran once
+
+
+async def test_the_typescript_sdk_cancels_a_task(make_extension: Any, typescript_sdk: Path) -> None:
+    extension = make_extension()
+    server, _ = served(extension)
+    async with serving_http(server) as url:
+        seen = await run_client(typescript_sdk, url, "cancel", "gated", {})
+        handle = temporal_client(extension).get_workflow_handle(anonymous_workflow_id(seen["task_id"]))
+        with anyio.fail_after(DEADLINE):
+            while (await handle.describe()).status != WorkflowExecutionStatus.CANCELED:
+                await anyio.sleep(0.1)
+
+    assert seen.get("error") is None, seen
+    assert seen["cancelled"]["status"] == "cancelled"
+    assert seen["read_after_cancel"]["status"] == "cancelled"
+    assert seen["cancel_again"]["code"] == -32602
+    assert "already in terminal status 'cancelled'" in seen["cancel_again"]["message"]
+
+
+# --- the raw wire -----------------------------------------------------------------------------
+
+
+class WireError(Exception):
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(error["message"])
+        self.code: int = error["code"]
+        self.error = error
+
+
+class TasksSession:
+    """A raw 2025-11-25 streamable-HTTP session that declares the tasks capability (or not)."""
+
+    def __init__(self, http: httpx2.AsyncClient, url: str, headers: dict[str, str]) -> None:
+        self.http, self.url, self.headers = http, url, headers
+        self.initialized: dict[str, Any] = {}
+        self._id = 0
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self._id += 1
+        message = {"jsonrpc": "2.0", "id": self._id, "method": method, "params": params}
+        response = await self.http.post(self.url, headers=self.headers, json=message)
+        if (session_id := response.headers.get("mcp-session-id")) is not None:
+            self.headers["Mcp-Session-Id"] = session_id
+        lines = [line for line in response.text.splitlines() if line.startswith("data:")] or [response.text]
+        answer = json.loads(lines[-1].removeprefix("data:"))
+        if "error" in answer:
+            raise WireError(answer["error"])
+        return answer["result"]
+
+
+@asynccontextmanager
+async def tasks_session(
+    url: str, *, tasks: bool = True, token: str | None = None, version: str = HANDSHAKE_VERSION
+) -> AsyncIterator[TasksSession]:
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    capabilities = {"tasks": CLIENT_TASKS} if tasks else {}
+    params = {"protocolVersion": version, "capabilities": capabilities, "clientInfo": {"name": "raw", "version": "1"}}
+    async with httpx2.AsyncClient(timeout=DEADLINE) as http:
+        session = TasksSession(http, url, headers)
+        session.initialized = await session.request("initialize", params)
+        headers["Mcp-Protocol-Version"] = version
+        opened = await http.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert opened.status_code == 202, opened.text
+        yield session
+
+
+async def create(session: TasksSession, tool: str, arguments: dict[str, Any] | None = None) -> str:
+    created = await session.request("tools/call", {"name": tool, "arguments": arguments or {}, "task": {"ttl": 60_000}})
+    assert created["task"]["status"] == "working", created
+    return created["task"]["taskId"]
+
+
+async def until_ended(session: TasksSession, task_id: str) -> dict[str, Any]:
+    with anyio.fail_after(DEADLINE):
+        while (task := await session.request("tasks/get", {"taskId": task_id}))["status"] == "working":
+            pass
+    return task
+
+
+@pytest.fixture
+async def wire(make_extension: Any) -> AsyncIterator[tuple[str, FastMCP]]:
+    server, release = served(make_extension())
+    async with serving_http(server) as url:
+        yield url, server
+        release.set()
+
+
+async def test_a_client_without_tasks_is_declared_none_and_its_task_field_is_ignored(wire: tuple[str, FastMCP]) -> None:
+    url, _ = wire
+    async with tasks_session(url, tasks=False) as session:
+        assert "tasks" not in session.initialized["capabilities"]
+        answered = await session.request("tools/call", {"name": "refuses", "arguments": {}, "task": {}})
+    assert answered["isError"] is True and "task" not in answered  # run inline, as the spec says
+
+
+async def test_the_error_codes_of_the_2025_11_25_tasks(wire: tuple[str, FastMCP]) -> None:
+    url, _ = wire
+    async with tasks_session(url) as session:
+        assert "list" not in session.initialized["capabilities"]["tasks"]  # anonymous callers cannot be told apart
+        with pytest.raises(WireError) as forbidden:
+            await create(session, "plain")
+        with pytest.raises(WireError) as untasked:
+            await session.request("tools/call", {"name": "only_as_task", "arguments": {}})
+        with pytest.raises(WireError) as unknown:
+            await session.request("tasks/get", {"taskId": "2025-11-25.nothing"})
+        with pytest.raises(WireError) as unlisted:
+            await session.request("tasks/list", {})
+    async with tasks_session(url, version="2025-06-18") as before_tasks:
+        assert "tasks" not in before_tasks.initialized["capabilities"]
+        with pytest.raises(WireError) as no_such_method:
+            await before_tasks.request("tasks/get", {"taskId": "2025-11-25.nothing"})
+    assert forbidden.value.code == untasked.value.code == no_such_method.value.code == -32601
+    assert "call it without `task`" in str(forbidden.value) and "call it with `task`" in str(untasked.value)
+    assert unknown.value.code == -32602
+    assert unlisted.value.code == -32601 and "identified callers" in str(unlisted.value)
+
+
+async def test_a_failed_tool_reads_failed_and_its_result_is_its_error(wire: tuple[str, FastMCP]) -> None:
+    url, _ = wire
+    async with tasks_session(url) as session:
+        task_id = await create(session, "refuses")
+        task = await until_ended(session, task_id)
+        with pytest.raises(WireError) as result:
+            await session.request("tasks/result", {"taskId": task_id})
+    assert task["status"] == "failed" and task["statusMessage"] == "no such thing"
+    assert set(task) >= {"taskId", "createdAt", "lastUpdatedAt", "ttl", "pollInterval"}
+    assert result.value.error == {"code": -32042, "message": "no such thing", "data": {"why": "test"}}
+
+
+async def test_a_task_of_one_era_is_not_found_by_the_other(wire: tuple[str, FastMCP]) -> None:
+    url, server = wire
+    async with tasks_session(url) as session:
+        old_era = await create(session, "refuses")
+        async with Client(server) as modern:
+            new_era = (await call_tool_task(modern, "refuses", {})).task_id
+            with pytest.raises(MCPError) as unseen_old:
+                await tasks_get(modern, old_era)
+        with pytest.raises(WireError) as unseen_new:
+            await session.request("tasks/get", {"taskId": new_era})
+    assert unseen_old.value.error.code == unseen_new.value.code == -32602
+
+
+async def test_a_caller_lists_its_own_tasks_page_by_page(make_extension: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_handshake_tasks, "LIST_PAGE_SIZE", 2)
+    server, _ = served(make_extension(), auth=verifier())
+    async with serving_http(server) as url:
+        async with tasks_session(url, token="token-a") as mine, tasks_session(url, token="token-b") as theirs:
+            assert mine.initialized["capabilities"]["tasks"]["list"] == {}
+            created = {await create(mine, "refuses") for _ in range(3)}
+            await create(theirs, "refuses")
+            listed, cursor, pages = set(), None, 0
+            with anyio.fail_after(DEADLINE):
+                while listed != created:  # visibility lists a task shortly after its start
+                    page = await mine.request("tasks/list", {} if cursor is None else {"cursor": cursor})
+                    listed |= {task["taskId"] for task in page["tasks"]}
+                    assert len(page["tasks"]) <= 2
+                    cursor, pages = page.get("nextCursor"), pages + 1
+                    if cursor is None and listed != created:
+                        listed, pages = set(), 0
+            with pytest.raises(WireError) as bad_cursor:
+                await mine.request("tasks/list", {"cursor": "not a cursor"})
+    assert pages >= 2  # three tasks, two a page
+    assert bad_cursor.value.code == -32602
