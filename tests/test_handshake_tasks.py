@@ -201,12 +201,18 @@ async def wire(make_extension: Any) -> AsyncIterator[tuple[str, FastMCP]]:
         release.set()
 
 
-async def test_a_client_without_tasks_is_declared_none_and_its_task_field_is_ignored(wire: tuple[str, FastMCP]) -> None:
+async def test_every_2025_11_25_client_is_declared_tasks_and_an_older_one_none(wire: tuple[str, FastMCP]) -> None:
     url, _ = wire
-    async with tasks_session(url, tasks=False) as session:
-        assert "tasks" not in session.initialized["capabilities"]
-        answered = await session.request("tools/call", {"name": "refuses", "arguments": {}, "task": {}})
-    assert answered["isError"] is True and "task" not in answered  # run inline, as the spec says
+    async with tasks_session(url, tasks=False) as session:  # a requestor need not declare tasks (ext-tasks does not)
+        assert session.initialized["capabilities"]["tasks"]["requests"] == {"tools": {"call": {}}}
+        assert (await create(session, "refuses")).startswith("2025-11-25.")
+    async with tasks_session(url, version="2025-06-18") as before_tasks:
+        assert "tasks" not in before_tasks.initialized["capabilities"]
+        answered = await before_tasks.request("tools/call", {"name": "refuses", "arguments": {}, "task": {}})
+        with pytest.raises(WireError) as no_such_method:
+            await before_tasks.request("tasks/get", {"taskId": "2025-11-25.nothing"})
+    assert answered["isError"] is True and "task" not in answered  # run inline: that era has no tasks
+    assert no_such_method.value.code == -32601
 
 
 async def test_the_error_codes_of_the_2025_11_25_tasks(wire: tuple[str, FastMCP]) -> None:
@@ -221,11 +227,7 @@ async def test_the_error_codes_of_the_2025_11_25_tasks(wire: tuple[str, FastMCP]
             await session.request("tasks/get", {"taskId": "2025-11-25.nothing"})
         with pytest.raises(WireError) as unlisted:
             await session.request("tasks/list", {})
-    async with tasks_session(url, version="2025-06-18") as before_tasks:
-        assert "tasks" not in before_tasks.initialized["capabilities"]
-        with pytest.raises(WireError) as no_such_method:
-            await before_tasks.request("tasks/get", {"taskId": "2025-11-25.nothing"})
-    assert forbidden.value.code == untasked.value.code == no_such_method.value.code == -32601
+    assert forbidden.value.code == untasked.value.code == -32601
     assert "call it without `task`" in str(forbidden.value) and "call it with `task`" in str(untasked.value)
     assert unknown.value.code == -32602
     assert unlisted.value.code == -32601 and "identified callers" in str(unlisted.value)

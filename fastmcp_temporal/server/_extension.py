@@ -49,7 +49,7 @@ from fastmcp_temporal.server._backend import Backend, temporal_errors
 from fastmcp_temporal.server._changes import TaskChanges
 from fastmcp_temporal.server._creation import start_task, tool_policy
 from fastmcp_temporal.server._handlers import TaskMethods
-from fastmcp_temporal.server._handshake_tasks import ERA, HandshakeTasks, creation_requested, declares_tasks
+from fastmcp_temporal.server._handshake_tasks import ERA, HandshakeTasks, creation_requested
 from fastmcp_temporal.server._http_limit import limit_http_requests
 from fastmcp_temporal.server._push import TaskPush
 from fastmcp_temporal.server._scope import is_handshake_task, task_not_found
@@ -188,7 +188,7 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
     ) -> GetTaskResult | dict[str, Any]:
         if ctx.protocol_version == ERA:
             with temporal_errors("read the task"):
-                return await self._handshake.get(params.task_id)
+                return await self._handshake.get(ctx, params.task_id)
         methods = self._task_methods(ctx, params.task_id)
         with temporal_errors("read the task"):
             return await methods.get(params.task_id)
@@ -265,7 +265,7 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
                 )
             return await call_next()
         if mode == "required" and not opted_in:
-            if request is not None and request.protocol_version == ERA and declares_tasks(request.session):
+            if request is not None and request.protocol_version == ERA:
                 raise MCPError(METHOD_NOT_FOUND, f"Tool {tool.name!r} runs only as a task: call it with `task`.")
             raise _missing_capability(f"Tool {tool.name!r} requires the tasks extension ({TASKS_EXTENSION_ID})")
         if not opted_in:

@@ -1,9 +1,11 @@
 """The 2025-11-25 tasks (SEP-1686), for the clients that speak them: the same engine, that era's wire.
 
 VS Code, Microsoft's Agent Framework and the TypeScript SDK's own tasks speak the tasks of the
-2025-11-25 specification, not the 2026-07-28 extension. To a client that declares
-`capabilities.tasks` at `initialize` on 2025-11-25, the server declares its own
-(`tools/call`, `tasks/cancel`, and `tasks/list` where callers are identified), and:
+2025-11-25 specification, not the 2026-07-28 extension. To every client that initializes on
+2025-11-25, the server declares `capabilities.tasks` (`tools/call`, `tasks/cancel`, and
+`tasks/list` where callers are identified): a client's own `tasks` capability says what it
+receives as a task, not whether it calls tools as tasks, and the official tasks client
+(`@modelcontextprotocol/ext-tasks`) declares none. Then:
 
 - a `tools/call` with `params.task` starts the same workflow a 2026-07-28 task gets (same
   policy, caller snapshot, scope, TTL and encryption) and answers `CreateTaskResult` at once;
@@ -13,9 +15,11 @@ VS Code, Microsoft's Agent Framework and the TypeScript SDK's own tasks speak th
   that era's `Task`: a tool result with `isError` reads `failed`, as the 2025-11-25 spec says;
 - `tasks/result` waits for the end, following the task's history while it waits, and answers
   exactly what the `tools/call` would have answered (its result, stamped with the related-task
-  `_meta`, or its JSON-RPC error). A task that asks is `input_required`: the open `tasks/result`
-  sends each question to the caller as a server-to-client request carrying the related-task
-  `_meta`, and delivers the answers as the one `submit_input` signal `tasks/update` sends;
+  `_meta`, or its JSON-RPC error). A task that asks is `input_required`: each question goes to
+  the caller once, as a server-to-client request carrying the related-task `_meta`, on the open
+  `tasks/result`, or on the session's own stream for a client that only polls `tasks/get` (as
+  ext-tasks does); the answers reach the workflow as the one `submit_input` signal
+  `tasks/update` sends;
 - `tasks/list` lists the caller's own tasks of this era, a page at a time; `tasks/cancel`
   cancels the workflow, and refuses a task already ended with -32602.
 
@@ -31,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import logging
 from collections.abc import Callable
 from contextlib import suppress
 from contextvars import ContextVar
@@ -61,6 +66,8 @@ if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
     from mcp.server.session import ServerSession
 
+logger = logging.getLogger("fastmcp_temporal")
+
 ERA = "2025-11-25"
 RELATED_TASK_META = "io.modelcontextprotocol/related-task"
 LIST_PAGE_SIZE = 50
@@ -83,14 +90,8 @@ class TaskMethods(TaskReads, Protocol):
     def watch(self, created: CreateTaskResult, started: StartedWorkflow) -> CreateTaskResult: ...
 
 
-def declares_tasks(session: ServerSession) -> bool:
-    """The caller declared the 2025-11-25 `tasks` capability at `initialize`."""
-    capabilities = session.client_capabilities
-    return capabilities is not None and capabilities.tasks is not None
-
-
 def creation_requested() -> bool:
-    """This `tools/call` asks for a 2025-11-25 task, from a client that declared them."""
+    """This `tools/call` asks for a 2025-11-25 task."""
     return _CREATED.get() is not None
 
 
@@ -120,17 +121,16 @@ class HandshakeTasks:
     def __init__(self, methods_of: Callable[[], TaskMethods | None], lists: Callable[[], bool]) -> None:
         self._methods_of = methods_of
         self._lists = lists  # callers are identified (the server has auth): `tasks/list` is declared
+        self._rounds: dict[str, asyncio.Task[None]] = {}  # the questions in flight, by task id
 
     async def middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        """Declare the tasks capability to a 2025-11-25 client that declares its own; answer a
-        task-augmented `tools/call` with the task the interceptor created (`create`)."""
+        """Declare the tasks capability to every 2025-11-25 client; answer a task-augmented `tools/call`
+        with the task the interceptor created (`create`)."""
         params = ctx.params or {}
         if ctx.method == "initialize":
-            return self._with_tasks_capability(params, await call_next(ctx))
+            return self._with_tasks_capability(await call_next(ctx))
         if not (ctx.method == "tools/call" and ctx.protocol_version == ERA and params.get("task") is not None):
-            return await call_next(ctx)
-        if not declares_tasks(ctx.session):
-            return await call_next(ctx)  # the spec: a receiver that declares no tasks ignores `task`
+            return await call_next(ctx)  # an older era's `task` is ignored, as the spec says of a receiver without tasks
         created: dict[str, Any] = {}
         token = _CREATED.set(created)
         try:
@@ -139,9 +139,8 @@ class HandshakeTasks:
             _CREATED.reset(token)
         return created or answered  # nothing created: the call's own answer (bad arguments, unknown tool)
 
-    def _with_tasks_capability(self, params: Any, result: HandlerResult) -> HandlerResult:
-        client_tasks = (params.get("capabilities") or {}).get("tasks")
-        if not isinstance(result, dict) or result.get("protocolVersion") != ERA or client_tasks is None:
+    def _with_tasks_capability(self, result: HandlerResult) -> HandlerResult:
+        if not isinstance(result, dict) or result.get("protocolVersion") != ERA:
             return result
         tasks: dict[str, Any] = {"cancel": {}, "requests": {"tools": {"call": {}}}}
         if self._lists():
@@ -170,8 +169,15 @@ class HandshakeTasks:
 
     # --- the task methods ----------------------------------------------------------------
 
-    async def get(self, task_id: str) -> dict[str, Any]:
-        return task_of(await self._methods(task_id).get(task_id))
+    async def get(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> dict[str, Any]:
+        """The task; one that asks has its questions sent to the caller at once, on the session's own
+        stream, for a client that polls and never calls `tasks/result` (the spec lets it)."""
+        methods = self._methods(task_id)
+        answer = await methods.get(task_id)
+        requests = answer.input_requests or {}
+        if requests and all(carries(ctx.session, str(request.get("method"))) for request in requests.values()):
+            self._round(ctx.session, None, methods, answer).add_done_callback(_log_failed_round)
+        return task_of(answer)
 
     async def cancel(self, task_id: str) -> dict[str, Any]:
         methods = self._methods(task_id)
@@ -185,7 +191,7 @@ class HandshakeTasks:
         """What the `tools/call` would have answered, once the task has ended; its questions asked on the way."""
         methods = self._methods(task_id)
         while (answer := await _until_settled(methods, task_id)).status == "input_required":
-            await self._ask(ctx, methods, task_id, answer.input_requests or {})
+            await asyncio.shield(self._round(ctx.session, ctx.request_id, methods, answer))
         if answer.status == "cancelled":
             raise MCPError(INTERNAL_ERROR, f"Task {task_id} was cancelled before the tool finished: it has no result.")
         if answer.error is not None:
@@ -193,23 +199,19 @@ class HandshakeTasks:
         result = {key: value for key, value in (answer.result or {}).items() if key != "resultType"}
         return {**result, "_meta": {**(result.get("_meta") or {}), RELATED_TASK_META: {"taskId": task_id}}}
 
-    async def _ask(
-        self, ctx: ServerRequestContext[Any, Any], methods: TaskMethods, task_id: str, requests: dict[str, Any]
-    ) -> None:
-        """Send each question of the round to the caller on this request; deliver the answers."""
-        related = {RELATED_TASK_META: {"taskId": task_id}}
-        answers = {}
-        for key, request in requests.items():
-            if not carries(ctx.session, str(request.get("method"))):
-                raise MCPError(
-                    INTERNAL_ERROR,
-                    f"Task {task_id} asks the caller ({request.get('method')}), which this client did not declare "
-                    "it can answer at initialize; declare the capability, or cancel the task with tasks/cancel.",
-                )
-            params = request.get("params") or {}
-            stamped = {**request, "params": {**params, "_meta": {**(params.get("_meta") or {}), **related}}}
-            answers[key] = await send_ask(ctx.session, ctx.request_id, key, stamped)
-        await methods.update(task_id, answers)
+    def _round(
+        self, session: ServerSession, request_id: Any, methods: TaskMethods, answer: GetTaskResult
+    ) -> asyncio.Task[None]:
+        """The task's round of questions in flight on this server: the one that is, else one asked now
+        on the stream of `request_id` (None: the session's own). Each question is asked once however
+        many reads see it, and none outlives the task's TTL (the workflow then ends unanswered)."""
+        task_id = answer.task_id
+        if (asking := self._rounds.get(task_id)) is None:
+            ttl = answer.ttl_ms / 1000 if answer.ttl_ms else None
+            asked = _ask(session, request_id, methods, task_id, answer.input_requests or {})
+            asking = self._rounds[task_id] = asyncio.create_task(asyncio.wait_for(asked, ttl))
+            asking.add_done_callback(lambda _: self._rounds.pop(task_id, None))
+        return asking
 
     async def list(self, backend: Backend, cursor: str | None) -> dict[str, Any]:
         """The caller's own 2025-11-25 tasks, a page at a time."""
@@ -246,6 +248,25 @@ class HandshakeTasks:
         return methods
 
 
+async def _ask(
+    session: ServerSession, request_id: Any, methods: TaskMethods, task_id: str, requests: dict[str, Any]
+) -> None:
+    """Send each question of the round to the caller (on the stream of `request_id`); deliver the answers."""
+    related = {RELATED_TASK_META: {"taskId": task_id}}
+    answers = {}
+    for key, request in requests.items():
+        if not carries(session, str(request.get("method"))):
+            raise MCPError(
+                INTERNAL_ERROR,
+                f"Task {task_id} asks the caller ({request.get('method')}), which this client did not declare "
+                "it can answer at initialize; declare the capability, or cancel the task with tasks/cancel.",
+            )
+        params = request.get("params") or {}
+        stamped = {**request, "params": {**params, "_meta": {**(params.get("_meta") or {}), **related}}}
+        answers[key] = await send_ask(session, request_id, key, stamped)
+    await methods.update(task_id, answers)
+
+
 async def _until_settled(methods: TaskMethods, task_id: str) -> GetTaskResult:
     """The task's answer once it has ended or asks. Its every event is followed meanwhile, so either
     wakes this at once; unsignalled, it is re-read every `_RESULT_RECHECK`."""
@@ -259,6 +280,12 @@ async def _until_settled(methods: TaskMethods, task_id: str) -> GetTaskResult:
                 await asyncio.wait_for(signalled.event.wait(), timeout=_RESULT_RECHECK)
             signalled.take()
     return answer
+
+
+def _log_failed_round(round_: asyncio.Task[None]) -> None:
+    """A round a read started failed (the caller answered badly, or left): the next read asks again."""
+    if not round_.cancelled() and (failure := round_.exception()) is not None:
+        logger.info("A 2025-11-25 task's questions did not reach an answer: %s", failure)
 
 
 def _page_token(cursor: str | None) -> bytes | None:
