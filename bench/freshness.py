@@ -22,7 +22,12 @@ monotonic clock). Each call has its own client over streamable HTTP:
   does not give its caller the task id to cancel;
 - `fixed-interval`: `tasks/get`, then sleeps exactly the advertised `pollIntervalMs`
   (5 s when none) before the next read;
-- `every-5s`: `tasks/get` every 5 s whatever is advertised.
+- `every-5s`: `tasks/get` every 5 s whatever is advertised;
+- `sep1686`: a client of the 2025-11-25 tasks, as the TypeScript SDK's `callToolStream` and
+  ext-tasks in its minimal form call a tool: a raw 2025-11-25 session, `tools/call` with
+  `params.task`, then `tasks/get` after each advertised `pollInterval`; the result is then
+  read with `tasks/result`, and an ask, once seen, is cancelled (this client answers none).
+  Not for fastmcp-tasks, which serves no 2025-11-25 tasks.
 
 Scenarios, each timed from the change to the first read (or `call_tool` return) showing it:
 
@@ -52,11 +57,13 @@ import statistics
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import fastmcp_tasks  # noqa: F401  # the transparent task path of fastmcp.Client
+import httpx2
 from deploy import Backends, engine_env, start_api_server, start_worker, terminate, worker_command
 from fastmcp import Client
 from fastmcp_tasks.client import call_tool_task
@@ -77,7 +84,7 @@ from fastmcp_temporal.devserver import start_dev_server
 
 RESULTS = Path(__file__).parent / "results"
 ENGINES = ("temporal", "tasks-memory")
-CLIENTS = ("fastmcp", "fixed-interval", "every-5s")
+CLIENTS = ("fastmcp", "fixed-interval", "every-5s", "sep1686")
 SCENARIOS = ("close", "ask", "progress", "cancel")
 DEFAULT_POLL_S = 5.0  # what a read without pollIntervalMs waits, and the `every-5s` client's interval
 DEADLINE_S = 300  # past its change, for anything a call waits on
@@ -162,6 +169,8 @@ async def run_call(call: Call) -> None:
     async with asyncio.timeout(call.seconds + DEADLINE_S):
         if call.client == "fastmcp" and call.scenario in ("close", "ask"):
             await _call_tool(call)
+        elif call.client == "sep1686":
+            await _poll_handshake_era(call)
         else:
             await _poll(call)
     if call.scenario in _CHANGE_MARK:
@@ -195,7 +204,7 @@ async def _poll(call: Call) -> None:
         task = await call_tool_task(client, tool, arguments)
         if call.scenario == "cancel":
             canceller = await stack.enter_async_context(Client(call.engine.url, timeout=60))
-            cancelling = asyncio.create_task(_cancel_later(call, canceller, task.task_id))
+            cancelling = asyncio.create_task(_cancel_later(call, _modern_requests(canceller), task.task_id))
         if call.client == "fastmcp":  # a cancel: the transparent path's own poll loop
             with contextlib.suppress(Exception):
                 await task.result()
@@ -208,6 +217,66 @@ async def _poll(call: Call) -> None:
             await _answer(client, task.task_id)
         elif call.scenario == "progress":
             call.engine.marks.mark(call.key, "release")
+
+
+class HandshakeSession:
+    """A raw 2025-11-25 streamable-HTTP session, as a client of that era's tasks holds one."""
+
+    def __init__(self, http: httpx2.AsyncClient, url: str) -> None:
+        self.http, self.url = http, url
+        self.headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        self._id = 0
+
+    async def open(self) -> HandshakeSession:
+        info = {"name": "sep1686-bench", "version": "1"}
+        await self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": info})
+        self.headers["Mcp-Protocol-Version"] = "2025-11-25"
+        await self.http.post(self.url, headers=self.headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return self
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self._id += 1
+        message = {"jsonrpc": "2.0", "id": self._id, "method": method, "params": params}
+        response = await self.http.post(self.url, headers=self.headers, json=message)
+        if (session_id := response.headers.get("mcp-session-id")) is not None:
+            self.headers["Mcp-Session-Id"] = session_id
+        data = [line for line in response.text.splitlines() if line.startswith("data:")] or [response.text]
+        answer = json.loads(data[-1].removeprefix("data:"))
+        if "error" in answer:
+            raise RuntimeError(f"{method}: {answer['error']}")
+        return answer["result"]
+
+
+async def _poll_handshake_era(call: Call) -> None:
+    """A 2025-11-25 task: submit with `params.task`, `tasks/get` at each advertised `pollInterval`
+    until a read shows the change; then `tasks/result` for a close, `tasks/cancel` for an ask."""
+    async with httpx2.AsyncClient(timeout=DEADLINE_S) as http:
+        session = await HandshakeSession(http, call.engine.url).open()
+        tool, arguments = call.arguments()
+        created = await session.request("tools/call", {"name": tool, "arguments": arguments, "task": {}})
+        task_id = created["task"]["taskId"]
+        if call.scenario == "cancel":
+            canceller = await HandshakeSession(http, call.engine.url).open()
+            cancelling = asyncio.create_task(_cancel_later(call, canceller.request, task_id))
+        while not call.shows(status := _as_task_status(await session.request("tasks/get", {"taskId": task_id}))):
+            if status.status in ("completed", "failed", "cancelled"):
+                raise RuntimeError(f"{call.key} closed {status.status} before its change: {status}")
+            await asyncio.sleep((status.poll_interval_ms or DEFAULT_POLL_S * 1000) / 1000)
+        call.seen = time.monotonic()
+        if call.scenario == "close":
+            await session.request("tasks/result", {"taskId": task_id})
+        elif call.scenario == "cancel":
+            await cancelling
+        elif call.scenario == "ask":
+            await session.request("tasks/cancel", {"taskId": task_id})
+        else:
+            call.engine.marks.mark(call.key, "release")
+
+
+def _as_task_status(task: dict[str, Any]) -> ClientGetTaskResult:
+    """A 2025-11-25 `Task` read as the fields `Call.shows` compares."""
+    fields = {"ttlMs": task.get("ttl"), "pollIntervalMs": task.get("pollInterval"), "resultType": "complete"}
+    return ClientGetTaskResult.model_validate({**task, **fields})
 
 
 async def _read_until_shown(call: Call, client: Client, task_id: str) -> None:
@@ -224,13 +293,24 @@ async def _read_until_shown(call: Call, client: Client, task_id: str) -> None:
         await asyncio.sleep(advertised if call.client == "fixed-interval" else DEFAULT_POLL_S)
 
 
-async def _cancel_later(call: Call, canceller: Client, task_id: str) -> None:
-    """Cancel through another client once the body has run `call.seconds`; when it was acknowledged."""
+async def _cancel_later(call: Call, cancel: Callable[[str, dict[str, Any]], Awaitable[Any]], task_id: str) -> None:
+    """Cancel through another client (its `cancel(method, params)`) once the body has run
+    `call.seconds`; when it was acknowledged."""
     await call.engine.marks.wait_started(call.key, timeout=DEADLINE_S)
     await asyncio.sleep(call.seconds)
-    request = CancelTaskRequest(params=CancelTaskRequestParams(task_id=task_id))
-    await canceller.session.send_request(request, Result)
+    await cancel("tasks/cancel", {"taskId": task_id})
     call.changed = time.monotonic()
+
+
+def _modern_requests(client: Client) -> Callable[[str, dict[str, Any]], Awaitable[Any]]:
+    """`client`'s `tasks/cancel` as a `(method, params)` call, for `_cancel_later`."""
+
+    async def request(method: str, params: dict[str, Any]) -> Any:
+        assert method == "tasks/cancel"
+        cancelling = CancelTaskRequest(params=CancelTaskRequestParams(task_id=params["taskId"]))
+        return await client.session.send_request(cancelling, Result)
+
+    return request
 
 
 async def _answer(client: Client, task_id: str) -> None:
@@ -256,6 +336,7 @@ def build_calls(engines: list[Engine], scenario: str, args: argparse.Namespace) 
         )
         for engine in engines
         for client in clients
+        if not (client == "sep1686" and engine.kind != "temporal")
         for i in range(args.calls)
     ]
 

@@ -279,3 +279,21 @@ async def test_a_caller_lists_its_own_tasks_page_by_page(make_extension: Any, mo
                 await mine.request("tasks/list", {"cursor": "not a cursor"})
     assert pages >= 2  # three tasks, two a page
     assert bad_cursor.value.code == -32602
+
+
+async def test_a_question_the_connection_cannot_carry_is_refused_and_the_task_keeps_waiting(
+    wire: tuple[str, FastMCP],
+) -> None:
+    url, _ = wire
+    async with tasks_session(url) as session:  # declares no elicitation
+        task_id = await create(session, "interview")
+        with anyio.fail_after(DEADLINE):
+            while (await session.request("tasks/get", {"taskId": task_id}))["status"] != "input_required":
+                pass
+        with pytest.raises(WireError) as refused:
+            await session.request("tasks/result", {"taskId": task_id})
+        still = await session.request("tasks/get", {"taskId": task_id})
+        cancelled = await session.request("tasks/cancel", {"taskId": task_id})
+    assert refused.value.code == -32603 and "cannot carry" in str(refused.value)
+    assert still["status"] == "input_required"
+    assert cancelled["status"] == "cancelled"

@@ -258,8 +258,9 @@ async def _ask(
         if not carries(session, str(request.get("method"))):
             raise MCPError(
                 INTERNAL_ERROR,
-                f"Task {task_id} asks the caller ({request.get('method')}), which this client did not declare "
-                "it can answer at initialize; declare the capability, or cancel the task with tasks/cancel.",
+                f"Task {task_id} asks the caller ({request.get('method')}), which this connection cannot carry: "
+                "the client did not declare the capability at initialize, or the server runs stateless HTTP. "
+                "Connect with the capability to a stateful server, or cancel the task with tasks/cancel.",
             )
         params = request.get("params") or {}
         stamped = {**request, "params": {**params, "_meta": {**(params.get("_meta") or {}), **related}}}
