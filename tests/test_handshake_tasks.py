@@ -258,7 +258,7 @@ async def test_a_task_of_one_era_is_not_found_by_the_other(wire: tuple[str, Fast
     assert unseen_old.value.error.code == unseen_new.value.code == -32602
 
 
-async def test_a_caller_lists_its_own_tasks_page_by_page(make_extension: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_caller_lists_and_reads_only_its_own_tasks_page_by_page(make_extension: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_handshake_tasks, "LIST_PAGE_SIZE", 2)
     server, _ = served(make_extension(), auth=verifier())
     async with serving_http(server) as url:
@@ -277,8 +277,10 @@ async def test_a_caller_lists_its_own_tasks_page_by_page(make_extension: Any, mo
                         listed, pages = set(), 0
             with pytest.raises(WireError) as bad_cursor:
                 await mine.request("tasks/list", {"cursor": "not a cursor"})
+            with pytest.raises(WireError) as not_theirs:
+                await theirs.request("tasks/get", {"taskId": next(iter(created))})
     assert pages >= 2  # three tasks, two a page
-    assert bad_cursor.value.code == -32602
+    assert bad_cursor.value.code == not_theirs.value.code == -32602
 
 
 async def test_a_question_the_connection_cannot_carry_is_refused_and_the_task_keeps_waiting(
