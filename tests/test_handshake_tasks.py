@@ -283,7 +283,7 @@ async def test_a_caller_lists_and_reads_only_its_own_tasks_page_by_page(make_ext
     assert bad_cursor.value.code == not_theirs.value.code == -32602
 
 
-async def test_a_question_the_connection_cannot_carry_is_refused_and_the_task_keeps_waiting(
+async def test_a_question_the_client_cannot_answer_is_refused_and_the_task_keeps_waiting(
     wire: tuple[str, FastMCP],
 ) -> None:
     url, _ = wire
@@ -296,6 +296,6 @@ async def test_a_question_the_connection_cannot_carry_is_refused_and_the_task_ke
             await session.request("tasks/result", {"taskId": task_id})
         still = await session.request("tasks/get", {"taskId": task_id})
         cancelled = await session.request("tasks/cancel", {"taskId": task_id})
-    assert refused.value.code == -32603 and "cannot carry" in str(refused.value)
+    assert refused.value.code == -32603 and "did not declare it can answer" in str(refused.value)
     assert still["status"] == "input_required"
     assert cancelled["status"] == "cancelled"

@@ -208,7 +208,8 @@ class HandshakeTasks:
         task_id = answer.task_id
         if (asking := self._rounds.get(task_id)) is None:
             ttl = answer.ttl_ms / 1000 if answer.ttl_ms else None
-            asked = _ask(session, request_id, methods, task_id, answer.input_requests or {})
+            on = request_id if session.can_send_request else None  # a request answered as JSON has no stream
+            asked = _ask(session, on, methods, task_id, answer.input_requests or {})
             asking = self._rounds[task_id] = asyncio.create_task(asyncio.wait_for(asked, ttl))
             asking.add_done_callback(lambda _: self._rounds.pop(task_id, None))
         return asking
@@ -258,9 +259,8 @@ async def _ask(
         if not carries(session, str(request.get("method"))):
             raise MCPError(
                 INTERNAL_ERROR,
-                f"Task {task_id} asks the caller ({request.get('method')}), which this connection cannot carry: "
-                "the client did not declare the capability at initialize, or the server runs stateless HTTP. "
-                "Connect with the capability to a stateful server, or cancel the task with tasks/cancel.",
+                f"Task {task_id} asks the caller ({request.get('method')}), which this client did not declare "
+                "it can answer at initialize; declare the capability, or cancel the task with tasks/cancel.",
             )
         params = request.get("params") or {}
         stamped = {**request, "params": {**params, "_meta": {**(params.get("_meta") or {}), **related}}}

@@ -255,14 +255,10 @@ class Relay:
 
 
 def carries(session: ServerSession, method: str) -> bool:
-    """Whether the caller's connection carries a server-to-client request of `method`: a session
-    that can send requests (not stateless HTTP) to a client that declared the capability it needs."""
+    """Whether the caller declared the capability a server-to-client request of `method` needs."""
     needed = _CAPABILITY_OF.get(method)
     capabilities = session.client_capabilities
-    return (
-        session.can_send_request and needed is not None and capabilities is not None
-        and bool(getattr(capabilities, needed))
-    )
+    return needed is not None and capabilities is not None and bool(getattr(capabilities, needed))
 
 
 async def send_ask(session: ServerSession, request_id: Any, key: str, request: dict[str, Any]) -> dict[str, Any]:
