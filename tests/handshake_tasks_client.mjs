@@ -6,12 +6,16 @@
 // scenario "call": callToolStream (a task, since the tool lists execution.taskSupport), recording every
 // message it yields; an elicitation whose message is a key of `answers` is answered with that string,
 // and its `_meta` is recorded. Then the task is read again (tasks/get) and its result read again
-// (tasks/result). scenario "cancel": the task is cancelled (tasks/cancel) once created, read again,
+// (tasks/result). Every notifications/tasks/status it gets is recorded. scenario "cancel": the task is cancelled (tasks/cancel) once created, read again,
 // and cancelled a second time, whose error is recorded.
 import { writeFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { CallToolResultSchema, ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import {
+  CallToolResultSchema,
+  ElicitRequestSchema,
+  TaskStatusNotificationSchema,
+} from "@modelcontextprotocol/sdk/types.js";
 
 const [url, report, scenario, tool, argumentsJson, answersJson] = process.argv.slice(2);
 const answers = JSON.parse(answersJson);
@@ -24,6 +28,10 @@ const client = new Client(
 client.setRequestHandler(ElicitRequestSchema, (request) => {
   seen.push(["elicit", request.params.message, request.params._meta ?? null]);
   return { action: "accept", content: { value: answers[request.params.message] } };
+});
+
+client.setNotificationHandler(TaskStatusNotificationSchema, (notification) => {
+  seen.push(["pushed", notification.params.status, notification.params._meta ?? null]);
 });
 
 const errorOf = (error) => ({ code: error.code ?? null, message: String(error.message ?? error) });

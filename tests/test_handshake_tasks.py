@@ -4,9 +4,10 @@ VS Code, Microsoft's Agent Framework and the TypeScript SDK's own tasks speak th
 not the 2026-07-28 extension. Proven with the TypeScript SDK's client (`@modelcontextprotocol/sdk`
 1.x and its `client.experimental.tasks`, installed from npm once per session; skipped, saying why,
 when npm cannot reach its registry) over streamable HTTP: the server declares the tasks capability,
-a `task=True` tool's call is a task whose question reaches the caller on `tasks/result` with the
-related-task `_meta`, whose result `tasks/result` answers, and which `tasks/cancel` cancels; each
-asserted in Temporal (the workflow, its `submit_input` signal, its close). On the raw wire, for
+a `task=True` tool's call is a task whose question reaches the caller with the related-task
+`_meta`, whose statuses an open `tasks/result` pushes, whose result `tasks/result` answers, and
+which `tasks/cancel` cancels; each asserted in Temporal (the workflow, its `submit_input`
+signal, its close). On the raw wire, for
 what a client should never see: the error codes of the 2025-11-25 spec, a caller's list of its
 own tasks, page by page, and no task of one era found by the other era's methods.
 """
@@ -96,12 +97,15 @@ async def test_the_typescript_sdk_calls_a_tool_as_a_task_and_answers_its_questio
     assert seen["server_tasks"]["requests"] == {"tools": {"call": {}}}
     task_id = seen["task_id"]
     assert task_id.startswith("2025-11-25.")
-    kinds = [message[0] for message in seen["seen"]]
+    kinds = [message[0] for message in seen["seen"] if message[0] != "pushed"]
     assert kinds[0] == "created" and kinds[-1] == "result"
+    pushed = [message[1] for message in seen["seen"] if message[0] == "pushed"]  # told on the open tasks/result
+    assert pushed[-1] == "completed" and "input_required" in pushed, seen["seen"]
+    assert all(message[2] is None for message in seen["seen"] if message[0] == "pushed")  # no related-task _meta
     (elicited,) = [message for message in seen["seen"] if message[0] == "elicit"]
     assert elicited[1] == "name?"
     assert elicited[2]["io.modelcontextprotocol/related-task"] == {"taskId": task_id}
-    result = seen["seen"][-1][1]
+    result = [message for message in seen["seen"] if message[0] == "result"][-1][1]
     assert result["content"] == [{"type": "text", "text": "hello Ada"}]
     assert seen["read_after"]["status"] == "completed"
     assert seen["result_again"]["content"] == result["content"]

@@ -13,9 +13,10 @@ receives as a task, not whether it calls tools as tasks, and the official tasks 
   without `task`;
 - `tasks/get` reads it as the 2026-07-28 method does (held reads, the change feed), shaped as
   that era's `Task`: a tool result with `isError` reads `failed`, as the 2025-11-25 spec says;
-- `tasks/result` waits for the end, following the task's history while it waits, and answers
-  exactly what the `tools/call` would have answered (its result, stamped with the related-task
-  `_meta`, or its JSON-RPC error). A task that asks is `input_required`: each question goes to
+- `tasks/result` waits for the end, following the task's history while it waits (and telling
+  each status it sees as `notifications/tasks/status` on its stream), and answers exactly what
+  the `tools/call` would have answered (its result, stamped with the related-task `_meta`, or
+  its JSON-RPC error). A task that asks is `input_required`: each question goes to
   the caller once, as a server-to-client request carrying the related-task `_meta`, on the open
   `tasks/result`, or on the session's own stream for a client that only polls `tasks/get` (as
   ext-tasks does); the answers reach the workflow as the one `submit_input` signal
@@ -36,20 +37,20 @@ import asyncio
 import base64
 import binascii
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from fastmcp.tools.base import ToolResult
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Notification
 from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal._fastmcp_private import CreateTaskResult, GetTaskResult
 from fastmcp_temporal.server._backend import Backend, temporal_errors
 from fastmcp_temporal.server._creation import StartedWorkflow, start_task
-from fastmcp_temporal.server._push import TERMINAL_STATUSES, TaskReads
+from fastmcp_temporal.server._push import TERMINAL_STATUSES, TaskReads, TaskStatusParams
 from fastmcp_temporal.server._relay import carries, send_ask
 from fastmcp_temporal.server._scope import (
     ANONYMOUS_SCOPE_TAG,
@@ -76,6 +77,11 @@ _RESULT_RECHECK = 5.0
 
 # Set by the middleware for a task-augmented `tools/call`: where the interceptor puts its answer.
 _CREATED: ContextVar[dict[str, Any] | None] = ContextVar("fastmcp_temporal_handshake_created", default=None)
+
+
+class _TaskStatusNotification(Notification[TaskStatusParams, Literal["notifications/tasks/status"]]):
+    method: Literal["notifications/tasks/status"] = "notifications/tasks/status"
+    params: TaskStatusParams
 
 
 class TaskMethods(TaskReads, Protocol):
@@ -190,7 +196,16 @@ class HandshakeTasks:
     async def result(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> dict[str, Any]:
         """What the `tools/call` would have answered, once the task has ended; its questions asked on the way."""
         methods = self._methods(task_id)
-        while (answer := await _until_settled(methods, task_id)).status == "input_required":
+        told: list[dict[str, Any]] = []
+
+        async def tell(answer: GetTaskResult) -> None:
+            """`notifications/tasks/status` on this request's stream, for each status it has not told."""
+            if (task := task_of(answer)) != (told[-1] if told else None):
+                told.append(task)
+                status = _TaskStatusNotification(params=TaskStatusParams.model_validate(task))
+                await ctx.session.send_notification(status, related_request_id=ctx.request_id)
+
+        while (answer := await _until_settled(methods, task_id, tell)).status == "input_required":
             await asyncio.shield(self._round(ctx.session, ctx.request_id, methods, answer))
         if answer.status == "cancelled":
             raise MCPError(INTERNAL_ERROR, f"Task {task_id} was cancelled before the tool finished: it has no result.")
@@ -268,18 +283,23 @@ async def _ask(
     await methods.update(task_id, answers)
 
 
-async def _until_settled(methods: TaskMethods, task_id: str) -> GetTaskResult:
-    """The task's answer once it has ended or asks. Its every event is followed meanwhile, so either
-    wakes this at once; unsignalled, it is re-read every `_RESULT_RECHECK`."""
+async def _until_settled(
+    methods: TaskMethods, task_id: str, tell: Callable[[GetTaskResult], Awaitable[None]]
+) -> GetTaskResult:
+    """The task's answer once it has ended or asks, each answer read on the way `tell`-ed. Its every
+    event is followed meanwhile, so either wakes this at once; unsignalled, it is re-read every
+    `_RESULT_RECHECK`."""
     key = methods.key_of(task_id)
     with methods.changes.following([key]) as signalled:
         await methods.follow_every_event(task_id)
         while (answer := await methods.answer_now(task_id)).status == "working":
+            await tell(answer)
             if methods.changes.closed.is_set():
                 raise MCPError(INTERNAL_ERROR, "The server is stopping: call tasks/result again on another.")
             with suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(signalled.event.wait(), timeout=_RESULT_RECHECK)
             signalled.take()
+    await tell(answer)
     return answer
 
 

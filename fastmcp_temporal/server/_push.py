@@ -63,13 +63,13 @@ MAX_STREAMS = 1024
 MAX_TASKS_PER_STREAM = 256
 
 
-class _TaskStatusParams(NotificationParams):
+class TaskStatusParams(NotificationParams):
     model_config = ConfigDict(extra="allow")
 
 
-class _TaskStatusNotification(Notification[_TaskStatusParams, Literal["notifications/tasks"]]):
+class _TaskStatusNotification(Notification[TaskStatusParams, Literal["notifications/tasks"]]):
     method: Literal["notifications/tasks"] = TASK_STATUS_METHOD
-    params: _TaskStatusParams
+    params: TaskStatusParams
 
 
 class TaskReads(Protocol):
@@ -222,4 +222,4 @@ class _Stream:
 def _status_notification(answer: GetTaskResult, meta: dict[str, Any]) -> _TaskStatusNotification:
     """`notifications/tasks`: the task as `tasks/get` answers it (without its result type), stamped."""
     fields = answer.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"result_type"})
-    return _TaskStatusNotification(params=_TaskStatusParams.model_validate({**fields, "_meta": meta}))
+    return _TaskStatusNotification(params=TaskStatusParams.model_validate({**fields, "_meta": meta}))
