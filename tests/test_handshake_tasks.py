@@ -168,12 +168,12 @@ class TasksSession:
 
 @asynccontextmanager
 async def tasks_session(
-    url: str, *, tasks: bool = True, token: str | None = None, version: str = HANDSHAKE_VERSION
+    url: str, *, tasks: bool = True, token: str | None = None, version: str = HANDSHAKE_VERSION, elicitation: bool = False
 ) -> AsyncIterator[TasksSession]:
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
-    capabilities = {"tasks": CLIENT_TASKS} if tasks else {}
+    capabilities = ({"tasks": CLIENT_TASKS} if tasks else {}) | ({"elicitation": {}} if elicitation else {})
     params = {"protocolVersion": version, "capabilities": capabilities, "clientInfo": {"name": "raw", "version": "1"}}
     async with httpx2.AsyncClient(timeout=DEADLINE) as http:
         session = TasksSession(http, url, headers)
@@ -303,3 +303,18 @@ async def test_a_question_the_client_cannot_answer_is_refused_and_the_task_keeps
     assert refused.value.code == -32603 and "did not declare it can answer" in str(refused.value)
     assert still["status"] == "input_required"
     assert cancelled["status"] == "cancelled"
+
+
+async def test_a_question_nobody_answers_is_given_up_when_its_task_is_cancelled(make_extension: Any) -> None:
+    extension = make_extension()
+    server, _ = served(extension)
+    async with serving_http(server) as url, tasks_session(url, elicitation=True) as session:
+        task_id = await create(session, "interview")
+        with anyio.fail_after(DEADLINE):  # a read that sees the ask sends it on the session's stream: never answered here
+            while (await session.request("tasks/get", {"taskId": task_id}))["status"] != "input_required":
+                pass
+        assert extension._handshake._rounds  # the question is out
+        await session.request("tasks/cancel", {"taskId": task_id})
+        with anyio.fail_after(DEADLINE):
+            while extension._handshake._rounds:
+                await anyio.sleep(0.05)

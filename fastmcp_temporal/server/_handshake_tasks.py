@@ -72,8 +72,9 @@ logger = logging.getLogger("fastmcp_temporal")
 ERA = "2025-11-25"
 RELATED_TASK_META = "io.modelcontextprotocol/related-task"
 LIST_PAGE_SIZE = 50
-# How often `tasks/result` re-reads a task nothing has signalled (a change normally wakes it first).
-_RESULT_RECHECK = 5.0
+# How often a wait on a task re-reads it when nothing has signalled it (a change normally wakes it first).
+_RECHECK = 5.0
+_SETTLED = frozenset({"input_required", *TERMINAL_STATUSES})
 
 # Set by the middleware for a task-augmented `tools/call`: where the interceptor puts its answer.
 _CREATED: ContextVar[dict[str, Any] | None] = ContextVar("fastmcp_temporal_handshake_created", default=None)
@@ -182,7 +183,7 @@ class HandshakeTasks:
         answer = await methods.get(task_id)
         requests = answer.input_requests or {}
         if requests and all(carries(ctx.session, str(request.get("method"))) for request in requests.values()):
-            self._round(ctx.session, None, methods, answer).add_done_callback(_log_failed_round)
+            self._round(ctx.session, None, methods, answer)
         return task_of(answer)
 
     async def cancel(self, task_id: str) -> dict[str, Any]:
@@ -205,7 +206,7 @@ class HandshakeTasks:
                 status = _TaskStatusNotification(params=TaskStatusParams.model_validate(task))
                 await ctx.session.send_notification(status, related_request_id=ctx.request_id)
 
-        while (answer := await _until_settled(methods, task_id, tell)).status == "input_required":
+        while (answer := await _until(methods, task_id, _SETTLED, tell)).status == "input_required":
             await asyncio.shield(self._round(ctx.session, ctx.request_id, methods, answer))
         if answer.status == "cancelled":
             raise MCPError(INTERNAL_ERROR, f"Task {task_id} was cancelled before the tool finished: it has no result.")
@@ -219,14 +220,14 @@ class HandshakeTasks:
     ) -> asyncio.Task[None]:
         """The task's round of questions in flight on this server: the one that is, else one asked now
         on the stream of `request_id` (None: the session's own). Each question is asked once however
-        many reads see it, and none outlives the task's TTL (the workflow then ends unanswered)."""
+        many reads see it, and none outlives the task."""
         task_id = answer.task_id
         if (asking := self._rounds.get(task_id)) is None:
-            ttl = answer.ttl_ms / 1000 if answer.ttl_ms else None
             on = request_id if session.can_send_request else None  # a request answered as JSON has no stream
-            asked = _ask(session, on, methods, task_id, answer.input_requests or {})
-            asking = self._rounds[task_id] = asyncio.create_task(asyncio.wait_for(asked, ttl))
+            asked = _asked_while_open(session, on, methods, task_id, answer.input_requests or {})
+            asking = self._rounds[task_id] = asyncio.create_task(asked)
             asking.add_done_callback(lambda _: self._rounds.pop(task_id, None))
+            asking.add_done_callback(_log_failed_round)
         return asking
 
     async def list(self, backend: Backend, cursor: str | None) -> dict[str, Any]:
@@ -283,28 +284,51 @@ async def _ask(
     await methods.update(task_id, answers)
 
 
-async def _until_settled(
-    methods: TaskMethods, task_id: str, tell: Callable[[GetTaskResult], Awaitable[None]]
+async def _until(
+    methods: TaskMethods,
+    task_id: str,
+    statuses: frozenset[str],
+    tell: Callable[[GetTaskResult], Awaitable[None]] | None = None,
 ) -> GetTaskResult:
-    """The task's answer once it has ended or asks, each answer read on the way `tell`-ed. Its every
-    event is followed meanwhile, so either wakes this at once; unsignalled, it is re-read every
-    `_RESULT_RECHECK`."""
+    """The task's answer once its status is one of `statuses`, each answer read on the way `tell`-ed.
+    Its every event is followed meanwhile, so a change wakes this at once; unsignalled, it is re-read
+    every `_RECHECK`."""
     key = methods.key_of(task_id)
     with methods.changes.following([key]) as signalled:
         await methods.follow_every_event(task_id)
-        while (answer := await methods.answer_now(task_id)).status == "working":
-            await tell(answer)
+        while (answer := await methods.answer_now(task_id)).status not in statuses:
+            if tell is not None:
+                await tell(answer)
             if methods.changes.closed.is_set():
                 raise MCPError(INTERNAL_ERROR, "The server is stopping: call tasks/result again on another.")
             with suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(signalled.event.wait(), timeout=_RESULT_RECHECK)
+                await asyncio.wait_for(signalled.event.wait(), timeout=_RECHECK)
             signalled.take()
-    await tell(answer)
+    if tell is not None:
+        await tell(answer)
     return answer
 
 
+async def _asked_while_open(
+    session: ServerSession, request_id: Any, methods: TaskMethods, task_id: str, requests: dict[str, Any]
+) -> None:
+    """`_ask`, given up once the task has ended meanwhile (a cancel, its TTL, an operator): no
+    question outlives its task."""
+    asking = asyncio.ensure_future(_ask(session, request_id, methods, task_id, requests))
+    ended = asyncio.ensure_future(_until(methods, task_id, TERMINAL_STATUSES))
+    try:
+        await asyncio.wait({asking, ended}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in (asking, ended):
+            waiting.cancel()
+        await asyncio.gather(asking, ended, return_exceptions=True)  # an expired task ends `ended` with not found
+    if not asking.cancelled():
+        asking.result()  # the answers were delivered, or the error that stopped them
+
+
 def _log_failed_round(round_: asyncio.Task[None]) -> None:
-    """A round a read started failed (the caller answered badly, or left): the next read asks again."""
+    """A round failed (the caller answered badly, or left): the next read asks again. (A `tasks/result`
+    waiting on it fails with the same error.)"""
     if not round_.cancelled() and (failure := round_.exception()) is not None:
         logger.info("A 2025-11-25 task's questions did not reach an answer: %s", failure)
 
