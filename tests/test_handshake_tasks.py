@@ -18,16 +18,18 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import httpx2
 import pytest
 from fastmcp import Client, Context, FastMCP
+from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp.utilities.tasks import TaskConfig
 from fastmcp_tasks.client import call_tool_task
 from mcp.shared.exceptions import MCPError
-from mcp_types import InputRequiredResult
+from mcp_types import InputRequiredResult, Request, RequestParams, Result
+from pydantic import ConfigDict, Field
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
@@ -318,3 +320,45 @@ async def test_a_question_nobody_answers_is_given_up_when_its_task_is_cancelled(
         with anyio.fail_after(DEADLINE):
             while extension._handshake._rounds:
                 await anyio.sleep(0.05)
+
+
+class _ById(RequestParams):
+    task_id: str = Field(serialization_alias="taskId")
+
+
+class _ResultRequest(Request[_ById, Literal["tasks/result"]]):
+    method: Literal["tasks/result"] = "tasks/result"
+    params: _ById
+
+
+class _Answered(Result):
+    model_config = ConfigDict(extra="allow")
+
+
+async def test_a_withdrawn_tasks_result_leaves_its_question_to_the_next_one(make_extension: Any) -> None:
+    """The question went out on the withdrawn request's stream: the next `tasks/result` asks it again."""
+    server, _ = served(make_extension())
+    asked: list[str] = []
+    first_asked = anyio.Event()
+
+    async def answer(message: str, response_type: Any, params: Any, context: Any) -> dict[str, Any]:
+        asked.append(message)
+        if len(asked) == 1:
+            first_asked.set()
+            await anyio.sleep_forever()  # the caller gives up before answering
+        return {"value": "Grace"}
+
+    async with serving_http(server) as url, tasks_session(url) as session:
+        task_id = await create(session, "interview")
+        transport = StreamableHttpTransport(url)
+        async with Client(transport, mode="legacy", elicitation_handler=answer) as client:
+            result = _ResultRequest(params=_ById(task_id=task_id))
+            with anyio.fail_after(DEADLINE):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(client.session.send_request, result, _Answered)
+                    await first_asked.wait()
+                    group.cancel_scope.cancel()  # withdraws the request (notifications/cancelled)
+                answered = await client.session.send_request(result, _Answered)
+    assert asked == ["name?", "name?"]
+    assert answered.model_extra is not None
+    assert answered.model_extra["content"] == [{"type": "text", "text": "hello Grace"}]

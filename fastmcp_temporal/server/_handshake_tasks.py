@@ -54,6 +54,7 @@ from fastmcp_temporal.server._push import TERMINAL_STATUSES, TaskReads, TaskStat
 from fastmcp_temporal.server._relay import carries, send_ask
 from fastmcp_temporal.server._scope import (
     ANONYMOUS_SCOPE_TAG,
+    HANDSHAKE_ERA,
     HANDSHAKE_TASK_ID_PREFIX,
     is_handshake_task,
     new_task_id,
@@ -69,7 +70,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("fastmcp_temporal")
 
-ERA = "2025-11-25"
+ERA = HANDSHAKE_ERA
 RELATED_TASK_META = "io.modelcontextprotocol/related-task"
 LIST_PAGE_SIZE = 50
 # How often a wait on a task re-reads it when nothing has signalled it (a change normally wakes it first).
@@ -128,7 +129,8 @@ class HandshakeTasks:
     def __init__(self, methods_of: Callable[[], TaskMethods | None], lists: Callable[[], bool]) -> None:
         self._methods_of = methods_of
         self._lists = lists  # callers are identified (the server has auth): `tasks/list` is declared
-        self._rounds: dict[str, asyncio.Task[None]] = {}  # the questions in flight, by task id
+        # The questions in flight by task id, and the request whose stream carries them (None: the session's).
+        self._rounds: dict[str, tuple[asyncio.Task[None], Any]] = {}
 
     async def middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Declare the tasks capability to every 2025-11-25 client; answer a task-augmented `tools/call`
@@ -207,7 +209,9 @@ class HandshakeTasks:
                 await ctx.session.send_notification(status, related_request_id=ctx.request_id)
 
         while (answer := await _until(methods, task_id, _SETTLED, tell)).status == "input_required":
-            await asyncio.shield(self._round(ctx.session, ctx.request_id, methods, answer))
+            asking, on = self._round(ctx.session, ctx.request_id, methods, answer)
+            # A round on this request's stream ends with it (a later read asks again); another's goes on.
+            await (asking if on is not None and on == ctx.request_id else asyncio.shield(asking))
         if answer.status == "cancelled":
             raise MCPError(INTERNAL_ERROR, f"Task {task_id} was cancelled before the tool finished: it has no result.")
         if answer.error is not None:
@@ -217,18 +221,18 @@ class HandshakeTasks:
 
     def _round(
         self, session: ServerSession, request_id: Any, methods: TaskMethods, answer: GetTaskResult
-    ) -> asyncio.Task[None]:
-        """The task's round of questions in flight on this server: the one that is, else one asked now
-        on the stream of `request_id` (None: the session's own). Each question is asked once however
-        many reads see it, and none outlives the task."""
+    ) -> tuple[asyncio.Task[None], Any]:
+        """The task's round of questions in flight on this server, and the request whose stream carries
+        it: the one that is, else one asked now on the stream of `request_id` (None: the session's
+        own). Each question is asked once however many reads see it, and none outlives the task."""
         task_id = answer.task_id
-        if (asking := self._rounds.get(task_id)) is None:
+        if (round_ := self._rounds.get(task_id)) is None:
             on = request_id if session.can_send_request else None  # a request answered as JSON has no stream
-            asked = _asked_while_open(session, on, methods, task_id, answer.input_requests or {})
-            asking = self._rounds[task_id] = asyncio.create_task(asked)
+            asking = asyncio.create_task(_asked_while_open(session, on, methods, task_id, answer.input_requests or {}))
             asking.add_done_callback(lambda _: self._rounds.pop(task_id, None))
             asking.add_done_callback(_log_failed_round)
-        return asking
+            round_ = self._rounds[task_id] = (asking, on)
+        return round_
 
     async def list(self, backend: Backend, cursor: str | None) -> dict[str, Any]:
         """The caller's own 2025-11-25 tasks, a page at a time."""

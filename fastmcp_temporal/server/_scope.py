@@ -64,9 +64,11 @@ _SCOPE_SECRET_LABEL = b"fastmcp-temporal scope tag secret v2"
 _LEGACY_SEPARATOR = "|"
 
 WorkflowKind = Literal["task", "call"]
-# A 2025-11-25 task's id starts with its era, so no method of the other era finds it ("." is
-# outside the random part's alphabet: no 2026-07-28 id has it).
-HANDSHAKE_TASK_ID_PREFIX = "2025-11-25."
+# The protocol version whose own tasks (SEP-1686) are served beside the 2026-07-28 extension.
+HANDSHAKE_ERA = "2025-11-25"
+# Such a task's id starts with its era, so no method of the other era finds it ("." is outside
+# the random part's alphabet: no 2026-07-28 id has it).
+HANDSHAKE_TASK_ID_PREFIX = f"{HANDSHAKE_ERA}."
 
 
 @dataclass(frozen=True)
