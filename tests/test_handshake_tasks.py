@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-import httpx2
 import pytest
 from fastmcp import Client, Context, FastMCP
 from fastmcp.client.transports import StreamableHttpTransport
@@ -36,7 +35,15 @@ from temporalio.client import WorkflowExecutionStatus
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.server import _handshake_tasks
 from helpers.npm import node_script
-from helpers.servers import HANDSHAKE_VERSION, gated_tool, serving_http, verifier
+from helpers.servers import (
+    HANDSHAKE_VERSION,
+    HandshakeSession,
+    WireError,
+    gated_tool,
+    handshake_session,
+    serving_http,
+    verifier,
+)
 from helpers.temporal import anonymous_workflow_id, temporal_client
 from helpers.waits import DEADLINE
 from helpers.wire import ask, tasks_get
@@ -140,59 +147,21 @@ async def test_the_typescript_sdk_cancels_a_task(make_extension: Any, typescript
 # --- the raw wire -----------------------------------------------------------------------------
 
 
-class WireError(Exception):
-    def __init__(self, error: dict[str, Any]) -> None:
-        super().__init__(error["message"])
-        self.code: int = error["code"]
-        self.error = error
-
-
-class TasksSession:
-    """A raw 2025-11-25 streamable-HTTP session that declares the tasks capability (or not)."""
-
-    def __init__(self, http: httpx2.AsyncClient, url: str, headers: dict[str, str]) -> None:
-        self.http, self.url, self.headers = http, url, headers
-        self.initialized: dict[str, Any] = {}
-        self._id = 0
-
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self._id += 1
-        message = {"jsonrpc": "2.0", "id": self._id, "method": method, "params": params}
-        response = await self.http.post(self.url, headers=self.headers, json=message)
-        if (session_id := response.headers.get("mcp-session-id")) is not None:
-            self.headers["Mcp-Session-Id"] = session_id
-        lines = [line for line in response.text.splitlines() if line.startswith("data:")] or [response.text]
-        answer = json.loads(lines[-1].removeprefix("data:"))
-        if "error" in answer:
-            raise WireError(answer["error"])
-        return answer["result"]
-
-
-@asynccontextmanager
-async def tasks_session(
+def tasks_session(
     url: str, *, tasks: bool = True, token: str | None = None, version: str = HANDSHAKE_VERSION, elicitation: bool = False
-) -> AsyncIterator[TasksSession]:
-    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-    if token is not None:
-        headers["Authorization"] = f"Bearer {token}"
+) -> AbstractAsyncContextManager[HandshakeSession]:
+    """A raw session that declares the tasks capability (or not), and elicitation (or not)."""
     capabilities = ({"tasks": CLIENT_TASKS} if tasks else {}) | ({"elicitation": {}} if elicitation else {})
-    params = {"protocolVersion": version, "capabilities": capabilities, "clientInfo": {"name": "raw", "version": "1"}}
-    async with httpx2.AsyncClient(timeout=DEADLINE) as http:
-        session = TasksSession(http, url, headers)
-        session.initialized = await session.request("initialize", params)
-        headers["Mcp-Protocol-Version"] = version
-        opened = await http.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
-        assert opened.status_code == 202, opened.text
-        yield session
+    return handshake_session(url, capabilities=capabilities, token=token, version=version)
 
 
-async def create(session: TasksSession, tool: str, arguments: dict[str, Any] | None = None) -> str:
+async def create(session: HandshakeSession, tool: str, arguments: dict[str, Any] | None = None) -> str:
     created = await session.request("tools/call", {"name": tool, "arguments": arguments or {}, "task": {"ttl": 60_000}})
     assert created["task"]["status"] == "working", created
     return created["task"]["taskId"]
 
 
-async def until_ended(session: TasksSession, task_id: str) -> dict[str, Any]:
+async def until_ended(session: HandshakeSession, task_id: str) -> dict[str, Any]:
     with anyio.fail_after(DEADLINE):
         while (task := await session.request("tasks/get", {"taskId": task_id}))["status"] == "working":
             pass

@@ -86,7 +86,7 @@ class _TaskStatusNotification(Notification[TaskStatusParams, Literal["notificati
     params: TaskStatusParams
 
 
-class TaskMethods(TaskReads, Protocol):
+class TaskReadsAndWrites(TaskReads, Protocol):
     """What this era needs of the task methods: what a listen stream reads, and the writes."""
 
     async def get(self, task_id: str) -> GetTaskResult: ...
@@ -126,7 +126,7 @@ def task_of(answer: CreateTaskResult | GetTaskResult) -> dict[str, Any]:
 class HandshakeTasks:
     """Serves the 2025-11-25 tasks while the extension runs (`methods_of`)."""
 
-    def __init__(self, methods_of: Callable[[], TaskMethods | None], lists: Callable[[], bool]) -> None:
+    def __init__(self, methods_of: Callable[[], TaskReadsAndWrites | None], lists: Callable[[], bool]) -> None:
         self._methods_of = methods_of
         self._lists = lists  # callers are identified (the server has auth): `tasks/list` is declared
         # The questions in flight by task id, and the request whose stream carries them (None: the session's).
@@ -220,7 +220,7 @@ class HandshakeTasks:
         return {**result, "_meta": {**(result.get("_meta") or {}), RELATED_TASK_META: {"taskId": task_id}}}
 
     def _round(
-        self, session: ServerSession, request_id: Any, methods: TaskMethods, answer: GetTaskResult
+        self, session: ServerSession, request_id: Any, methods: TaskReadsAndWrites, answer: GetTaskResult
     ) -> tuple[asyncio.Task[None], Any]:
         """The task's round of questions in flight on this server, and the request whose stream carries
         it: the one that is, else one asked now on the stream of `request_id` (None: the session's
@@ -262,7 +262,7 @@ class HandshakeTasks:
             listed["nextCursor"] = base64.urlsafe_b64encode(page.next_page_token).decode()
         return listed
 
-    def _methods(self, task_id: str) -> TaskMethods:
+    def _methods(self, task_id: str) -> TaskReadsAndWrites:
         methods = self._methods_of()
         if methods is None or not is_handshake_task(task_id):  # no task tools, or a 2026-07-28 task
             raise task_not_found(task_id)
@@ -270,7 +270,7 @@ class HandshakeTasks:
 
 
 async def _ask(
-    session: ServerSession, request_id: Any, methods: TaskMethods, task_id: str, requests: dict[str, Any]
+    session: ServerSession, request_id: Any, methods: TaskReadsAndWrites, task_id: str, requests: dict[str, Any]
 ) -> None:
     """Send each question of the round to the caller (on the stream of `request_id`); deliver the answers."""
     related = {RELATED_TASK_META: {"taskId": task_id}}
@@ -289,7 +289,7 @@ async def _ask(
 
 
 async def _until(
-    methods: TaskMethods,
+    methods: TaskReadsAndWrites,
     task_id: str,
     statuses: frozenset[str],
     tell: Callable[[GetTaskResult], Awaitable[None]] | None = None,
@@ -314,7 +314,7 @@ async def _until(
 
 
 async def _asked_while_open(
-    session: ServerSession, request_id: Any, methods: TaskMethods, task_id: str, requests: dict[str, Any]
+    session: ServerSession, request_id: Any, methods: TaskReadsAndWrites, task_id: str, requests: dict[str, Any]
 ) -> None:
     """`_ask`, given up once the task has ended meanwhile (a cancel, its TTL, an operator): no
     question outlives its task."""

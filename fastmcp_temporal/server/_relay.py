@@ -104,10 +104,9 @@ def _carried_asks(session: ServerSession, protocol_version: str) -> list[str] | 
     """The ask methods a handshake-era caller's back-channel carries: those of its declared capabilities."""
     if protocol_version in MODERN_PROTOCOL_VERSIONS:
         return None
-    capabilities = session.client_capabilities
-    if not session.can_send_request or capabilities is None:
+    if not session.can_send_request:
         return []
-    return [method for method, name in _CAPABILITY_OF.items() if getattr(capabilities, name)]
+    return [method for method in _CAPABILITY_OF if carries(session, method)]
 
 
 @dataclass

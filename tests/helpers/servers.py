@@ -12,11 +12,12 @@ answers, with what a start-up that cannot reach Temporal must say.
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -107,6 +108,15 @@ def http_client(url: str, token: str | None = None, headers: dict[str, str] | No
     return Client(StreamableHttpTransport(url, headers=headers, auth=token))
 
 
+class WireError(Exception):
+    """A JSON-RPC error a raw session's request was answered with."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(error["message"])
+        self.code: int = error["code"]
+        self.error = error
+
+
 @dataclass
 class HandshakeSession:
     """A raw streamable-HTTP session of the handshake era, as the TypeScript SDK's client holds one."""
@@ -114,6 +124,22 @@ class HandshakeSession:
     http: httpx2.AsyncClient
     url: str
     headers: dict[str, str]
+    initialized: dict[str, Any] = field(default_factory=dict)
+    """The `initialize` result."""
+    _last_id: int = CALL_ID  # `request` numbers its requests after the held call's
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Send a request; its result, read from the JSON or SSE answer (`WireError` for an error)."""
+        self._last_id += 1
+        message = {"jsonrpc": "2.0", "id": self._last_id, "method": method, "params": params}
+        response = await self.http.post(self.url, headers=self.headers, json=message)
+        if (session_id := response.headers.get("mcp-session-id")) is not None:
+            self.headers["Mcp-Session-Id"] = session_id
+        lines = [line for line in response.text.splitlines() if line.startswith("data:")] or [response.text]
+        answer = json.loads(lines[-1].removeprefix("data:"))
+        if "error" in answer:
+            raise WireError(answer["error"])
+        return answer["result"]
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         message = {"jsonrpc": "2.0", "method": method, "params": params}
@@ -134,18 +160,24 @@ class HandshakeSession:
 
 
 @asynccontextmanager
-async def handshake_session(url: str) -> AsyncIterator[HandshakeSession]:
+async def handshake_session(
+    url: str,
+    *,
+    capabilities: dict[str, Any] | None = None,
+    token: str | None = None,
+    version: str = HANDSHAKE_VERSION,
+) -> AsyncIterator[HandshakeSession]:
+    """A session initialized at `version`, declaring `capabilities`, with `token` as its bearer."""
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
     client_info = {"name": "raw", "version": "1"}
-    params = {"protocolVersion": HANDSHAKE_VERSION, "capabilities": {}, "clientInfo": client_info}
+    params = {"protocolVersion": version, "capabilities": capabilities or {}, "clientInfo": client_info}
     async with httpx2.AsyncClient(timeout=DEADLINE) as http:
-        opened = await http.post(
-            url, headers=headers, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
-        )
-        assert f'"protocolVersion":"{HANDSHAKE_VERSION}"' in opened.text
-        session_id = opened.headers["mcp-session-id"]
-        headers |= {"Mcp-Session-Id": session_id, "Mcp-Protocol-Version": HANDSHAKE_VERSION}
         session = HandshakeSession(http, url, headers)
+        session.initialized = await session.request("initialize", params)
+        assert session.initialized["protocolVersion"] == version, session.initialized
+        headers["Mcp-Protocol-Version"] = version
         await session.notify("notifications/initialized", {})
         yield session
 
