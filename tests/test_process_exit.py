@@ -6,17 +6,19 @@ that cannot reach Temporal gave up its connect at `connect_timeout` and then, no
 died with SIGABRT instead of its error. The dev server's watchdog read its stdin through a
 buffer a thread held at exit, so every command that exited non-zero under it ended in an
 abort instead of its own code. Each case runs as real processes, several at once, since the
-race is intermittent.
+race is intermittent. Skipping finalization must not change the code a program that loads the
+extension exits with: a test runner's own code, a death by SIGINT, `sys.exit(n)`'s `n`.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from fastmcp_temporal.devserver import _process
+from fastmcp_temporal.devserver import DevServer, _process
 from helpers.servers import WORKER_SERVER, silent_tcp_server
 
 RUNS = 10
@@ -71,3 +73,81 @@ def test_the_watchdog_exits_with_its_commands_code() -> None:
         watchdog.stderr.close()
         assert code == 1, stderr
         assert stderr.strip() == "temporal: the failure it names"
+
+
+LOADED_PROGRAM = """
+import asyncio
+import sys
+
+from fastmcp import Client, FastMCP
+
+from fastmcp_temporal import TemporalTasksExtension
+
+mcp = FastMCP("exit-codes")
+mcp.add_extension(TemporalTasksExtension())
+
+
+@mcp.tool(task=True)
+async def square(n: int) -> int:
+    return n * n
+
+
+def serve_once() -> None:
+    async def call() -> None:
+        async with Client(mcp) as client:
+            assert (await client.call_tool("square", {"n": 3})).data == 9
+
+    asyncio.run(call())
+"""
+"""A program that runs the extension's lifespan (`serve_once`) before it ends as each test says."""
+
+PYTEST_SUITE = """
+import pytest
+
+from program import serve_once
+
+
+def test_serves() -> None:
+    serve_once()
+
+
+@pytest.mark.xfail(reason="a known failure", strict=True)
+def test_known_failure() -> None:
+    assert False
+"""
+
+
+def run_loaded(
+    tmp_path: Path, address: str, *command: str, ending: str = ""
+) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "program.py").write_text(LOADED_PROGRAM + ending)
+    env = {**os.environ, "FASTMCP_TEMPORAL_ADDRESS": address, "FASTMCP_TEMPORAL_TASK_QUEUE": tmp_path.name}
+    return subprocess.run(
+        [sys.executable, *command], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
+    )
+
+
+def test_a_program_keeps_its_own_exit_code_with_the_extension_loaded(
+    tmp_path: Path, temporal_server: DevServer
+) -> None:
+    endings = {
+        "serve_once()\nsys.exit(3)\n": 3,
+        "serve_once()\nraise ValueError('the program failed')\n": 1,
+        "serve_once()\nraise KeyboardInterrupt\n": -signal.SIGINT,
+        "serve_once()\n": 0,
+    }
+    for ending, code in endings.items():
+        ended = run_loaded(tmp_path, temporal_server.address, "program.py", ending=ending)
+        assert ended.returncode == code, (ending, ended.stderr)
+        assert_no_crash(ended.stderr)
+
+
+def test_a_pytest_run_with_an_expected_failure_exits_0_with_the_extension_loaded(
+    tmp_path: Path, temporal_server: DevServer
+) -> None:
+    (tmp_path / "test_suite.py").write_text(PYTEST_SUITE)
+    ended = run_loaded(
+        tmp_path, temporal_server.address, "-m", "pytest", "-p", "no:cacheprovider", "test_suite.py"
+    )
+    assert "1 passed, 1 xfailed" in ended.stdout, ended.stdout + ended.stderr
+    assert ended.returncode == 0, ended.stdout + ended.stderr
