@@ -14,7 +14,9 @@ own tasks, page by page, and no task of one era found by the other era's methods
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -241,21 +243,33 @@ async def test_a_caller_lists_and_reads_only_its_own_tasks_page_by_page(make_ext
             assert mine.initialized["capabilities"]["tasks"]["list"] == {}
             created = {await create(mine, "refuses") for _ in range(3)}
             await create(theirs, "refuses")
-            listed, cursor, pages = set(), None, 0
+            listed, cursor, pages, issued = set(), None, 0, None
             with anyio.fail_after(DEADLINE):
                 while listed != created:  # visibility lists a task shortly after its start
                     page = await mine.request("tasks/list", {} if cursor is None else {"cursor": cursor})
                     listed |= {task["taskId"] for task in page["tasks"]}
                     assert len(page["tasks"]) <= 2
                     cursor, pages = page.get("nextCursor"), pages + 1
+                    issued = issued or cursor
                     if cursor is None and listed != created:
                         listed, pages = set(), 0
-            with pytest.raises(WireError) as bad_cursor:
-                await mine.request("tasks/list", {"cursor": "not a cursor"})
+            forged = [
+                "not a cursor",
+                base64.urlsafe_b64encode(os.urandom(96)).decode(),
+                base64.urlsafe_b64encode(os.urandom(750_000)).decode(),  # 1 MB
+            ]
+            bad_cursors = []
+            for cursor in forged:
+                with pytest.raises(WireError) as bad_cursor:
+                    await mine.request("tasks/list", {"cursor": cursor})
+                bad_cursors.append(bad_cursor.value)
+            with pytest.raises(WireError) as not_their_cursor:
+                await theirs.request("tasks/list", {"cursor": issued})
             with pytest.raises(WireError) as not_theirs:
                 await theirs.request("tasks/get", {"taskId": next(iter(created))})
     assert pages >= 2  # three tasks, two a page
-    assert bad_cursor.value.code == not_theirs.value.code == -32602
+    assert {error.code for error in bad_cursors} == {not_their_cursor.value.code, not_theirs.value.code} == {-32602}
+    assert all("pass a nextCursor it answered" in str(error) for error in [*bad_cursors, not_their_cursor.value])
 
 
 async def test_a_question_the_client_cannot_answer_is_refused_and_the_task_keeps_waiting(

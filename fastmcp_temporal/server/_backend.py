@@ -16,6 +16,7 @@ from temporalio.service import RPCError
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.connection._codec import UnknownEncryptionKeyError
 from fastmcp_temporal.connection._sizes import PayloadLimits, limits_of
+from fastmcp_temporal.server._cursors import issue_cursor, page_token
 from fastmcp_temporal.server._scope import CallerScope, call_id, current_scope, scope_secrets
 
 
@@ -51,6 +52,14 @@ class Backend:
     def call_id(self, tool_key: str, arguments: dict[str, Any]) -> str:
         """The id a rejoinable call of `tool_key` with `arguments` has, every time (`_scope.call_id`)."""
         return call_id(self._scope_secrets[0], tool_key, arguments)
+
+    def issue_cursor(self, scope: CallerScope, page_token: bytes) -> str:
+        """A `tasks/list` cursor for `page_token` that only `scope`'s caller can pass back (`_cursors`)."""
+        return issue_cursor(self._scope_secrets[0], scope.tag, page_token)
+
+    def page_token(self, scope: CallerScope, cursor: str | None) -> bytes | None:
+        """The page token of a cursor this deployment issued to `scope`'s caller; -32602 for any other."""
+        return page_token(self._scope_secrets[0], scope.tag, cursor)
 
     @property
     def _scope_secrets(self) -> tuple[bytes, ...]:

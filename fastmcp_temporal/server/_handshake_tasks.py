@@ -34,8 +34,6 @@ that sees the result after that shaping.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
@@ -245,7 +243,8 @@ class HandshakeTasks:
             )
         prefixes = [workflow_id(tag, HANDSHAKE_TASK_ID_PREFIX) for tag in scope.lookup_tags]
         query = " OR ".join(f"WorkflowId STARTS_WITH '{prefix}'" for prefix in prefixes)
-        page = backend.client.list_workflows(query, page_size=LIST_PAGE_SIZE, next_page_token=_page_token(cursor))
+        token = backend.page_token(scope, cursor)
+        page = backend.client.list_workflows(query, page_size=LIST_PAGE_SIZE, next_page_token=token)
         try:
             await page.fetch_next_page()
         except RPCError as exc:
@@ -259,7 +258,7 @@ class HandshakeTasks:
                 tasks.append(task_of(await self._methods(task_id).answer_now(task_id)))
         listed: dict[str, Any] = {"tasks": tasks}
         if page.next_page_token:
-            listed["nextCursor"] = base64.urlsafe_b64encode(page.next_page_token).decode()
+            listed["nextCursor"] = backend.issue_cursor(scope, page.next_page_token)
         return listed
 
     def _methods(self, task_id: str) -> TaskReadsAndWrites:
@@ -335,15 +334,6 @@ def _log_failed_round(round_: asyncio.Task[None]) -> None:
     waiting on it fails with the same error.)"""
     if not round_.cancelled() and (failure := round_.exception()) is not None:
         logger.info("A 2025-11-25 task's questions did not reach an answer: %s", failure)
-
-
-def _page_token(cursor: str | None) -> bytes | None:
-    if cursor is None:
-        return None
-    try:
-        return base64.urlsafe_b64decode(cursor.encode())
-    except (binascii.Error, ValueError):
-        raise MCPError(INVALID_PARAMS, "Invalid cursor for tasks/list: pass a nextCursor it answered.") from None
 
 
 def _text_of(result: dict[str, Any]) -> str | None:
