@@ -445,6 +445,29 @@ RELIANCES: tuple[Reliance, ...] = (
         reads("_request_outbound"),
     ),
     Reliance(
+        "mcp.server.streamable_http_manager:StreamableHTTPSessionManager.__init__",
+        "ask a 2025-11-25 task's question on a session's GET stream only while it holds one",
+        "a polling client without a GET stream is never asked its task's question",
+        reads("_server_instances"),
+    ),
+    Reliance(
+        "mcp.server.streamable_http:StreamableHTTPServerTransport.__init__",
+        "ask a 2025-11-25 task's question on a session's GET stream only while it holds one",
+        "a polling client without a GET stream is never asked its task's question",
+        reads("_request_streams"),
+    ),
+    Reliance(
+        "mcp.server.streamable_http:GET_STREAM_KEY",
+        "ask a 2025-11-25 task's question on a session's GET stream only while it holds one",
+        "a polling client without a GET stream is never asked its task's question",
+    ),
+    Reliance(
+        "mcp.server.session:ServerSession.__init__",
+        "ask a 2025-11-25 task's question once on each session that reads it",
+        "a question read on several sessions is asked on one of them only",
+        reads("_connection"),
+    ),
+    Reliance(
         "mcp.shared.dispatcher:DispatchContext.cancel_requested",
         "see a caller's notifications/cancelled for a durable synchronous call",
         "every durable synchronous call fails",

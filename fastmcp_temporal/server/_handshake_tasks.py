@@ -45,9 +45,15 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from fastmcp.tools.base import ToolResult
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Notification
+from starlette.requests import Request
 from temporalio.service import RPCError, RPCStatusCode
 
-from fastmcp_temporal._fastmcp_private import CreateTaskResult, GetTaskResult
+from fastmcp_temporal._fastmcp_private import (
+    CreateTaskResult,
+    GetTaskResult,
+    connection_of,
+    holds_get_stream,
+)
 from fastmcp_temporal.server._backend import Backend, temporal_errors
 from fastmcp_temporal.server._creation import StartedWorkflow, start_task
 from fastmcp_temporal.server._push import TERMINAL_STATUSES, TaskReads, TaskStatusParams
@@ -75,6 +81,8 @@ RELATED_TASK_META = "io.modelcontextprotocol/related-task"
 LIST_PAGE_SIZE = 50
 # How often a wait on a task re-reads it when nothing has signalled it (a change normally wakes it first).
 _RECHECK = 5.0
+# How often an asking checks that the stream it is on is still open.
+_CONNECTION_CHECK = 0.5
 _SETTLED = frozenset({"input_required", *TERMINAL_STATUSES})
 
 # Set by the middleware for a task-augmented `tools/call`: where the interceptor puts its answer.
@@ -129,8 +137,7 @@ class HandshakeTasks:
     def __init__(self, methods_of: Callable[[], TaskReadsAndWrites | None], lists: Callable[[], bool]) -> None:
         self._methods_of = methods_of
         self._lists = lists  # callers are identified (the server has auth): `tasks/list` is declared
-        # The questions in flight by task id, and the request whose stream carries them (None: the session's).
-        self._rounds: dict[str, tuple[asyncio.Task[None], Any]] = {}
+        self._rounds: dict[str, _Round] = {}  # the questions in flight, by task id
 
     async def middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Declare the tasks capability to every 2025-11-25 client; answer a task-augmented `tools/call`
@@ -179,13 +186,14 @@ class HandshakeTasks:
     # --- the task methods ----------------------------------------------------------------
 
     async def get(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> dict[str, Any]:
-        """The task; one that asks has its questions sent to the caller at once, on the session's own
-        stream, for a client that polls and never calls `tasks/result` (the spec lets it)."""
+        """The task; one that asks has its questions sent to the caller at once, on the session's GET
+        stream while it holds one, for a client that polls and never calls `tasks/result` (the spec
+        lets it)."""
         methods = self._methods(task_id)
         answer = await methods.get(task_id)
         requests = answer.input_requests or {}
         if requests and all(carries(ctx.session, str(request.get("method"))) for request in requests.values()):
-            self._round(ctx.session, None, methods, answer)
+            self._ask_on_session(ctx, methods, answer)
         return task_of(answer)
 
     async def cancel(self, task_id: str) -> dict[str, Any]:
@@ -199,19 +207,19 @@ class HandshakeTasks:
     async def result(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> dict[str, Any]:
         """What the `tools/call` would have answered, once the task has ended; its questions asked on the way."""
         methods = self._methods(task_id)
-        told: list[dict[str, Any]] = []
+        told: list[tuple[str, str | None]] = []
 
         async def tell(answer: GetTaskResult) -> None:
-            """`notifications/tasks/status` on this request's stream, for each status it has not told."""
-            if (task := task_of(answer)) != (told[-1] if told else None):
-                told.append(task)
+            """`notifications/tasks/status` on this request's stream, for each change of status (or of
+            its message) it has not told: never a read's time alone."""
+            task = task_of(answer)
+            if (change := (task["status"], task.get("statusMessage"))) != (told[-1] if told else None):
+                told.append(change)
                 status = _TaskStatusNotification(params=TaskStatusParams.model_validate(task))
                 await ctx.session.send_notification(status, related_request_id=ctx.request_id)
 
         while (answer := await _until(methods, task_id, _SETTLED, tell)).status == "input_required":
-            asking, on = self._round(ctx.session, ctx.request_id, methods, answer)
-            # A round on this request's stream ends with it (a later read asks again); another's goes on.
-            await (asking if on is not None and on == ctx.request_id else asyncio.shield(asking))
+            await self._asked_on_request(ctx, methods, answer)
         if answer.status == "cancelled":
             raise MCPError(INTERNAL_ERROR, f"Task {task_id} was cancelled before the tool finished: it has no result.")
         if answer.error is not None:
@@ -219,20 +227,80 @@ class HandshakeTasks:
         result = {key: value for key, value in (answer.result or {}).items() if key != "resultType"}
         return {**result, "_meta": {**(result.get("_meta") or {}), RELATED_TASK_META: {"taskId": task_id}}}
 
-    def _round(
-        self, session: ServerSession, request_id: Any, methods: TaskReadsAndWrites, answer: GetTaskResult
-    ) -> tuple[asyncio.Task[None], Any]:
-        """The task's round of questions in flight on this server, and the request whose stream carries
-        it: the one that is, else one asked now on the stream of `request_id` (None: the session's
-        own). Each question is asked once however many reads see it, and none outlives the task."""
-        task_id = answer.task_id
-        if (round_ := self._rounds.get(task_id)) is None:
-            on = request_id if session.can_send_request else None  # a request answered as JSON has no stream
-            asking = asyncio.create_task(_asked_while_open(session, on, methods, task_id, answer.input_requests or {}))
-            asking.add_done_callback(lambda _: self._rounds.pop(task_id, None))
-            asking.add_done_callback(_log_failed_round)
-            round_ = self._rounds[task_id] = (asking, on)
+    async def _asked_on_request(
+        self, ctx: ServerRequestContext[Any, Any], methods: TaskReadsAndWrites, answer: GetTaskResult
+    ) -> None:
+        """Returns once the questions of `answer` are answered or its task has ended. Meanwhile they are
+        asked on this request's stream whenever no other open `tasks/result` nor GET stream of the
+        caller's asks them: when that one is withdrawn or its connection closes unanswered, a waiting
+        `tasks/result` asks them next."""
+        requests = answer.input_requests or {}
+        if (refusal := _why_unaskable(ctx.session, answer.task_id, requests)) is not None:
+            raise refusal
+        round_ = self._round_of(answer.task_id, requests)
+        round_.waiting += 1
+        try:
+            while not round_.over.is_set():
+                if round_.carrier is None and not round_.on_sessions:
+                    await self._carry(ctx, methods, round_)
+                else:
+                    await round_.changed()
+        finally:
+            round_.waiting -= 1
+            round_.forget_if_idle()
+
+    async def _carry(self, ctx: ServerRequestContext[Any, Any], methods: TaskReadsAndWrites, round_: _Round) -> None:
+        """Ask the round on this request's stream (the session's own for a request answered as JSON)
+        until it is answered, its task ends, or this request's connection closes."""
+        carrier = object()
+        round_.carrier = carrier
+        on = ctx.request_id if ctx.session.can_send_request else None
+        request = ctx.request
+        closed = request.is_disconnected if isinstance(request, Request) else None
+        try:
+            await _asking(ctx.session, on, methods, round_, closed)
+        finally:
+            round_.release(carrier)
+
+    def _ask_on_session(
+        self, ctx: ServerRequestContext[Any, Any], methods: TaskReadsAndWrites, answer: GetTaskResult
+    ) -> None:
+        """Ask the questions of `answer` on the session's GET stream, once per session, unless an open
+        `tasks/result` asks them or the session holds no GET stream (its next `tasks/result` is asked)."""
+        request = ctx.request
+        if holds_get_stream(request) is False:
+            return
+        round_ = self._round_of(answer.task_id, answer.input_requests or {})
+        connection = id(connection_of(ctx.session))
+        if round_.carrier is not None or connection in round_.on_sessions:
+            return
+
+        async def get_stream_closed() -> bool:
+            return holds_get_stream(request) is False
+
+        asking = asyncio.create_task(_asking(ctx.session, None, methods, round_, get_stream_closed))
+        round_.on_sessions[connection] = asking
+
+        def ended(_: asyncio.Task[None]) -> None:
+            if round_.on_sessions.get(connection) is asking:
+                del round_.on_sessions[connection]
+                round_.let_go()
+            _log_failed_asking(asking)
+
+        asking.add_done_callback(ended)
+
+    def _round_of(self, task_id: str, requests: dict[str, Any]) -> _Round:
+        """The task's round of questions in flight on this server; a new one when its questions changed."""
+        round_ = self._rounds.get(task_id)
+        if round_ is None or round_.over.is_set() or round_.requests != requests:
+            if round_ is not None:
+                round_.finish()  # answered elsewhere: its questions are asked no more
+            round_ = self._rounds[task_id] = _Round(task_id, requests, self._forget)
         return round_
+
+    def _forget(self, round_: _Round) -> None:
+        if self._rounds.get(round_.task_id) is round_:
+            del self._rounds[round_.task_id]
 
     async def list(self, backend: Backend, cursor: str | None) -> dict[str, Any]:
         """The caller's own 2025-11-25 tasks, a page at a time."""
@@ -269,23 +337,105 @@ class HandshakeTasks:
         return methods
 
 
-async def _ask(
-    session: ServerSession, request_id: Any, methods: TaskReadsAndWrites, task_id: str, requests: dict[str, Any]
-) -> None:
-    """Send each question of the round to the caller (on the stream of `request_id`); deliver the answers."""
-    related = {RELATED_TASK_META: {"taskId": task_id}}
-    answers = {}
-    for key, request in requests.items():
+class _Round:
+    """One task's round of questions on this server: asked on one open `tasks/result` at a time (its
+    carrier), else on the own stream of each session that read it; answered once, whoever answers."""
+
+    def __init__(self, task_id: str, requests: dict[str, Any], forget: Callable[[_Round], None]) -> None:
+        self.task_id = task_id
+        self.requests = requests
+        self._forget = forget  # the server's forgetting of the round, once it is over or idle
+        self.carrier: object | None = None
+        self.on_sessions: dict[int, asyncio.Task[None]] = {}  # by connection
+        self.waiting = 0  # the `tasks/result` requests waiting on it
+        self.over = asyncio.Event()  # answered, or its task has ended
+        self._change = asyncio.Event()
+        self._delivery: asyncio.Future[None] | None = None
+
+    async def changed(self) -> None:
+        """Returns at the round's next change: its carrier let go, or it is over."""
+        await self._change.wait()
+
+    def release(self, carrier: object) -> None:
+        """The carrier's request is done asking; an answer it got is delivered first."""
+        if (delivery := self._delivery) is not None and not delivery.done():
+            delivery.add_done_callback(lambda _: self.release(carrier))
+        elif self.carrier is carrier:
+            self.carrier = None
+            self.let_go()
+
+    def let_go(self) -> None:
+        """An asking ended: a waiting `tasks/result` may ask next; with none, the round is forgotten."""
+        self._notify()
+        self.forget_if_idle()
+
+    async def deliver(self, methods: TaskReadsAndWrites, answers: dict[str, Any]) -> None:
+        """The answers reach the workflow as one `submit_input`, once for the round, even when the
+        request that got them is withdrawn meanwhile (an answer got twice is delivered once)."""
+        if self._delivery is None:
+            self._delivery = asyncio.ensure_future(self._update(methods, answers))
+            self._delivery.add_done_callback(_log_failed_asking)
+        await asyncio.shield(self._delivery)
+
+    async def _update(self, methods: TaskReadsAndWrites, answers: dict[str, Any]) -> None:
+        try:
+            await methods.update(self.task_id, answers)
+        except BaseException:
+            self._delivery = None  # not delivered: the next asking may
+            raise
+        self.finish()
+
+    def finish(self) -> None:
+        """Answered, or its task has ended: nobody is asked any more."""
+        if self.over.is_set():
+            return
+        self.over.set()
+        for asking in self.on_sessions.values():
+            if asking is not asyncio.current_task():
+                asking.cancel()
+        self._forget(self)
+        self._notify()
+
+    def forget_if_idle(self) -> None:
+        """Nobody asks or waits on the round any more: the next read starts it anew."""
+        if self.carrier is None and not self.on_sessions and not self.waiting:
+            self._forget(self)
+
+    def _notify(self) -> None:
+        self._change.set()
+        self._change = asyncio.Event()
+
+
+def _why_unaskable(session: ServerSession, task_id: str, requests: dict[str, Any]) -> MCPError | None:
+    """Why the caller of this request cannot be asked the questions, if it cannot."""
+    asked = ", ".join(sorted({str(request.get("method")) for request in requests.values()}))
+    if not session.can_send_request and session.client_capabilities is None:
+        return MCPError(
+            INTERNAL_ERROR,
+            f"Task {task_id} asks the caller ({asked}), but this server is stateless (stateless_http=True): "
+            "a request has no session, so there is no stream to ask on and nowhere for an answer to come back. "
+            "Serve the tools that ask from a server with sessions (stateless_http=False), or cancel the task "
+            "with tasks/cancel.",
+        )
+    for request in requests.values():
         if not carries(session, str(request.get("method"))):
-            raise MCPError(
+            return MCPError(
                 INTERNAL_ERROR,
                 f"Task {task_id} asks the caller ({request.get('method')}), which this client did not declare "
                 "it can answer at initialize; declare the capability, or cancel the task with tasks/cancel.",
             )
+    return None
+
+
+async def _ask(session: ServerSession, request_id: Any, task_id: str, requests: dict[str, Any]) -> dict[str, Any]:
+    """Send each question of the round to the caller (on the stream of `request_id`); the answers."""
+    related = {RELATED_TASK_META: {"taskId": task_id}}
+    answers = {}
+    for key, request in requests.items():
         params = request.get("params") or {}
         stamped = {**request, "params": {**params, "_meta": {**(params.get("_meta") or {}), **related}}}
         answers[key] = await send_ask(session, request_id, key, stamped)
-    await methods.update(task_id, answers)
+    return answers
 
 
 async def _until(
@@ -313,27 +463,55 @@ async def _until(
     return answer
 
 
-async def _asked_while_open(
-    session: ServerSession, request_id: Any, methods: TaskReadsAndWrites, task_id: str, requests: dict[str, Any]
+async def _asking(
+    session: ServerSession,
+    request_id: Any,
+    methods: TaskReadsAndWrites,
+    round_: _Round,
+    closed: Callable[[], Awaitable[bool]] | None = None,
 ) -> None:
-    """`_ask`, given up once the task has ended meanwhile (a cancel, its TTL, an operator): no
-    question outlives its task."""
-    asking = asyncio.ensure_future(_ask(session, request_id, methods, task_id, requests))
-    ended = asyncio.ensure_future(_until(methods, task_id, TERMINAL_STATUSES))
+    """Ask the round (on the stream of `request_id`, None: the session's own) and deliver its answers;
+    given up once the round is answered elsewhere or its task has ended (a cancel, its TTL, an
+    operator: no question outlives its task), or once `closed` says the stream it is on has closed."""
+    contenders: dict[str, Awaitable[Any]] = {
+        "asked": _ask(session, request_id, round_.task_id, round_.requests),
+        "ended": _until(methods, round_.task_id, TERMINAL_STATUSES),  # not found once expired: ended too
+        "over": round_.over.wait(),
+    }
+    if closed is not None:
+        contenders["gone"] = _until_true(closed)
+    first, outcome = await _first(contenders)
+    if first == "asked":
+        await round_.deliver(methods, outcome.result())
+    elif first == "ended":
+        round_.finish()
+    elif first == "gone":
+        raise MCPError(INTERNAL_ERROR, "The stream that asked the task's question closed before it was answered.")
+
+
+async def _first(contenders: dict[str, Awaitable[Any]]) -> tuple[str, asyncio.Future[Any]]:
+    """The name of the contender done first (its future, to read), the others cancelled."""
+    named = {asyncio.ensure_future(contender): name for name, contender in contenders.items()}
     try:
-        await asyncio.wait({asking, ended}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(named, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for waiting in (asking, ended):
+        for waiting in named:
             waiting.cancel()
-        await asyncio.gather(asking, ended, return_exceptions=True)  # an expired task ends `ended` with not found
-    if not asking.cancelled():
-        asking.result()  # the answers were delivered, or the error that stopped them
+        await asyncio.gather(*named, return_exceptions=True)
+    winner = next(future for future in named if future in done)  # in the order given: answers in hand first
+    return named[winner], winner
 
 
-def _log_failed_round(round_: asyncio.Task[None]) -> None:
-    """A round failed (the caller answered badly, or left): the next read asks again. (A `tasks/result`
-    waiting on it fails with the same error.)"""
-    if not round_.cancelled() and (failure := round_.exception()) is not None:
+async def _until_true(check: Callable[[], Awaitable[bool]]) -> None:
+    """Returns once `check` holds, checked every `_CONNECTION_CHECK` (mcp tells nobody a stream closed)."""
+    while not await check():
+        await asyncio.sleep(_CONNECTION_CHECK)
+
+
+def _log_failed_asking(asking: asyncio.Future[None]) -> None:
+    """An asking failed (the caller answered badly, or left): the next read asks again. (A `tasks/result`
+    asking it fails with the same error.)"""
+    if not asking.cancelled() and (failure := asking.exception()) is not None:
         logger.info("A 2025-11-25 task's questions did not reach an answer: %s", failure)
 
 
