@@ -34,7 +34,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.server import _handshake_tasks
+from fastmcp_temporal.server import _handshake_asks, _handshake_tasks
 from helpers.npm import node_script
 from helpers.servers import (
     HANDSHAKE_VERSION,
@@ -343,7 +343,7 @@ async def answered(session: HandshakeSession, held: HeldRequest) -> dict[str, An
     """Answer the question asked on `held`; what `held` then answers."""
     question = await held.asked()
     assert question["params"]["message"] == "name?"
-    assert question["params"]["_meta"][_handshake_tasks.RELATED_TASK_META]["taskId"]
+    assert question["params"]["_meta"][_handshake_asks.RELATED_TASK_META]["taskId"]
     await session.respond(question["id"], ACCEPT_ADA)
     return await held.answer()
 
@@ -412,8 +412,9 @@ async def test_a_tasks_result_cancelled_at_its_timeout_and_retried_at_once_is_as
         task_id = await create(session, "interview")
         async with session.held("tasks/result", {"taskId": task_id}) as timed_out:
             await timed_out.asked()
-            await session.withdraw(timed_out.id)
             async with session.held("tasks/result", {"taskId": task_id}) as retry:
+                await retry.told("input_required")  # the retry's POST overtook the cancel's
+                await session.withdraw(timed_out.id)
                 result = await answered(session, retry)
         still = await session.request("tasks/get", {"taskId": task_id})
     assert result["result"]["content"] == HELLO_ADA, result
@@ -468,7 +469,7 @@ async def test_a_stateless_server_says_why_it_cannot_ask(make_extension: Any) ->
 async def test_an_open_tasks_result_tells_a_change_not_the_time_of_a_read(
     make_extension: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_handshake_tasks, "_RECHECK", 0.05)  # the open tasks/result re-reads the task often
+    monkeypatch.setattr(_handshake_asks, "_RECHECK", 0.05)  # the open tasks/result re-reads the task often
     server, release = served(make_extension())
     async with serving_http(server) as url, tasks_session(url) as session:
         task_id = await create(session, "gated")

@@ -14,13 +14,16 @@ receives as a task, not whether it calls tools as tasks, and the official tasks 
 - `tasks/get` reads it as the 2026-07-28 method does (held reads, the change feed), shaped as
   that era's `Task`: a tool result with `isError` reads `failed`, as the 2025-11-25 spec says;
 - `tasks/result` waits for the end, following the task's history while it waits (and telling
-  each status it sees as `notifications/tasks/status` on its stream), and answers exactly what
-  the `tools/call` would have answered (its result, stamped with the related-task `_meta`, or
-  its JSON-RPC error). A task that asks is `input_required`: each question goes to
-  the caller once, as a server-to-client request carrying the related-task `_meta`, on the open
-  `tasks/result`, or on the session's own stream for a client that only polls `tasks/get` (as
-  ext-tasks does); the answers reach the workflow as the one `submit_input` signal
-  `tasks/update` sends;
+  each change of status it sees as `notifications/tasks/status` on its stream), and answers
+  exactly what the `tools/call` would have answered (its result, stamped with the related-task
+  `_meta`, or its JSON-RPC error). A task that asks is `input_required`: its round of questions
+  is this server's (`_handshake_asks.Round`), not a request's, and goes to the caller as server-to-client
+  requests carrying the related-task `_meta`, on one open `tasks/result` at a time, or on the
+  GET stream of each session that polls `tasks/get` while it holds one (as ext-tasks does). A
+  round is asked until it is answered or its task ends: when the stream asking it closes
+  unanswered (a withdrawn request, a dropped connection: mcp tells nobody, so each asking checks
+  its stream), a waiting or later `tasks/result` of the caller asks it; its answers reach the
+  workflow once, as the one `submit_input` signal `tasks/update` sends;
 - `tasks/list` lists the caller's own tasks of this era, a page at a time; `tasks/cancel`
   cancels the workflow, and refuses a task already ended with -32602.
 
@@ -36,8 +39,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import suppress
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -56,8 +58,16 @@ from fastmcp_temporal._fastmcp_private import (
 )
 from fastmcp_temporal.server._backend import Backend, temporal_errors
 from fastmcp_temporal.server._creation import StartedWorkflow, start_task
+from fastmcp_temporal.server._handshake_asks import (
+    RELATED_TASK_META,
+    Round,
+    ask_round,
+    log_failed_asking,
+    until,
+    why_unaskable,
+)
 from fastmcp_temporal.server._push import TERMINAL_STATUSES, TaskReads, TaskStatusParams
-from fastmcp_temporal.server._relay import carries, send_ask
+from fastmcp_temporal.server._relay import carries
 from fastmcp_temporal.server._scope import (
     ANONYMOUS_SCOPE_TAG,
     HANDSHAKE_ERA,
@@ -72,17 +82,9 @@ if TYPE_CHECKING:
     from fastmcp.server.context import Context
     from fastmcp.tools.base import Tool
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-    from mcp.server.session import ServerSession
-
-logger = logging.getLogger("fastmcp_temporal")
 
 ERA = HANDSHAKE_ERA
-RELATED_TASK_META = "io.modelcontextprotocol/related-task"
 LIST_PAGE_SIZE = 50
-# How often a wait on a task re-reads it when nothing has signalled it (a change normally wakes it first).
-_RECHECK = 5.0
-# How often an asking checks that the stream it is on is still open.
-_CONNECTION_CHECK = 0.5
 _SETTLED = frozenset({"input_required", *TERMINAL_STATUSES})
 
 # Set by the middleware for a task-augmented `tools/call`: where the interceptor puts its answer.
@@ -137,7 +139,7 @@ class HandshakeTasks:
     def __init__(self, methods_of: Callable[[], TaskReadsAndWrites | None], lists: Callable[[], bool]) -> None:
         self._methods_of = methods_of
         self._lists = lists  # callers are identified (the server has auth): `tasks/list` is declared
-        self._rounds: dict[str, _Round] = {}  # the questions in flight, by task id
+        self._rounds: dict[str, Round] = {}  # the questions in flight, by task id
 
     async def middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Declare the tasks capability to every 2025-11-25 client; answer a task-augmented `tools/call`
@@ -218,7 +220,7 @@ class HandshakeTasks:
                 status = _TaskStatusNotification(params=TaskStatusParams.model_validate(task))
                 await ctx.session.send_notification(status, related_request_id=ctx.request_id)
 
-        while (answer := await _until(methods, task_id, _SETTLED, tell)).status == "input_required":
+        while (answer := await until(methods, task_id, _SETTLED, tell)).status == "input_required":
             await self._asked_on_request(ctx, methods, answer)
         if answer.status == "cancelled":
             raise MCPError(INTERNAL_ERROR, f"Task {task_id} was cancelled before the tool finished: it has no result.")
@@ -235,7 +237,7 @@ class HandshakeTasks:
         caller's asks them: when that one is withdrawn or its connection closes unanswered, a waiting
         `tasks/result` asks them next."""
         requests = answer.input_requests or {}
-        if (refusal := _why_unaskable(ctx.session, answer.task_id, requests)) is not None:
+        if (refusal := why_unaskable(ctx.session, answer.task_id, requests)) is not None:
             raise refusal
         round_ = self._round_of(answer.task_id, requests)
         round_.waiting += 1
@@ -249,7 +251,7 @@ class HandshakeTasks:
             round_.waiting -= 1
             round_.forget_if_idle()
 
-    async def _carry(self, ctx: ServerRequestContext[Any, Any], methods: TaskReadsAndWrites, round_: _Round) -> None:
+    async def _carry(self, ctx: ServerRequestContext[Any, Any], methods: TaskReadsAndWrites, round_: Round) -> None:
         """Ask the round on this request's stream (the session's own for a request answered as JSON)
         until it is answered, its task ends, or this request's connection closes."""
         carrier = object()
@@ -258,7 +260,7 @@ class HandshakeTasks:
         request = ctx.request
         closed = request.is_disconnected if isinstance(request, Request) else None
         try:
-            await _asking(ctx.session, on, methods, round_, closed)
+            await ask_round(ctx.session, on, methods, round_, closed)
         finally:
             round_.release(carrier)
 
@@ -278,27 +280,27 @@ class HandshakeTasks:
         async def get_stream_closed() -> bool:
             return holds_get_stream(request) is False
 
-        asking = asyncio.create_task(_asking(ctx.session, None, methods, round_, get_stream_closed))
+        asking = asyncio.create_task(ask_round(ctx.session, None, methods, round_, get_stream_closed))
         round_.on_sessions[connection] = asking
 
         def ended(_: asyncio.Task[None]) -> None:
             if round_.on_sessions.get(connection) is asking:
                 del round_.on_sessions[connection]
                 round_.let_go()
-            _log_failed_asking(asking)
+            log_failed_asking(asking)
 
         asking.add_done_callback(ended)
 
-    def _round_of(self, task_id: str, requests: dict[str, Any]) -> _Round:
+    def _round_of(self, task_id: str, requests: dict[str, Any]) -> Round:
         """The task's round of questions in flight on this server; a new one when its questions changed."""
         round_ = self._rounds.get(task_id)
         if round_ is None or round_.over.is_set() or round_.requests != requests:
             if round_ is not None:
                 round_.finish()  # answered elsewhere: its questions are asked no more
-            round_ = self._rounds[task_id] = _Round(task_id, requests, self._forget)
+            round_ = self._rounds[task_id] = Round(task_id, requests, self._forget)
         return round_
 
-    def _forget(self, round_: _Round) -> None:
+    def _forget(self, round_: Round) -> None:
         if self._rounds.get(round_.task_id) is round_:
             del self._rounds[round_.task_id]
 
@@ -335,184 +337,6 @@ class HandshakeTasks:
         if methods is None or not is_handshake_task(task_id):  # no task tools, or a 2026-07-28 task
             raise task_not_found(task_id)
         return methods
-
-
-class _Round:
-    """One task's round of questions on this server: asked on one open `tasks/result` at a time (its
-    carrier), else on the own stream of each session that read it; answered once, whoever answers."""
-
-    def __init__(self, task_id: str, requests: dict[str, Any], forget: Callable[[_Round], None]) -> None:
-        self.task_id = task_id
-        self.requests = requests
-        self._forget = forget  # the server's forgetting of the round, once it is over or idle
-        self.carrier: object | None = None
-        self.on_sessions: dict[int, asyncio.Task[None]] = {}  # by connection
-        self.waiting = 0  # the `tasks/result` requests waiting on it
-        self.over = asyncio.Event()  # answered, or its task has ended
-        self._change = asyncio.Event()
-        self._delivery: asyncio.Future[None] | None = None
-
-    async def changed(self) -> None:
-        """Returns at the round's next change: its carrier let go, or it is over."""
-        await self._change.wait()
-
-    def release(self, carrier: object) -> None:
-        """The carrier's request is done asking; an answer it got is delivered first."""
-        if (delivery := self._delivery) is not None and not delivery.done():
-            delivery.add_done_callback(lambda _: self.release(carrier))
-        elif self.carrier is carrier:
-            self.carrier = None
-            self.let_go()
-
-    def let_go(self) -> None:
-        """An asking ended: a waiting `tasks/result` may ask next; with none, the round is forgotten."""
-        self._notify()
-        self.forget_if_idle()
-
-    async def deliver(self, methods: TaskReadsAndWrites, answers: dict[str, Any]) -> None:
-        """The answers reach the workflow as one `submit_input`, once for the round, even when the
-        request that got them is withdrawn meanwhile (an answer got twice is delivered once)."""
-        if self._delivery is None:
-            self._delivery = asyncio.ensure_future(self._update(methods, answers))
-            self._delivery.add_done_callback(_log_failed_asking)
-        await asyncio.shield(self._delivery)
-
-    async def _update(self, methods: TaskReadsAndWrites, answers: dict[str, Any]) -> None:
-        try:
-            await methods.update(self.task_id, answers)
-        except BaseException:
-            self._delivery = None  # not delivered: the next asking may
-            raise
-        self.finish()
-
-    def finish(self) -> None:
-        """Answered, or its task has ended: nobody is asked any more."""
-        if self.over.is_set():
-            return
-        self.over.set()
-        for asking in self.on_sessions.values():
-            if asking is not asyncio.current_task():
-                asking.cancel()
-        self._forget(self)
-        self._notify()
-
-    def forget_if_idle(self) -> None:
-        """Nobody asks or waits on the round any more: the next read starts it anew."""
-        if self.carrier is None and not self.on_sessions and not self.waiting:
-            self._forget(self)
-
-    def _notify(self) -> None:
-        self._change.set()
-        self._change = asyncio.Event()
-
-
-def _why_unaskable(session: ServerSession, task_id: str, requests: dict[str, Any]) -> MCPError | None:
-    """Why the caller of this request cannot be asked the questions, if it cannot."""
-    asked = ", ".join(sorted({str(request.get("method")) for request in requests.values()}))
-    if not session.can_send_request and session.client_capabilities is None:
-        return MCPError(
-            INTERNAL_ERROR,
-            f"Task {task_id} asks the caller ({asked}), but this server is stateless (stateless_http=True): "
-            "a request has no session, so there is no stream to ask on and nowhere for an answer to come back. "
-            "Serve the tools that ask from a server with sessions (stateless_http=False), or cancel the task "
-            "with tasks/cancel.",
-        )
-    for request in requests.values():
-        if not carries(session, str(request.get("method"))):
-            return MCPError(
-                INTERNAL_ERROR,
-                f"Task {task_id} asks the caller ({request.get('method')}), which this client did not declare "
-                "it can answer at initialize; declare the capability, or cancel the task with tasks/cancel.",
-            )
-    return None
-
-
-async def _ask(session: ServerSession, request_id: Any, task_id: str, requests: dict[str, Any]) -> dict[str, Any]:
-    """Send each question of the round to the caller (on the stream of `request_id`); the answers."""
-    related = {RELATED_TASK_META: {"taskId": task_id}}
-    answers = {}
-    for key, request in requests.items():
-        params = request.get("params") or {}
-        stamped = {**request, "params": {**params, "_meta": {**(params.get("_meta") or {}), **related}}}
-        answers[key] = await send_ask(session, request_id, key, stamped)
-    return answers
-
-
-async def _until(
-    methods: TaskReadsAndWrites,
-    task_id: str,
-    statuses: frozenset[str],
-    tell: Callable[[GetTaskResult], Awaitable[None]] | None = None,
-) -> GetTaskResult:
-    """The task's answer once its status is one of `statuses`, each answer read on the way `tell`-ed.
-    Its every event is followed meanwhile, so a change wakes this at once; unsignalled, it is re-read
-    every `_RECHECK`."""
-    key = methods.key_of(task_id)
-    with methods.changes.following([key]) as signalled:
-        await methods.follow_every_event(task_id)
-        while (answer := await methods.answer_now(task_id)).status not in statuses:
-            if tell is not None:
-                await tell(answer)
-            if methods.changes.closed.is_set():
-                raise MCPError(INTERNAL_ERROR, "The server is stopping: call tasks/result again on another.")
-            with suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(signalled.event.wait(), timeout=_RECHECK)
-            signalled.take()
-    if tell is not None:
-        await tell(answer)
-    return answer
-
-
-async def _asking(
-    session: ServerSession,
-    request_id: Any,
-    methods: TaskReadsAndWrites,
-    round_: _Round,
-    closed: Callable[[], Awaitable[bool]] | None = None,
-) -> None:
-    """Ask the round (on the stream of `request_id`, None: the session's own) and deliver its answers;
-    given up once the round is answered elsewhere or its task has ended (a cancel, its TTL, an
-    operator: no question outlives its task), or once `closed` says the stream it is on has closed."""
-    contenders: dict[str, Awaitable[Any]] = {
-        "asked": _ask(session, request_id, round_.task_id, round_.requests),
-        "ended": _until(methods, round_.task_id, TERMINAL_STATUSES),  # not found once expired: ended too
-        "over": round_.over.wait(),
-    }
-    if closed is not None:
-        contenders["gone"] = _until_true(closed)
-    first, outcome = await _first(contenders)
-    if first == "asked":
-        await round_.deliver(methods, outcome.result())
-    elif first == "ended":
-        round_.finish()
-    elif first == "gone":
-        raise MCPError(INTERNAL_ERROR, "The stream that asked the task's question closed before it was answered.")
-
-
-async def _first(contenders: dict[str, Awaitable[Any]]) -> tuple[str, asyncio.Future[Any]]:
-    """The name of the contender done first (its future, to read), the others cancelled."""
-    named = {asyncio.ensure_future(contender): name for name, contender in contenders.items()}
-    try:
-        done, _ = await asyncio.wait(named, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiting in named:
-            waiting.cancel()
-        await asyncio.gather(*named, return_exceptions=True)
-    winner = next(future for future in named if future in done)  # in the order given: answers in hand first
-    return named[winner], winner
-
-
-async def _until_true(check: Callable[[], Awaitable[bool]]) -> None:
-    """Returns once `check` holds, checked every `_CONNECTION_CHECK` (mcp tells nobody a stream closed)."""
-    while not await check():
-        await asyncio.sleep(_CONNECTION_CHECK)
-
-
-def _log_failed_asking(asking: asyncio.Future[None]) -> None:
-    """An asking failed (the caller answered badly, or left): the next read asks again. (A `tasks/result`
-    asking it fails with the same error.)"""
-    if not asking.cancelled() and (failure := asking.exception()) is not None:
-        logger.info("A 2025-11-25 task's questions did not reach an answer: %s", failure)
 
 
 def _page_token(cursor: str | None) -> bytes | None:
