@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from fastmcp import FastMCP
     from fastmcp.server.http import StarletteWithLifespan
     from fastmcp.tools.base import Tool
+    from mcp.server.session import ServerSession
     from mcp.shared.exceptions import MCPError
     from mcp_types import LoggingLevel
     from pydantic import TypeAdapter
@@ -122,6 +123,34 @@ def cancel_requested(context: Context) -> anyio.Event | None:
     private `_request_outbound`; None outside a request."""
     request = context.request_context
     return request.session._request_outbound.cancel_requested if request is not None else None
+
+
+def connection_of(session: ServerSession) -> object:
+    """The connection a request came on: mcp builds a `ServerSession` per request, and keeps the
+    connection it proxies, the one thing two requests of one session share, in `_connection`."""
+    return session._connection
+
+
+def holds_get_stream(request: Any) -> bool | None:
+    """Whether the streamable-HTTP session `request` came on holds its GET stream, the one mcp sends a
+    server-to-client message on when no request's stream carries it (and drops it when there is
+    none); None where that cannot be told (another transport, or an app this does not recognise).
+    mcp keeps each session's transport in its session manager's `_server_instances`, and the
+    transport its open streams in `_request_streams`."""
+    from mcp.server.streamable_http import GET_STREAM_KEY, MCP_SESSION_ID_HEADER
+    from starlette.requests import Request
+
+    if not isinstance(request, Request):
+        return None
+    try:
+        session_app = _session_app(streamable_http_route(request.app))
+    except (KeyError, AttributeError, RuntimeError):
+        return None
+    sessions = getattr(getattr(session_app, "session_manager", None), "_server_instances", None)
+    if not isinstance(sessions, dict):
+        return None
+    transport = sessions.get(request.headers.get(MCP_SESSION_ID_HEADER))
+    return transport is not None and GET_STREAM_KEY in transport._request_streams
 
 
 def lifespan_manager(server: FastMCP) -> AbstractAsyncContextManager[Any]:

@@ -244,6 +244,10 @@ async def _task_error_differences(error_result: Callable[[str, Exception], Any])
 _ANSWERS = "answers stop reaching the tool, which asks its question again for ever"
 _PROGRESS = "a task's progress and checkpoints silently stop reaching tasks/get, the UI and retries"
 
+_GET_STREAM = (
+    "ask a 2025-11-25 task's question on a session's GET stream only while it holds one",
+    "a polling client without a GET stream is never asked its task's question",
+)
 RELIANCES: tuple[Reliance, ...] = (
     Reliance(
         "fastmcp.server.context:_TASK_ELICIT_ERROR",
@@ -443,6 +447,16 @@ RELIANCES: tuple[Reliance, ...] = (
         "see a caller's notifications/cancelled for a durable synchronous call",
         "every durable synchronous call fails",
         reads("_request_outbound"),
+    ),
+    Reliance("mcp.server.streamable_http_manager:StreamableHTTPSessionManager.__init__", *_GET_STREAM,
+             reads("_server_instances")),
+    Reliance("mcp.server.streamable_http:StreamableHTTPServerTransport.__init__", *_GET_STREAM,
+             reads("_request_streams")),
+    Reliance(
+        "mcp.server.session:ServerSession.__init__",
+        "ask a 2025-11-25 task's question once on each session that reads it",
+        "a question read on several sessions is asked on one of them only",
+        reads("_connection"),
     ),
     Reliance(
         "mcp.shared.dispatcher:DispatchContext.cancel_requested",

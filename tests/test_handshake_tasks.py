@@ -19,6 +19,7 @@ import json
 import os
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,11 +36,12 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.server import _handshake_tasks
+from fastmcp_temporal.server import _handshake_asks, _handshake_tasks
 from helpers.npm import node_script
 from helpers.servers import (
     HANDSHAKE_VERSION,
     HandshakeSession,
+    HeldRequest,
     WireError,
     gated_tool,
     handshake_session,
@@ -291,18 +293,16 @@ async def test_a_question_the_client_cannot_answer_is_refused_and_the_task_keeps
 
 
 async def test_a_question_nobody_answers_is_given_up_when_its_task_is_cancelled(make_extension: Any) -> None:
-    extension = make_extension()
-    server, _ = served(extension)
+    server, _ = served(make_extension())
     async with serving_http(server) as url, tasks_session(url, elicitation=True) as session:
         task_id = await create(session, "interview")
-        with anyio.fail_after(DEADLINE):  # a read that sees the ask sends it on the session's stream: never answered here
-            while (await session.request("tasks/get", {"taskId": task_id}))["status"] != "input_required":
-                pass
-        assert extension._handshake._rounds  # the question is out
-        await session.request("tasks/cancel", {"taskId": task_id})
-        with anyio.fail_after(DEADLINE):
-            while extension._handshake._rounds:
-                await anyio.sleep(0.05)
+        async with session.held("tasks/result", {"taskId": task_id}) as waiting:
+            question = await waiting.asked()  # never answered
+            await session.request("tasks/cancel", {"taskId": task_id})
+            withdrawn = await waiting.next_message(lambda message: message.get("method") == "notifications/cancelled")
+            answer = await waiting.answer()
+    assert withdrawn["params"]["requestId"] == question["id"]
+    assert answer["error"]["code"] == -32603 and "was cancelled" in answer["error"]["message"]
 
 
 class _ById(RequestParams):
@@ -345,3 +345,157 @@ async def test_a_withdrawn_tasks_result_leaves_its_question_to_the_next_one(make
     assert asked == ["name?", "name?"]
     assert answered.model_extra is not None
     assert answered.model_extra["content"] == [{"type": "text", "text": "hello Grace"}]
+
+
+# --- a question is asked until it is answered, whatever the client does with its requests ---------
+
+ACCEPT_ADA = {"action": "accept", "content": {"value": "Ada"}}
+HELLO_ADA = [{"type": "text", "text": "hello Ada"}]
+
+
+async def answered(session: HandshakeSession, held: HeldRequest) -> dict[str, Any]:
+    """Answer the question asked on `held`; what `held` then answers."""
+    question = await held.asked()
+    assert question["params"]["message"] == "name?"
+    assert question["params"]["_meta"][_handshake_asks.RELATED_TASK_META]["taskId"]
+    await session.respond(question["id"], ACCEPT_ADA)
+    return await held.answer()
+
+
+async def submit_inputs(extension: TemporalTasksExtension, task_id: str) -> int:
+    handle = temporal_client(extension).get_workflow_handle(anonymous_workflow_id(task_id))
+    history = [event async for event in handle.fetch_history_events()]
+    signals = [e for e in history if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED]
+    return len(signals)
+
+
+@pytest.fixture
+async def asking(make_extension: Any) -> AsyncIterator[tuple[str, TemporalTasksExtension]]:
+    extension = make_extension()
+    server, release = served(extension)
+    async with serving_http(server) as url:
+        yield url, extension
+        release.set()
+
+
+@pytest.mark.parametrize("how", ["withdrawn", "its connection dropped"])
+async def test_a_question_left_by_one_tasks_result_is_asked_on_the_other(
+    asking: tuple[str, TemporalTasksExtension], how: str
+) -> None:
+    url, extension = asking
+    async with tasks_session(url, elicitation=True) as session:
+        task_id = await create(session, "interview")
+        async with session.held("tasks/result", {"taskId": task_id}) as first:
+            await first.asked()
+            async with session.held("tasks/result", {"taskId": task_id}) as second:
+                await second.told("input_required")  # it waits on the question
+                if how == "withdrawn":
+                    await session.withdraw(first.id)
+                else:
+                    first.drop()
+                result = await answered(session, second)
+        assert await session.request("tasks/get", {"taskId": task_id})
+    assert result["result"]["content"] == HELLO_ADA, result
+    assert await submit_inputs(extension, task_id) == 1
+
+
+async def test_a_session_withdrawing_its_question_leaves_it_to_another_session_of_the_caller(
+    asking: tuple[str, TemporalTasksExtension],
+) -> None:
+    url, extension = asking
+    async with tasks_session(url, elicitation=True) as first, tasks_session(url, elicitation=True) as second:
+        task_id = await create(first, "interview")
+        async with first.held("tasks/result", {"taskId": task_id}) as withdrawn:
+            await withdrawn.asked()
+            async with second.held("tasks/result", {"taskId": task_id}) as waiting:
+                await waiting.told("input_required")
+                await first.withdraw(withdrawn.id)
+                result = await answered(second, waiting)
+        still = await second.request("tasks/get", {"taskId": task_id})  # the second session lives on
+    assert result["result"]["content"] == HELLO_ADA, result
+    assert still["status"] == "completed"
+    assert await submit_inputs(extension, task_id) == 1
+
+
+async def test_a_tasks_result_cancelled_at_its_timeout_and_retried_at_once_is_asked_again(
+    asking: tuple[str, TemporalTasksExtension],
+) -> None:
+    """What the TypeScript SDK does when a request times out: cancel it, then call again."""
+    url, extension = asking
+    async with tasks_session(url, elicitation=True) as session:
+        task_id = await create(session, "interview")
+        async with session.held("tasks/result", {"taskId": task_id}) as timed_out:
+            await timed_out.asked()
+            async with session.held("tasks/result", {"taskId": task_id}) as retry:
+                await retry.told("input_required")  # the retry's POST overtook the cancel's
+                await session.withdraw(timed_out.id)
+                result = await answered(session, retry)
+        still = await session.request("tasks/get", {"taskId": task_id})
+    assert result["result"]["content"] == HELLO_ADA, result
+    assert still["status"] == "completed"
+    assert await submit_inputs(extension, task_id) == 1
+
+
+async def test_a_polling_client_without_a_get_stream_is_asked_on_its_tasks_result(
+    asking: tuple[str, TemporalTasksExtension],
+) -> None:
+    url, extension = asking
+    async with tasks_session(url, elicitation=True) as session:  # opens no GET stream
+        task_id = await create(session, "interview")
+        with anyio.fail_after(DEADLINE):
+            while (await session.request("tasks/get", {"taskId": task_id}))["status"] != "input_required":
+                pass
+        async with session.held("tasks/result", {"taskId": task_id}) as result_request:
+            result = await answered(session, result_request)
+    assert result["result"]["content"] == HELLO_ADA, result
+    assert await submit_inputs(extension, task_id) == 1
+
+
+async def test_a_caller_whose_asked_session_crashed_is_asked_on_its_new_session(
+    asking: tuple[str, TemporalTasksExtension],
+) -> None:
+    url, extension = asking
+    async with tasks_session(url, elicitation=True) as crashed:
+        task_id = await create(crashed, "interview")
+        async with crashed.held("tasks/result", {"taskId": task_id}) as lost:
+            await lost.asked()
+    # the session's connections closed, and it never sent DELETE
+    async with tasks_session(url, elicitation=True) as reconnected:
+        async with reconnected.held("tasks/result", {"taskId": task_id}) as result_request:
+            result = await answered(reconnected, result_request)
+    assert result["result"]["content"] == HELLO_ADA, result
+    assert await submit_inputs(extension, task_id) == 1
+
+
+async def test_a_stateless_server_says_why_it_cannot_ask(make_extension: Any) -> None:
+    server, _ = served(make_extension())
+    async with serving_http(server, stateless_http=True) as url, tasks_session(url, elicitation=True) as session:
+        task_id = await create(session, "interview")
+        with pytest.raises(WireError) as refused:
+            await session.request("tasks/result", {"taskId": task_id})
+        cancelled = await session.request("tasks/cancel", {"taskId": task_id})
+    assert refused.value.code == -32603
+    assert "stateless" in str(refused.value) and "stateless_http=False" in str(refused.value)
+    assert "did not declare" not in str(refused.value)
+    assert cancelled["status"] == "cancelled"
+
+
+async def test_an_open_tasks_result_tells_a_change_not_the_time_of_a_read(
+    make_extension: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_handshake_asks, "_RECHECK", 0.05)  # the open tasks/result re-reads the task often
+    server, release = served(make_extension())
+    async with serving_http(server) as url, tasks_session(url) as session:
+        task_id = await create(session, "gated")
+        async with session.held("tasks/result", {"taskId": task_id}) as waiting:
+            told = datetime.fromisoformat((await waiting.told("working"))["params"]["lastUpdatedAt"])
+            with anyio.fail_after(DEADLINE):  # until a read is half a second later: ten re-reads of the held one
+                while datetime.fromisoformat(
+                    (await session.request("tasks/get", {"taskId": task_id}))["lastUpdatedAt"]
+                ) < told + timedelta(seconds=0.5):
+                    await anyio.sleep(0.05)
+            release.set()
+            answer = await waiting.answer()
+    assert answer["result"]["content"] == [{"type": "text", "text": "done"}]
+    statuses = [message["params"]["status"] for message in waiting.notifications]
+    assert statuses == ["working", "completed"], waiting.notifications

@@ -14,13 +14,16 @@ receives as a task, not whether it calls tools as tasks, and the official tasks 
 - `tasks/get` reads it as the 2026-07-28 method does (held reads, the change feed), shaped as
   that era's `Task`: a tool result with `isError` reads `failed`, as the 2025-11-25 spec says;
 - `tasks/result` waits for the end, following the task's history while it waits (and telling
-  each status it sees as `notifications/tasks/status` on its stream), and answers exactly what
-  the `tools/call` would have answered (its result, stamped with the related-task `_meta`, or
-  its JSON-RPC error). A task that asks is `input_required`: each question goes to
-  the caller once, as a server-to-client request carrying the related-task `_meta`, on the open
-  `tasks/result`, or on the session's own stream for a client that only polls `tasks/get` (as
-  ext-tasks does); the answers reach the workflow as the one `submit_input` signal
-  `tasks/update` sends;
+  each change of status it sees as `notifications/tasks/status` on its stream), and answers
+  exactly what the `tools/call` would have answered (its result, stamped with the related-task
+  `_meta`, or its JSON-RPC error). A task that asks is `input_required`: its round of questions
+  is this server's (`_handshake_asks.Round`), not a request's, and goes to the caller as server-to-client
+  requests carrying the related-task `_meta`, on one open `tasks/result` at a time, or on the
+  GET stream of each session that polls `tasks/get` while it holds one (as ext-tasks does). A
+  round is asked until it is answered or its task ends: when the stream asking it closes
+  unanswered (a withdrawn request, a dropped connection: mcp tells nobody, so each asking checks
+  its stream), a waiting or later `tasks/result` of the caller asks it; its answers reach the
+  workflow once, as the one `submit_input` signal `tasks/update` sends;
 - `tasks/list` lists the caller's own tasks of this era, a page at a time; `tasks/cancel`
   cancels the workflow, and refuses a task already ended with -32602.
 
@@ -34,8 +37,7 @@ that sees the result after that shaping.
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import suppress
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -43,13 +45,27 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from fastmcp.tools.base import ToolResult
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Notification
+from starlette.requests import Request
 from temporalio.service import RPCError, RPCStatusCode
 
-from fastmcp_temporal._fastmcp_private import CreateTaskResult, GetTaskResult
+from fastmcp_temporal._fastmcp_private import (
+    CreateTaskResult,
+    GetTaskResult,
+    connection_of,
+    holds_get_stream,
+)
 from fastmcp_temporal.server._backend import Backend, temporal_errors
 from fastmcp_temporal.server._creation import StartedWorkflow, start_task
+from fastmcp_temporal.server._handshake_asks import (
+    RELATED_TASK_META,
+    Round,
+    ask_round,
+    log_failed_asking,
+    until,
+    why_unaskable,
+)
 from fastmcp_temporal.server._push import TERMINAL_STATUSES, TaskReads, TaskStatusParams
-from fastmcp_temporal.server._relay import carries, send_ask
+from fastmcp_temporal.server._relay import carries
 from fastmcp_temporal.server._scope import (
     ANONYMOUS_SCOPE_TAG,
     HANDSHAKE_ERA,
@@ -64,15 +80,9 @@ if TYPE_CHECKING:
     from fastmcp.server.context import Context
     from fastmcp.tools.base import Tool
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-    from mcp.server.session import ServerSession
-
-logger = logging.getLogger("fastmcp_temporal")
 
 ERA = HANDSHAKE_ERA
-RELATED_TASK_META = "io.modelcontextprotocol/related-task"
 LIST_PAGE_SIZE = 50
-# How often a wait on a task re-reads it when nothing has signalled it (a change normally wakes it first).
-_RECHECK = 5.0
 _SETTLED = frozenset({"input_required", *TERMINAL_STATUSES})
 
 # Set by the middleware for a task-augmented `tools/call`: where the interceptor puts its answer.
@@ -127,8 +137,7 @@ class HandshakeTasks:
     def __init__(self, methods_of: Callable[[], TaskReadsAndWrites | None], lists: Callable[[], bool]) -> None:
         self._methods_of = methods_of
         self._lists = lists  # callers are identified (the server has auth): `tasks/list` is declared
-        # The questions in flight by task id, and the request whose stream carries them (None: the session's).
-        self._rounds: dict[str, tuple[asyncio.Task[None], Any]] = {}
+        self._rounds: dict[str, Round] = {}  # the questions in flight, by task id
 
     async def middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Declare the tasks capability to every 2025-11-25 client; answer a task-augmented `tools/call`
@@ -177,13 +186,14 @@ class HandshakeTasks:
     # --- the task methods ----------------------------------------------------------------
 
     async def get(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> dict[str, Any]:
-        """The task; one that asks has its questions sent to the caller at once, on the session's own
-        stream, for a client that polls and never calls `tasks/result` (the spec lets it)."""
+        """The task; one that asks has its questions sent to the caller at once, on the session's GET
+        stream while it holds one, for a client that polls and never calls `tasks/result` (the spec
+        lets it)."""
         methods = self._methods(task_id)
         answer = await methods.get(task_id)
         requests = answer.input_requests or {}
         if requests and all(carries(ctx.session, str(request.get("method"))) for request in requests.values()):
-            self._round(ctx.session, None, methods, answer)
+            self._ask_on_session(ctx, methods, answer)
         return task_of(answer)
 
     async def cancel(self, task_id: str) -> dict[str, Any]:
@@ -197,19 +207,19 @@ class HandshakeTasks:
     async def result(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> dict[str, Any]:
         """What the `tools/call` would have answered, once the task has ended; its questions asked on the way."""
         methods = self._methods(task_id)
-        told: list[dict[str, Any]] = []
+        told: list[tuple[str, str | None]] = []
 
         async def tell(answer: GetTaskResult) -> None:
-            """`notifications/tasks/status` on this request's stream, for each status it has not told."""
-            if (task := task_of(answer)) != (told[-1] if told else None):
-                told.append(task)
+            """`notifications/tasks/status` on this request's stream, for each change of status (or of
+            its message) it has not told: never a read's time alone."""
+            task = task_of(answer)
+            if (change := (task["status"], task.get("statusMessage"))) != (told[-1] if told else None):
+                told.append(change)
                 status = _TaskStatusNotification(params=TaskStatusParams.model_validate(task))
                 await ctx.session.send_notification(status, related_request_id=ctx.request_id)
 
-        while (answer := await _until(methods, task_id, _SETTLED, tell)).status == "input_required":
-            asking, on = self._round(ctx.session, ctx.request_id, methods, answer)
-            # A round on this request's stream ends with it (a later read asks again); another's goes on.
-            await (asking if on is not None and on == ctx.request_id else asyncio.shield(asking))
+        while (answer := await until(methods, task_id, _SETTLED, tell)).status == "input_required":
+            await self._asked_on_request(ctx, methods, answer)
         if answer.status == "cancelled":
             raise MCPError(INTERNAL_ERROR, f"Task {task_id} was cancelled before the tool finished: it has no result.")
         if answer.error is not None:
@@ -217,20 +227,80 @@ class HandshakeTasks:
         result = {key: value for key, value in (answer.result or {}).items() if key != "resultType"}
         return {**result, "_meta": {**(result.get("_meta") or {}), RELATED_TASK_META: {"taskId": task_id}}}
 
-    def _round(
-        self, session: ServerSession, request_id: Any, methods: TaskReadsAndWrites, answer: GetTaskResult
-    ) -> tuple[asyncio.Task[None], Any]:
-        """The task's round of questions in flight on this server, and the request whose stream carries
-        it: the one that is, else one asked now on the stream of `request_id` (None: the session's
-        own). Each question is asked once however many reads see it, and none outlives the task."""
-        task_id = answer.task_id
-        if (round_ := self._rounds.get(task_id)) is None:
-            on = request_id if session.can_send_request else None  # a request answered as JSON has no stream
-            asking = asyncio.create_task(_asked_while_open(session, on, methods, task_id, answer.input_requests or {}))
-            asking.add_done_callback(lambda _: self._rounds.pop(task_id, None))
-            asking.add_done_callback(_log_failed_round)
-            round_ = self._rounds[task_id] = (asking, on)
+    async def _asked_on_request(
+        self, ctx: ServerRequestContext[Any, Any], methods: TaskReadsAndWrites, answer: GetTaskResult
+    ) -> None:
+        """Returns once the questions of `answer` are answered or its task has ended. Meanwhile they are
+        asked on this request's stream whenever no other open `tasks/result` nor GET stream of the
+        caller's asks them: when that one is withdrawn or its connection closes unanswered, a waiting
+        `tasks/result` asks them next."""
+        requests = answer.input_requests or {}
+        if (refusal := why_unaskable(ctx.session, answer.task_id, requests)) is not None:
+            raise refusal
+        round_ = self._round_of(answer.task_id, requests)
+        round_.waiting += 1
+        try:
+            while not round_.over.is_set():
+                if round_.carrier is None and not round_.on_sessions:
+                    await self._carry(ctx, methods, round_)
+                else:
+                    await round_.changed()
+        finally:
+            round_.waiting -= 1
+            round_.forget_if_idle()
+
+    async def _carry(self, ctx: ServerRequestContext[Any, Any], methods: TaskReadsAndWrites, round_: Round) -> None:
+        """Ask the round on this request's stream (the session's own for a request answered as JSON)
+        until it is answered, its task ends, or this request's connection closes."""
+        carrier = object()
+        round_.carrier = carrier
+        on = ctx.request_id if ctx.session.can_send_request else None
+        request = ctx.request
+        closed = request.is_disconnected if isinstance(request, Request) else None
+        try:
+            await ask_round(ctx.session, on, methods, round_, closed)
+        finally:
+            round_.release(carrier)
+
+    def _ask_on_session(
+        self, ctx: ServerRequestContext[Any, Any], methods: TaskReadsAndWrites, answer: GetTaskResult
+    ) -> None:
+        """Ask the questions of `answer` on the session's GET stream, once per session, unless an open
+        `tasks/result` asks them or the session holds no GET stream (its next `tasks/result` is asked)."""
+        request = ctx.request
+        if holds_get_stream(request) is False:
+            return
+        round_ = self._round_of(answer.task_id, answer.input_requests or {})
+        connection = id(connection_of(ctx.session))
+        if round_.carrier is not None or connection in round_.on_sessions:
+            return
+
+        async def get_stream_closed() -> bool:
+            return holds_get_stream(request) is False
+
+        asking = asyncio.create_task(ask_round(ctx.session, None, methods, round_, get_stream_closed))
+        round_.on_sessions[connection] = asking
+
+        def ended(_: asyncio.Task[None]) -> None:
+            if round_.on_sessions.get(connection) is asking:
+                del round_.on_sessions[connection]
+                round_.let_go()
+            log_failed_asking(asking)
+
+        asking.add_done_callback(ended)
+
+    def _round_of(self, task_id: str, requests: dict[str, Any]) -> Round:
+        """The task's round of questions in flight on this server; a new one when its questions changed."""
+        round_ = self._rounds.get(task_id)
+        if round_ is None or round_.over.is_set() or round_.requests != requests:
+            if round_ is not None:
+                round_.finish()  # answered elsewhere: its questions are asked no more
+            round_ = self._rounds[task_id] = Round(task_id, requests, self._forget)
         return round_
+
+    def _forget(self, round_: Round) -> None:
+        if self._rounds.get(round_.task_id) is round_:
+            del self._rounds[round_.task_id]
 
     async def list(self, backend: Backend, cursor: str | None) -> dict[str, Any]:
         """The caller's own 2025-11-25 tasks, a page at a time."""
@@ -268,72 +338,6 @@ class HandshakeTasks:
         return methods
 
 
-async def _ask(
-    session: ServerSession, request_id: Any, methods: TaskReadsAndWrites, task_id: str, requests: dict[str, Any]
-) -> None:
-    """Send each question of the round to the caller (on the stream of `request_id`); deliver the answers."""
-    related = {RELATED_TASK_META: {"taskId": task_id}}
-    answers = {}
-    for key, request in requests.items():
-        if not carries(session, str(request.get("method"))):
-            raise MCPError(
-                INTERNAL_ERROR,
-                f"Task {task_id} asks the caller ({request.get('method')}), which this client did not declare "
-                "it can answer at initialize; declare the capability, or cancel the task with tasks/cancel.",
-            )
-        params = request.get("params") or {}
-        stamped = {**request, "params": {**params, "_meta": {**(params.get("_meta") or {}), **related}}}
-        answers[key] = await send_ask(session, request_id, key, stamped)
-    await methods.update(task_id, answers)
-
-
-async def _until(
-    methods: TaskReadsAndWrites,
-    task_id: str,
-    statuses: frozenset[str],
-    tell: Callable[[GetTaskResult], Awaitable[None]] | None = None,
-) -> GetTaskResult:
-    """The task's answer once its status is one of `statuses`, each answer read on the way `tell`-ed.
-    Its every event is followed meanwhile, so a change wakes this at once; unsignalled, it is re-read
-    every `_RECHECK`."""
-    key = methods.key_of(task_id)
-    with methods.changes.following([key]) as signalled:
-        await methods.follow_every_event(task_id)
-        while (answer := await methods.answer_now(task_id)).status not in statuses:
-            if tell is not None:
-                await tell(answer)
-            if methods.changes.closed.is_set():
-                raise MCPError(INTERNAL_ERROR, "The server is stopping: call tasks/result again on another.")
-            with suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(signalled.event.wait(), timeout=_RECHECK)
-            signalled.take()
-    if tell is not None:
-        await tell(answer)
-    return answer
-
-
-async def _asked_while_open(
-    session: ServerSession, request_id: Any, methods: TaskReadsAndWrites, task_id: str, requests: dict[str, Any]
-) -> None:
-    """`_ask`, given up once the task has ended meanwhile (a cancel, its TTL, an operator): no
-    question outlives its task."""
-    asking = asyncio.ensure_future(_ask(session, request_id, methods, task_id, requests))
-    ended = asyncio.ensure_future(_until(methods, task_id, TERMINAL_STATUSES))
-    try:
-        await asyncio.wait({asking, ended}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiting in (asking, ended):
-            waiting.cancel()
-        await asyncio.gather(asking, ended, return_exceptions=True)  # an expired task ends `ended` with not found
-    if not asking.cancelled():
-        asking.result()  # the answers were delivered, or the error that stopped them
-
-
-def _log_failed_round(round_: asyncio.Task[None]) -> None:
-    """A round failed (the caller answered badly, or left): the next read asks again. (A `tasks/result`
-    waiting on it fails with the same error.)"""
-    if not round_.cancelled() and (failure := round_.exception()) is not None:
-        logger.info("A 2025-11-25 task's questions did not reach an answer: %s", failure)
 
 
 def _text_of(result: dict[str, Any]) -> str | None:

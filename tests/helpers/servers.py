@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.abc
 import httpx2
 import uvicorn
 from fastmcp import Client, FastMCP
@@ -157,6 +158,69 @@ class HandshakeSession:
 
     async def cancel_the_call(self) -> None:
         await self.notify("notifications/cancelled", {"requestId": CALL_ID, "reason": "the user aborted"})
+
+    async def withdraw(self, request_id: int) -> None:
+        """`notifications/cancelled` for the request `request_id`, as a client that stops waiting sends."""
+        await self.notify("notifications/cancelled", {"requestId": request_id, "reason": "the client gave up"})
+
+    async def respond(self, request_id: Any, result: dict[str, Any]) -> None:
+        """Answer the server-to-client request `request_id` with `result`."""
+        message = {"jsonrpc": "2.0", "id": request_id, "result": result}
+        response = await self.http.post(self.url, headers=self.headers, json=message)
+        assert response.status_code == 202, response.text
+
+    @asynccontextmanager
+    async def held(self, method: str, params: dict[str, Any]) -> AsyncIterator[HeldRequest]:
+        """Send a request and read its SSE answer as it comes (`HeldRequest`); its connection is
+        closed on exit, or at `HeldRequest.drop`."""
+        self._last_id += 1
+        message = {"jsonrpc": "2.0", "id": self._last_id, "method": method, "params": params}
+        send, receive = anyio.create_memory_object_stream[dict[str, Any]](64)
+        connection = anyio.CancelScope()
+
+        async def read() -> None:
+            with connection, send:
+                async with self.http.stream("POST", self.url, headers=self.headers, json=message) as response:
+                    async for line in response.aiter_lines():
+                        if line.startswith("data:") and line.removeprefix("data:").strip():
+                            await send.send(json.loads(line.removeprefix("data:")))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(read)
+            yield HeldRequest(self._last_id, receive, connection.cancel)
+            connection.cancel()
+
+
+@dataclass
+class HeldRequest:
+    """A raw session's request whose SSE answer is held open: what the server sends on it, in order."""
+
+    id: int
+    messages: anyio.abc.ObjectReceiveStream[dict[str, Any]]
+    drop: Callable[[], None]
+    """Close the request's connection, as a client that crashes or loses the network does."""
+    notifications: list[dict[str, Any]] = field(default_factory=list)
+
+    async def asked(self) -> dict[str, Any]:
+        """The next server-to-client request sent on this request's stream."""
+        return await self.next_message(lambda message: "method" in message and "id" in message)
+
+    async def told(self, status: str) -> dict[str, Any]:
+        """The next `notifications/tasks/status` on this stream telling `status`."""
+        return await self.next_message(lambda message: message.get("params", {}).get("status") == status and "id" not in message)
+
+    async def answer(self) -> dict[str, Any]:
+        """The request's own answer (its `result` or `error` message)."""
+        return await self.next_message(lambda message: message.get("id") == self.id and "method" not in message)
+
+    async def next_message(self, wanted: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        with anyio.fail_after(DEADLINE):
+            async for message in self.messages:
+                if "id" not in message:
+                    self.notifications.append(message)
+                if wanted(message):
+                    return message
+        raise AssertionError(f"request {self.id}'s stream ended first; notifications: {self.notifications}")
 
 
 @asynccontextmanager
