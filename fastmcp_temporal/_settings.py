@@ -239,6 +239,17 @@ class TemporalTasksSettings(BaseSettings):
             "connection is closed and the bytes it held are released."
         ),
     )
+    request_body_min_rate: int = Field(
+        default=32 * 1024,
+        ge=0,
+        description=(
+            "The fewest bytes a second a request body must bring over streamable HTTP, over each window of "
+            "request_body_timeout: a body that trickles slower (each gap inside the timeout) is cut as a "
+            "stalled one is, -32600 at HTTP 408 naming this setting, so it cannot hold the request memory "
+            "budget for long by sending a byte now and then. 0: only a stall cuts a body. See "
+            "[Large payloads](large-payloads.md#memory-for-big-requests)."
+        ),
+    )
     state_dir: Path | None = Field(
         default=None,
         description="Where the embedded dev server keeps its sqlite file; unset: a per-user data folder "
