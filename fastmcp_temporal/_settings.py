@@ -311,6 +311,14 @@ class TemporalTasksSettings(BaseSettings):
         "shows at once. A backstop for legs on workers older than that stamp: lower shows their messages "
         "sooner, at more describe() calls. See [Reads at scale](performance.md#reads-at-scale).",
     )
+    listen_streams_per_caller: int = Field(
+        default=256,
+        ge=1,
+        description="How many subscriptions/listen streams one caller holds open on one server at once (a "
+        "caller: its token's client id and sub, or its address when unauthenticated), below the streams a "
+        "server serves at once, so one caller cannot take them all. Its next stream gets -32603 naming this setting; "
+        "other callers' are served. See [Pushed statuses](sync-calls.md#pushed-statuses).",
+    )
     watched_tasks: int = Field(
         default=500,
         ge=0,
