@@ -295,6 +295,15 @@ class TemporalTasksSettings(BaseSettings):
         "that outlasts one fails. 0 answers at once, at the tool's own interval. See "
         "[Caveats](caveats.md).",
     )
+    held_reads_per_caller: int = Field(
+        default=256,
+        ge=0,
+        description="How many of one caller's tasks/get this server holds at once (a caller: its token's client "
+        "id and sub, or its address when unauthenticated); its further reads are answered at once, with the "
+        "task's own poll interval, as with reread_hold 0, so one caller polling without end cannot make the "
+        "server hold its reads by the thousand. 0: no read is held. See "
+        "[Caveats](caveats.md).",
+    )
     read_recheck: timedelta = Field(
         default=timedelta(seconds=1),
         description="While a task this server just created is followed for its close alone (its first "
