@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
@@ -76,7 +76,7 @@ from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._changes import TaskChanges
 from fastmcp_temporal.server._fed import follow_feed, long_polls_cheaper_than_the_feed
 from fastmcp_temporal.server._feed import ChangeFeed
-from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, holdable
+from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, HeldReads, holdable
 from fastmcp_temporal.server._quiet import QuietTasks
 from fastmcp_temporal.server._watch import Known, Shown, Timing, Watch, shown_of
 from fastmcp_temporal.workflows.models import TaskMemo, TaskOutcome
@@ -159,7 +159,7 @@ class KnownTasks:
         self._quiet = QuietTasks(settings.quiet_poll_interval, settings.quiet_tasks)
         self._storeless = replace(client.data_converter, external_storage=None)
         self._follow_after = 0.0  # loop time before which no new task is followed (see _REFUSED_PAUSE)
-        self._held_by: Counter[str] = Counter()  # reads held now, by caller (`_scope.caller_key`)
+        self._held = HeldReads(settings.held_reads_per_caller)
 
     def watch_created(
         self, key: str, handle: WorkflowHandle[Any, TaskOutcome], timing: Timing, run_id: str
@@ -211,29 +211,20 @@ class KnownTasks:
 
         A held read looks again at each change the watch signals, and when what the watch
         knows is due a re-read; a progress re-read ends it, so each read costs at most one
-        `describe()` for progress. A read `caller` sends while `held_reads_per_caller` of its
-        reads are held is answered at once, with the task's own poll interval.
+        `describe()` for progress. `caller`'s read past its held reads is answered at once (`HeldReads`).
         """
-        loop = asyncio.get_running_loop()
-        watch = self._heard(key)
-        hold = 0.0 if watch is None else watch.hold_for(loop.time(), *self._holds)
-        if watch is None or not hold:
+        loop, watch = asyncio.get_running_loop(), self._heard(key)
+        if watch is None or not (hold := watch.hold_for(loop.time(), *self._holds)):
             return self.remember(key, await reread(False))
-        if self._held_by[caller] >= self._settings.held_reads_per_caller:
-            return self.remember(key, await reread(False), holding=False)
-        self._held_by[caller] += 1
-        try:
+        with self._held.holding(caller) as may_hold:
+            if not may_hold:
+                return self.remember(key, await reread(False), holding=False)
             return await self._held_answer(key, watch, loop.time() + hold, closed_answer, reread)
-        finally:
-            self._held_by[caller] -= 1
-            if not self._held_by[caller]:
-                del self._held_by[caller]
 
     async def _held_answer(
-        self, key: str, watch: Watch, deadline: float, closed_answer: ClosedAnswer, reread: Reread
+        self, key: str, watch: Watch, deadline: float, closed: ClosedAnswer, reread: Reread
     ) -> GetTaskResult:
-        loop = asyncio.get_running_loop()
-        shown = watch.shown
+        loop, shown = asyncio.get_running_loop(), watch.shown
         with self._changes.waiting(key) as next_change:
             changed = next_change()
             # a task created here and not read yet answers what its creation did, until its first recheck
@@ -241,8 +232,8 @@ class KnownTasks:
             while (heard := self._heard(key)) is not None and _repeats(answer, shown):
                 due = heard.due(loop.time(), self._progress_refresh, self._read_recheck)
                 await asyncio.wait([changed], timeout=max(min(deadline, due) - loop.time(), 0))
-                if (closed := self.cached_closed(key)) is not None:
-                    return self.remember(key, closed_answer(closed))
+                if (cached := self.cached_closed(key)) is not None:
+                    return self.remember(key, closed(cached))
                 signalled, changed = changed.done(), next_change()
                 if not signalled and deadline <= due:
                     break
@@ -266,8 +257,7 @@ class KnownTasks:
     def remember(self, key: str, answer: GetTaskResult, *, holding: bool = True) -> GetTaskResult:
         """Remember what a read answers the task; that answer, with the poll interval it advertises.
 
-        A task whose reads are held advertises `HELD_POLL_INTERVAL` (unless not `holding`: this
-        caller's next read would not be held either); where `quiet_poll_interval`
+        A task whose reads are held advertises `HELD_POLL_INTERVAL` (unless not `holding`); where `quiet_poll_interval`
         is set, a quiet task a longer one, and the watch of one whose reads here come further
         apart than a long poll lasts is let go: each read then describes it, at less cost.
         """
