@@ -239,6 +239,17 @@ class TemporalTasksSettings(BaseSettings):
             "connection is closed and the bytes it held are released."
         ),
     )
+    request_body_min_rate: int = Field(
+        default=32 * 1024,
+        ge=0,
+        description=(
+            "The fewest bytes a second a request body must bring over streamable HTTP, over each window of "
+            "request_body_timeout: a body that trickles slower (each gap inside the timeout) is cut as a "
+            "stalled one is, -32600 at HTTP 408 naming this setting, so it cannot hold the request memory "
+            "budget for long by sending a byte now and then. 0: only a stall cuts a body. See "
+            "[Large payloads](large-payloads.md#memory-for-big-requests)."
+        ),
+    )
     state_dir: Path | None = Field(
         default=None,
         description="Where the embedded dev server keeps its sqlite file; unset: a per-user data folder "
@@ -284,6 +295,15 @@ class TemporalTasksSettings(BaseSettings):
         "that outlasts one fails. 0 answers at once, at the tool's own interval. See "
         "[Caveats](caveats.md).",
     )
+    held_reads_per_caller: int = Field(
+        default=256,
+        ge=0,
+        description="How many of one caller's tasks/get this server holds at once (a caller: its token's client "
+        "id and sub, or its address when unauthenticated); its further reads are answered at once, with the "
+        "task's own poll interval, as with reread_hold 0, so one caller polling without end cannot make the "
+        "server hold its reads by the thousand. 0: no read is held. See "
+        "[Caveats](caveats.md).",
+    )
     read_recheck: timedelta = Field(
         default=timedelta(seconds=1),
         description="While a task this server just created is followed for its close alone (its first "
@@ -299,6 +319,14 @@ class TemporalTasksSettings(BaseSettings):
         "still, at least 1 s), and a message after 30 s of stillness is stamped on the task by the leg, so it "
         "shows at once. A backstop for legs on workers older than that stamp: lower shows their messages "
         "sooner, at more describe() calls. See [Reads at scale](performance.md#reads-at-scale).",
+    )
+    listen_streams_per_caller: int = Field(
+        default=256,
+        ge=1,
+        description="How many subscriptions/listen streams one caller holds open on one server at once (a "
+        "caller: its token's client id and sub, or its address when unauthenticated), below the streams a "
+        "server serves at once, so one caller cannot take them all. Its next stream gets -32603 naming this setting; "
+        "other callers' are served. See [Pushed statuses](sync-calls.md#pushed-statuses).",
     )
     watched_tasks: int = Field(
         default=500,

@@ -464,7 +464,7 @@ def closed_answer(closed: Closed) -> GetTaskResult:
 
 async def holding(tasks: KnownTasks, reread: Rereads) -> asyncio.Future[GetTaskResult]:
     """A read of the task, once it is held (waiting for a change)."""
-    held = asyncio.ensure_future(tasks.answer("task-wf", closed_answer, reread))
+    held = asyncio.ensure_future(tasks.answer("task-wf", closed_answer, reread, "caller"))
     while "task-wf" not in tasks._changes._readers:
         await asyncio.sleep(0)
     return held
@@ -478,7 +478,7 @@ async def test_a_held_read_of_a_new_task_rereads_it_at_each_recheck_until_its_an
             answer("working"), answer("working"), answer("input_required", input_requests={"k": {}})
         )
 
-        held = await tasks.answer("task-wf", closed_answer, reread)
+        held = await tasks.answer("task-wf", closed_answer, reread, "caller")
 
     assert held.status == "input_required"
     assert reread.fresh == [True, True, True]  # the creation's answer stood for the first
@@ -489,7 +489,7 @@ async def test_a_hold_shorter_than_the_recheck_ends_with_what_the_watch_knows() 
         created(tasks)
         reread = Rereads(answer("working"))
 
-        assert (await tasks.answer("task-wf", closed_answer, reread)).status == "working"
+        assert (await tasks.answer("task-wf", closed_answer, reread, "caller")).status == "working"
 
     assert reread.fresh == [False]
 
@@ -540,7 +540,7 @@ async def test_a_held_read_of_a_leg_reporting_progress_ends_after_one_progress_r
         followed.known = replace(followed.known, read_at=followed.known.read_at - 0.9)  # due in 0.1 s
         reread = Rereads(answer("working", "step 1"), answer("working", "step 1"))
 
-        done = await asyncio.wait_for(tasks.answer("task-wf", closed_answer, reread), timeout=5)
+        done = await asyncio.wait_for(tasks.answer("task-wf", closed_answer, reread, "caller"), timeout=5)
 
     assert done.status_message == "step 1"
     assert reread.fresh == [False, True]  # one describe for this read, though nothing changed
@@ -552,7 +552,7 @@ async def test_a_read_long_after_the_last_answer_answers_at_once() -> None:
         followed.answered_at -= followed.advertised + SLACK + 1  # an operator's one-off status
         reread = Rereads(answer("working"))
 
-        done = await asyncio.wait_for(tasks.answer("task-wf", closed_answer, reread), timeout=1)
+        done = await asyncio.wait_for(tasks.answer("task-wf", closed_answer, reread, "caller"), timeout=1)
 
     assert done.status == "working" and reread.fresh == [False]
 

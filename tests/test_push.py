@@ -27,8 +27,10 @@ from fastmcp import Client, Context, FastMCP
 from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp_tasks.client import call_tool_task
 from mcp.client.extension import ClientExtension, NotificationBinding
+from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_types import (
+    INTERNAL_ERROR,
     InputRequiredResult,
     NotificationParams,
     SubscriptionFilter,
@@ -162,6 +164,35 @@ async def test_another_caller_or_a_client_without_the_extension_is_told_nothing_
         (acknowledged,) = statuses.acknowledged
         assert (acknowledged.model_extra or {})["taskIds"] == []
         assert statuses.statuses == []
+
+
+async def test_a_caller_past_its_listen_streams_is_refused_while_another_callers_listen_is_served(
+    make_extension: Callable[..., TemporalTasksExtension],
+) -> None:
+    started, release = anyio.Event(), anyio.Event()
+    server = server_with(make_extension(listen_streams_per_caller=2), gated_tool(started, release), auth=verifier())
+    greedy, other = TaskStatuses(), TaskStatuses()
+    async with (
+        serving_http(server) as url,
+        listening(greedy, url, "token-a") as greedy_client,
+        listening(other, url, "token-b") as other_client,
+        anyio.create_task_group() as streams,
+    ):
+        greedy_task = await call_tool_task(greedy_client, "gated")
+        other_task = await call_tool_task(other_client, "gated")
+        for _ in range(2):
+            streams.start_soon(listen, greedy_client, [greedy_task.task_id])
+        await eventually(lambda: len(greedy.acknowledged) == 2, what="the greedy caller's two streams")
+
+        with pytest.raises(MCPError) as refused, anyio.fail_after(DEADLINE):
+            await listen(greedy_client, [greedy_task.task_id])
+        streams.start_soon(listen, other_client, [other_task.task_id])
+        await eventually(lambda: bool(other.acknowledged), what="the other caller's stream")
+        release.set()
+
+    assert refused.value.error.code == INTERNAL_ERROR
+    assert "FASTMCP_TEMPORAL_LISTEN_STREAMS_PER_CALLER" in refused.value.error.message
+    assert (other.acknowledged[0].model_extra or {})["taskIds"] == [other_task.task_id]
 
 
 @asynccontextmanager

@@ -43,9 +43,9 @@ from temporalio.client import (
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver import DevServer
-from fastmcp_temporal.server._holds import POLL_LOOP_SLACK
-from helpers.servers import gated_tool
-from helpers.waits import DEADLINE
+from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, POLL_LOOP_SLACK
+from helpers.servers import gated_tool, http_client, serving_http, verifier
+from helpers.waits import DEADLINE, eventually
 from helpers.wire import accept, ask, tasks_cancel, tasks_get, tasks_update
 
 pytestmark = pytest.mark.anyio
@@ -416,3 +416,47 @@ async def test_a_read_after_tasks_cancel_is_not_held(temporal_server: DevServer,
         await tasks_cancel(client, task.task_id)
         with anyio.fail_after(DEADLINE / 2):  # the watch itself gives up after 30 s
             assert (await tasks_get(client, task.task_id)).status == "cancelled"
+
+
+async def test_a_caller_past_its_held_reads_is_answered_at_once_while_another_callers_read_is_held(
+    make_extension: Callable[..., TemporalTasksExtension],
+) -> None:
+    """Tasks are created on one server and read on another, which follows every event of a task it
+    did not create from its first read. A held read advertises the short interval of held reads when
+    its hold ends (at a re-read or its cap); one answered at once, past its caller's limit, the tool's own."""
+    started, release = anyio.Event(), anyio.Event()
+    gated = gated_tool(started, release)
+    creator, reader = FastMCP("creates", auth=verifier()), FastMCP("reads", auth=verifier())
+    creator.add_extension(make_extension())
+    reader.add_extension(make_extension(worker=False, read_hold=timedelta(0), held_reads_per_caller=1))
+    for server in (creator, reader):
+        server.tool(task=A_MINUTE)(gated)
+    answers: dict[str, list[ClientGetTaskResult]] = {"token-a": [], "token-b": []}
+
+    async def read(client: Client, task_id: str, token: str) -> None:
+        answers[token].append(await tasks_get(client, task_id))
+
+    async with serving_http(creator) as creating, serving_http(reader) as reading, anyio.create_task_group() as reads:
+        for token, polls in (("token-b", 1), ("token-a", 2)):
+            async with http_client(creating, token) as client:
+                task = await call_tool_task(client, "gated")
+            client = await reads.start(_connected, reading, token)
+            with anyio.fail_after(DEADLINE / 2):
+                assert (await tasks_get(client, task.task_id)).status == "working"  # the first: at once
+            for _ in range(polls):  # right after an answer: held
+                reads.start_soon(read, client, task.task_id, token)
+        await eventually(lambda: len(answers["token-a"]) + len(answers["token-b"]) == 3, what="the three reads")
+        release.set()
+        reads.cancel_scope.cancel()  # close the readers' clients
+
+    held = int(HELD_POLL_INTERVAL / timedelta(milliseconds=1))
+    assert all(answer.status == "working" for answers_of_one in answers.values() for answer in answers_of_one)
+    assert sorted(answer.poll_interval_ms for answer in answers["token-a"]) == [held, 60_000]
+    assert [answer.poll_interval_ms for answer in answers["token-b"]] == [held]
+
+
+async def _connected(url: str, token: str, *, task_status: anyio.abc.TaskStatus[Client]) -> None:
+    """A client of `url` as `token`'s caller, open until the test's reads end."""
+    async with http_client(url, token) as client:
+        task_status.started(client)
+        await anyio.sleep_forever()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -76,10 +76,11 @@ async def serving(server: FastMCP) -> AsyncIterator[tuple[str, BodyBytesRead]]:
 
 @asynccontextmanager
 async def stalled_upload(
-    url: str, body: bytes, *, declared: int | None, token: str | None = None
+    url: str, body: bytes, *, declared: int | None, token: str | None = None, source: str | None = None
 ) -> AsyncIterator[SocketStream]:
-    """A POST to the MCP route that sends `body` (as its only chunk when `declared` is None) and
-    then nothing, its connection held open: stalled when `body` is less than it declares."""
+    """A POST to the MCP route (from the loopback address `source`, when given) that sends `body` (as
+    its only chunk when `declared` is None) and then nothing, its connection held open: stalled when
+    `body` is less than it declares."""
     target = urlsplit(url)
     headers = [
         f"POST {target.path} HTTP/1.1",
@@ -91,7 +92,8 @@ async def stalled_upload(
     if token is not None:
         headers.append(f"Authorization: Bearer {token}")
     sent = body if declared is not None else f"{len(body):x}\r\n".encode() + body + b"\r\n"
-    async with await anyio.connect_tcp(target.hostname or "127.0.0.1", target.port or 80) as stream:
+    host, port = target.hostname or "127.0.0.1", target.port or 80
+    async with await anyio.connect_tcp(host, port, local_host=source) as stream:
         await stream.send("\r\n".join(headers).encode() + b"\r\n\r\n" + sent)
         yield stream
 
@@ -109,6 +111,23 @@ async def response_of(stream: SocketStream, *, until_closed: bool) -> tuple[int,
     head, _, body = received.partition(b"\r\n\r\n")
     assert until_closed or _complete(received, until_closed), received
     return int(head.split()[1]), json.loads(body)
+
+
+async def trickled_until_answered(stream: SocketStream, gap: float) -> tuple[int, dict[str, Any]]:
+    """Send one more byte of the body on `stream` every `gap` seconds until the server answers and
+    closes the connection; that answer."""
+
+    async def trickle() -> None:
+        with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
+            while True:
+                await anyio.sleep(gap)
+                await stream.send(b" ")
+
+    async with anyio.create_task_group() as trickling:
+        trickling.start_soon(trickle)
+        answer = await response_of(stream, until_closed=True)
+        trickling.cancel_scope.cancel()
+    return answer
 
 
 def _complete(received: bytes, until_closed: bool) -> bool:
@@ -184,3 +203,38 @@ async def test_one_caller_holds_at_most_its_share_of_the_budget(make_extension) 
 
         described = await (await workflow_of(extension, task_id)).describe()
         assert described.status == WorkflowExecutionStatus.COMPLETED
+
+
+async def test_bodies_that_trickle_from_three_addresses_are_cut_and_a_fourth_address_is_served(
+    make_extension,
+) -> None:
+    """Each upload sends a byte well within request_body_timeout, far under request_body_min_rate."""
+    extension = make_extension(
+        request_body_timeout=timedelta(seconds=2),
+        request_body_min_rate=16 * KIB,
+        request_memory_budget=3 * MIB,
+        http_request_limit=2 * MIB,
+    )
+    part = b" " * MIB
+    async with serving(server_with(extension, weigh)) as (url, read), AsyncExitStack() as held:
+        uploads = [
+            await held.enter_async_context(stalled_upload(url, part, declared=3 * MIB // 2, source=f"127.0.0.{n}"))
+            for n in (2, 3, 4)
+        ]
+        await eventually(lambda: read.total >= 3 * len(part), what="the three uploads' first MiB")
+
+        answers = []
+        async with anyio.create_task_group() as trickling:
+            for stream in uploads:
+                trickling.start_soon(_answered, answers, stream)
+
+        for status, body in answers:
+            assert status == 408
+            assert body["error"]["code"] == INVALID_REQUEST
+            assert "FASTMCP_TEMPORAL_REQUEST_BODY_MIN_RATE" in body["error"]["message"]
+        # Past the 3 MiB budget had the trickling bodies kept their bytes.
+        await served_task(url, None, "x" * (3 * MIB // 2))
+
+
+async def _answered(answers: list[tuple[int, dict[str, Any]]], stream: SocketStream) -> None:
+    answers.append(await trickled_until_answered(stream, gap=0.5))

@@ -76,6 +76,7 @@ CONSTANTS: dict[str, str] = {
     "big_run_arguments": "fastmcp_temporal.worker._big_runs:BIG_ARGUMENTS",
     "codec_max_body": "fastmcp_temporal.cli._codec_server:MAX_BODY",
     "uncounted_bytes": "fastmcp_temporal.server._http_limit:UNCOUNTED_BYTES",
+    "max_tasks_per_stream": "fastmcp_temporal.server._push:MAX_TASKS_PER_STREAM",
 }
 """Comment name: `module:attribute`, then the unit (a `timedelta` keyword) of a plain number of time."""
 

@@ -123,7 +123,11 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
         self._client = client
         self._backend: Backend | None = None
         self._methods: TaskMethods | None = None
-        self._push = TaskPush(lambda: self._methods, lambda: self._settings.read_recheck.total_seconds())
+        self._push = TaskPush(
+            lambda: self._methods,
+            lambda: self._settings.read_recheck.total_seconds(),
+            lambda: self._settings.listen_streams_per_caller,
+        )
         self._handshake = HandshakeTasks(lambda: self._methods, lambda: self.server.auth is not None)
 
     @property

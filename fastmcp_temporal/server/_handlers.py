@@ -53,7 +53,7 @@ from fastmcp_temporal.server._changes import TaskChanges
 from fastmcp_temporal.server._creation import StartedWorkflow
 from fastmcp_temporal.server._feed import ChangeFeed
 from fastmcp_temporal.server._known import Closed, KnownTasks, described
-from fastmcp_temporal.server._scope import task_not_found, workflow_id
+from fastmcp_temporal.server._scope import current_caller, task_not_found, workflow_id
 from fastmcp_temporal.server._stalled import EXPIRED_REASON, StalledTasks
 from fastmcp_temporal.server._status import mcp_status
 from fastmcp_temporal.server._watch import Timing
@@ -131,7 +131,7 @@ class TaskMethods:
         if (closed := self._known.cached_closed(key)) is not None:
             return self._closed_result(task_id, closed)
         closed_answer = partial(self._closed_result, task_id)
-        return await self._known.answer(key, closed_answer, partial(self._reread, task_id))
+        return await self._known.answer(key, closed_answer, partial(self._reread, task_id), current_caller())
 
     async def answer_now(self, task_id: str) -> GetTaskResult:
         """What a read answers now, without holding it or counting it as a client's (a pushed status)."""

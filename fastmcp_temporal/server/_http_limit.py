@@ -21,15 +21,18 @@ holds bytes, so a budget below `http_request_limit` never refuses a request for 
 
 A body whose next bytes do not come within `request_body_timeout` is cut, a refused one too: the
 request gets a JSON-RPC error at HTTP 408 and its connection is closed, so an upload that stalls
-lets go of its bytes and its socket. Bodies without a Content-Length (chunked) are counted and
-cut the same way. uvicorn bounds the rest of a connection's idle life itself: `timeout_keep_alive`
+lets go of its bytes and its socket. So is a body that trickles, each gap inside the timeout: one
+that brings less than `request_body_min_rate` bytes a second over a window of
+`request_body_timeout` (the first from the request's start). A floor, not a deadline on the whole
+body: it bounds how long a body holds the budget by the bytes it has left to send, so a big
+upload over a slow but steady link is taken, and one that crawls to hold what it has sent is cut
+within a window. Bodies without a Content-Length (chunked) are counted and cut the same way. uvicorn bounds the rest of a connection's idle life itself: `timeout_keep_alive`
 closes one silent between requests, `h11_max_incomplete_event_size` bounds the headers it buffers.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any
@@ -41,6 +44,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fastmcp_temporal import _fastmcp_private
+from fastmcp_temporal.server._scope import caller_key
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -53,6 +57,7 @@ SETTING = "FASTMCP_TEMPORAL_HTTP_REQUEST_LIMIT"
 BUDGET_SETTING = "FASTMCP_TEMPORAL_REQUEST_MEMORY_BUDGET"
 SHARE_SETTING = "FASTMCP_TEMPORAL_REQUEST_MEMORY_CALLER_SHARE"
 TIMEOUT_SETTING = "FASTMCP_TEMPORAL_REQUEST_BODY_TIMEOUT"
+MIN_RATE_SETTING = "FASTMCP_TEMPORAL_REQUEST_BODY_MIN_RATE"
 RETRY_AFTER_SECONDS = 2
 """What a refused client is told to wait: about the time a maximal request takes to process."""
 UNCOUNTED_BYTES = 64 * 1024
@@ -63,8 +68,8 @@ list takes, so those are never refused."""
 
 def limit_http_requests(server: FastMCP, settings: Callable[[], TemporalTasksSettings]) -> None:
     """Bound the requests of every streamable-HTTP app `server` builds by `settings()`:
-    `http_request_limit`, `request_memory_budget`, `request_memory_caller_share` and
-    `request_body_timeout`."""
+    `http_request_limit`, `request_memory_budget`, `request_memory_caller_share`,
+    `request_body_timeout` and `request_body_min_rate`."""
     build = server.http_app
 
     @functools.wraps(build)
@@ -83,7 +88,8 @@ def _apply(app: StarletteWithLifespan, settings: TemporalTasksSettings) -> None:
     route = _fastmcp_private.streamable_http_route(app)
     budgeted = RequestMemoryBudget(route.app, settings.request_memory_budget, settings.request_memory_caller_share)
     limited = BodySizeLimit(budgeted, settings.http_request_limit)
-    route.app = StalledBodyCut(limited, settings.request_body_timeout.total_seconds())
+    timeout = settings.request_body_timeout.total_seconds()
+    route.app = SlowBodyCut(limited, timeout, settings.request_body_min_rate)
     app.router.lifespan_context = _raising_session_cap(
         app.router.lifespan_context, route, settings.http_request_limit
     )
@@ -169,7 +175,7 @@ class RequestMemoryBudget:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        caller = _caller(scope)
+        caller = caller_key(scope)
         held = received = 0
 
         async def receive_within_budget() -> Message:
@@ -228,23 +234,64 @@ class RequestMemoryBudget:
         await JSONResponse(error, status_code=503, headers=headers)(scope, receive, send)
 
 
-class _BodyStalled(Exception):
-    pass
+class _BodyCut(Exception):
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
 
 
-class StalledBodyCut:
-    """Answers a POST whose body stops arriving for `timeout` seconds with a JSON-RPC error at HTTP
-    408 and closes its connection, so the request lets go of the bytes and the socket it held."""
+class _BodyPace:
+    """How a body arrives, against the two bounds on it: its next bytes within `timeout`, and at least
+    `floor` bytes a second over each window of `timeout` (the first from the request's start), judged
+    as the next bytes come: a body that stops coming is a stalled one."""
 
-    def __init__(self, app: ASGIApp, timeout: float) -> None:
+    def __init__(self, timeout: float, floor: int, now: float) -> None:
+        self.timeout = timeout
+        self.window_bytes = floor * timeout
+        self.window_start = now
+        self.in_window = 0
+
+    def arrived(self, size: int, now: float) -> None:
+        """Count `size` bytes come at `now`; a window that ends under its floor cuts the body."""
+        self.in_window += size
+        if now - self.window_start < self.timeout:
+            return
+        if self.in_window < self.window_bytes:
+            raise self.too_slow(now)
+        self.window_start, self.in_window = now, 0
+
+    def too_slow(self, now: float) -> _BodyCut:
+        return _BodyCut(
+            f"This request's body arrived too slowly: {self.in_window:,} bytes in {now - self.window_start:.0f} s, "
+            f"under this server's floor of {self.window_bytes / self.timeout:,.0f} bytes a second, so the server "
+            f"dropped it unprocessed; send it again over a faster connection, or lower {MIN_RATE_SETTING} "
+            "(request_body_min_rate) on the server for clients whose uploads are this slow."
+        )
+
+    def stalled(self) -> _BodyCut:
+        return _BodyCut(
+            f"This request's body stopped arriving: nothing came for {self.timeout:g} s, so the server dropped "
+            f"it unprocessed; send it again, or raise {TIMEOUT_SETTING} (request_body_timeout) on the server "
+            "for clients whose uploads pause longer."
+        )
+
+
+class SlowBodyCut:
+    """Answers a POST whose body stops arriving for `timeout` seconds, or arrives at less than `floor`
+    bytes a second over `timeout`, with a JSON-RPC error at HTTP 408 and closes its connection, so the
+    request lets go of the bytes and the socket it held."""
+
+    def __init__(self, app: ASGIApp, timeout: float, floor: int) -> None:
         self.app = app
         self.timeout = timeout
+        self.floor = floor
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
         body_complete = responded = False
+        clock = anyio.current_time
+        pace = _BodyPace(self.timeout, self.floor, clock())
 
         async def receive_in_time() -> Message:
             nonlocal body_complete
@@ -253,8 +300,10 @@ class StalledBodyCut:
             with anyio.move_on_after(self.timeout):
                 message = await receive()
                 body_complete = message["type"] != "http.request" or not message.get("more_body", False)
+                if not body_complete:  # a body that has come whole is taken, however it came
+                    pace.arrived(len(message.get("body", b"")), clock())
                 return message
-            raise _BodyStalled
+            raise pace.stalled()
 
         async def send_noting_the_response(message: Message) -> None:
             nonlocal responded
@@ -263,17 +312,12 @@ class StalledBodyCut:
 
         try:
             await self.app(scope, receive_in_time, send_noting_the_response)
-        except _BodyStalled:
+        except _BodyCut as cut:
             if not responded:  # else a refusal was answered; uvicorn closes the idle socket after it
-                await self._cut(scope, receive, send)
+                await self._cut(cut.reason, scope, receive, send)
 
-    async def _cut(self, scope: Scope, receive: Receive, send: Send) -> None:
-        message = (
-            f"This request's body stopped arriving: nothing came for {self.timeout:g} s, so the server dropped "
-            f"it unprocessed; send it again, or raise {TIMEOUT_SETTING} (request_body_timeout) on the server "
-            "for clients whose uploads pause longer."
-        )
-        error = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
+    async def _cut(self, reason: str, scope: Scope, receive: Receive, send: Send) -> None:
+        error = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": reason}}
         await JSONResponse(error, status_code=408, headers={"Connection": "close"})(scope, receive, send)
 
 
@@ -284,17 +328,6 @@ async def _drain(receive: Receive) -> None:
     with suppress(_OverLimit):
         while (message := await receive())["type"] == "http.request" and message.get("more_body", False):
             pass
-
-
-def _caller(scope: Scope) -> str:
-    """Whose bytes a request holds: its access token's client id and `sub` (the scope its tasks
-    take), or, unauthenticated, its peer's address."""
-    token = getattr(scope.get("user"), "access_token", None)
-    if token is not None:
-        sub = (getattr(token, "claims", None) or {}).get("sub")
-        return json.dumps(["token", token.client_id, None if sub is None else str(sub)])
-    peer = scope.get("client")
-    return json.dumps(["address", peer[0] if peer else None])
 
 
 def _declared_size(scope: Scope) -> int | None:

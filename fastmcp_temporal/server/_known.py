@@ -76,7 +76,7 @@ from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._changes import TaskChanges
 from fastmcp_temporal.server._fed import follow_feed, long_polls_cheaper_than_the_feed
 from fastmcp_temporal.server._feed import ChangeFeed
-from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, holdable
+from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, HeldReads, holdable
 from fastmcp_temporal.server._quiet import QuietTasks
 from fastmcp_temporal.server._watch import Known, Shown, Timing, Watch, shown_of
 from fastmcp_temporal.workflows.models import TaskMemo, TaskOutcome
@@ -159,6 +159,7 @@ class KnownTasks:
         self._quiet = QuietTasks(settings.quiet_poll_interval, settings.quiet_tasks)
         self._storeless = replace(client.data_converter, external_storage=None)
         self._follow_after = 0.0  # loop time before which no new task is followed (see _REFUSED_PAUSE)
+        self._held = HeldReads(settings.held_reads_per_caller)
 
     def watch_created(
         self, key: str, handle: WorkflowHandle[Any, TaskOutcome], timing: Timing, run_id: str
@@ -204,34 +205,40 @@ class KnownTasks:
     def _progress_refresh(self) -> float:
         return self._settings.progress_refresh.total_seconds()
 
-    async def answer(self, key: str, closed_answer: ClosedAnswer, reread: Reread) -> GetTaskResult:
+    async def answer(self, key: str, closed_answer: ClosedAnswer, reread: Reread, caller: str) -> GetTaskResult:
         """The task's answer, remembered: at once, or, for a read `Watch.hold_for` holds, once it
         differs from what the last answer showed, or when the hold ends.
 
         A held read looks again at each change the watch signals, and when what the watch
         knows is due a re-read; a progress re-read ends it, so each read costs at most one
-        `describe()` for progress.
+        `describe()` for progress. `caller`'s read past its held reads is answered at once (`HeldReads`).
         """
-        loop = asyncio.get_running_loop()
-        watch = self._heard(key)
-        hold = 0.0 if watch is None else watch.hold_for(loop.time(), *self._holds)
-        if watch is None or not hold:
+        loop, watch = asyncio.get_running_loop(), self._heard(key)
+        if watch is None or not (hold := watch.hold_for(loop.time(), *self._holds)):
             return self.remember(key, await reread(False))
-        deadline, shown = loop.time() + hold, watch.shown
+        with self._held.holding(caller) as may_hold:
+            if not may_hold:
+                return self.remember(key, await reread(False), holding=False)
+            return await self._held_answer(key, watch, loop.time() + hold, closed_answer, reread)
+
+    async def _held_answer(
+        self, key: str, watch: Watch, deadline: float, closed: ClosedAnswer, reread: Reread
+    ) -> GetTaskResult:
+        loop, shown = asyncio.get_running_loop(), watch.shown
         with self._changes.waiting(key) as next_change:
             changed = next_change()
             # a task created here and not read yet answers what its creation did, until its first recheck
             answer = None if watch.known is None and watch.close_only else await reread(False)
-            while (watch := self._heard(key)) is not None and _repeats(answer, shown):
-                due = watch.due(loop.time(), self._progress_refresh, self._read_recheck)
+            while (heard := self._heard(key)) is not None and _repeats(answer, shown):
+                due = heard.due(loop.time(), self._progress_refresh, self._read_recheck)
                 await asyncio.wait([changed], timeout=max(min(deadline, due) - loop.time(), 0))
-                if (closed := self.cached_closed(key)) is not None:
-                    return self.remember(key, closed_answer(closed))
+                if (cached := self.cached_closed(key)) is not None:
+                    return self.remember(key, closed(cached))
                 signalled, changed = changed.done(), next_change()
                 if not signalled and deadline <= due:
                     break
                 answer = await reread(not signalled)  # a timer woke it: the known copy is due a re-read
-                if not signalled and not watch.close_only:
+                if not signalled and not heard.close_only:
                     break  # a progress re-read: answer it
         return self.remember(key, answer if answer is not None else await reread(False))
 
@@ -247,10 +254,10 @@ class KnownTasks:
         watch = self._watches.get(key)
         return watch if watch is not None and watch.follow is not None and not watch.follow.done() else None
 
-    def remember(self, key: str, answer: GetTaskResult) -> GetTaskResult:
+    def remember(self, key: str, answer: GetTaskResult, *, holding: bool = True) -> GetTaskResult:
         """Remember what a read answers the task; that answer, with the poll interval it advertises.
 
-        A task whose reads are held advertises `HELD_POLL_INTERVAL`; where `quiet_poll_interval`
+        A task whose reads are held advertises `HELD_POLL_INTERVAL` (unless not `holding`); where `quiet_poll_interval`
         is set, a quiet task a longer one, and the watch of one whose reads here come further
         apart than a long poll lasts is let go: each read then describes it, at less cost.
         """
@@ -262,7 +269,7 @@ class KnownTasks:
         advertised = self._quiet.advertised(answer, quiet, now)
         own_ms = answer.poll_interval_ms or 0
         if advertised.poll_interval_ms == own_ms and (held_ms := self._advertised_interval(
-            self._heard(key), answer.status, own_ms
+            self._heard(key) if holding else None, answer.status, own_ms
         )) != own_ms:
             advertised = advertised.model_copy(update={"poll_interval_ms": held_ms})
         if watch is not None:

@@ -18,12 +18,18 @@ nothing while the watch's copy is current), else at the task's poll interval, as
 client would. Its reads are the ones a client's `tasks/get` makes, without holding, so a
 listened task costs Temporal about what a polled one costs. No core change notification
 (tools, prompts, resources) is honored: FastMCP publishes none on a listen stream.
+
+One caller (`_scope.caller_key`: its token's identity, else its address) holds at most
+`listen_streams_per_caller` streams at once, well below the server's `MAX_STREAMS`, so a caller
+that opens streams without end is refused its own next one and never reaches the server's limit
+alone: every other caller's listen is still served.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
@@ -50,7 +56,7 @@ from pydantic import ConfigDict
 
 from fastmcp_temporal._fastmcp_private import GetTaskResult
 from fastmcp_temporal.server._changes import TaskChanges
-from fastmcp_temporal.server._scope import is_handshake_task
+from fastmcp_temporal.server._scope import current_caller, is_handshake_task
 from fastmcp_temporal.server._watch import Shown, shown_of
 
 logger = logging.getLogger("fastmcp_temporal")
@@ -61,6 +67,7 @@ TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
 # Open streams at once on one server, and tasks one stream follows (further ids are not honored).
 MAX_STREAMS = 1024
 MAX_TASKS_PER_STREAM = 256
+PER_CALLER_SETTING = "FASTMCP_TEMPORAL_LISTEN_STREAMS_PER_CALLER"
 
 
 class TaskStatusParams(NotificationParams):
@@ -89,10 +96,13 @@ class TaskReads(Protocol):
 class TaskPush:
     """Serves `subscriptions/listen` for task ids, while the extension runs (`methods_of`)."""
 
-    def __init__(self, methods_of: Callable[[], TaskReads | None], recheck: Callable[[], float]) -> None:
+    def __init__(
+        self, methods_of: Callable[[], TaskReads | None], recheck: Callable[[], float], per_caller: Callable[[], int]
+    ) -> None:
         self._methods_of = methods_of
         self._recheck = recheck
-        self._open = 0
+        self._per_caller = per_caller
+        self._open: Counter[str] = Counter()
 
     async def serve(
         self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
@@ -102,16 +112,31 @@ class TaskPush:
             raise MCPError(INVALID_REQUEST, "subscriptions/listen requires a request id")
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             raise MCPError(INVALID_PARAMS, "subscriptions/listen requires protocol version 2026-07-28")
-        if self._open >= MAX_STREAMS:
-            raise MCPError(INTERNAL_ERROR, "Subscription limit reached")
         meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
-        self._open += 1
-        try:
-            with bind_request_context(ctx):
+        with bind_request_context(ctx):
+            caller = current_caller()
+            self._check_room(caller)
+            self._open[caller] += 1
+            try:
                 await _Stream(ctx, meta, self._methods_of(), self._recheck()).run(_requested_task_ids(ctx, params))
-        finally:
-            self._open -= 1
+            finally:
+                self._open[caller] -= 1
+                if not self._open[caller]:
+                    del self._open[caller]
         return SubscriptionsListenResult(_meta=meta)
+
+    def _check_room(self, caller: str) -> None:
+        """Refuse a stream past the caller's limit, or, as a backstop, past the server's."""
+        limit = self._per_caller()
+        if self._open[caller] >= limit:
+            raise MCPError(
+                INTERNAL_ERROR,
+                f"You have {limit:,} subscriptions/listen streams open on this server, its limit per caller "
+                f"(listen_streams_per_caller); end one before opening another (one stream follows up to "
+                f"{MAX_TASKS_PER_STREAM} tasks), or raise {PER_CALLER_SETTING} on the server.",
+            )
+        if self._open.total() >= MAX_STREAMS:
+            raise MCPError(INTERNAL_ERROR, "Subscription limit reached")
 
 
 def _requested_task_ids(ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams) -> list[str]:

@@ -31,6 +31,12 @@ one caller's backlog takes its share of the workers, not all of them.
 A rejoinable durable call (`execution_policy(rejoin=True)`) is named, under its caller's
 tag, by an HMAC of its tool and arguments (`call_id`) with the same secret, so the same
 call from the same caller finds the same workflow, and the id says nothing of the arguments.
+
+What one caller may hold of what every caller needs (request body bytes, listen streams, held
+reads) is counted by `caller_key`, which is not the scope: every anonymous caller shares the
+anonymous scope, so one of them would count for all. A caller is its token's client id and
+`sub` (the scope its tasks take), or, unauthenticated, its peer's address; outside HTTP (stdio
+serves one client) every request is the one local caller.
 """
 
 from __future__ import annotations
@@ -45,9 +51,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-from fastmcp.server.dependencies import get_access_token
+from fastmcp.server.dependencies import get_access_token, get_http_request
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
+from starlette.types import Scope
 
 from fastmcp_temporal._fastmcp_private import get_task_scope
 from fastmcp_temporal._settings import encryption_keys
@@ -62,6 +69,8 @@ _HASHED_FAIRNESS_KEY = "h-"
 ZERO_CONFIG_SCOPE_SECRET = b"fastmcp-temporal scope tags without FASTMCP_TEMPORAL_ENCRYPTION_KEY"
 _SCOPE_SECRET_LABEL = b"fastmcp-temporal scope tag secret v2"
 _LEGACY_SEPARATOR = "|"
+LOCAL_CALLER = json.dumps(["local"])
+"""The caller of every request not made over HTTP: stdio and in-memory serve one client."""
 
 WorkflowKind = Literal["task", "call"]
 # The protocol version whose own tasks (SEP-1686) are served beside the 2026-07-28 extension.
@@ -166,3 +175,23 @@ def fairness_key(scope_tag: str) -> str:
     if len(scope_tag.encode()) <= FAIRNESS_KEY_BYTES:
         return scope_tag
     return _HASHED_FAIRNESS_KEY + hashlib.sha256(scope_tag.encode()).hexdigest()[:32]
+
+
+def caller_key(asgi_scope: Scope) -> str:
+    """Who an HTTP request's caller is, for the limits one caller must not exhaust alone: its access
+    token's client id and `sub`, or, unauthenticated, its peer's address."""
+    token = getattr(asgi_scope.get("user"), "access_token", None)
+    if token is not None:
+        sub = (getattr(token, "claims", None) or {}).get("sub")
+        return json.dumps(["token", token.client_id, None if sub is None else str(sub)])
+    peer = asgi_scope.get("client")
+    return json.dumps(["address", peer[0] if peer else None])
+
+
+def current_caller() -> str:
+    """The `caller_key` of the request being served; `LOCAL_CALLER` outside HTTP."""
+    try:
+        request = get_http_request()
+    except RuntimeError:
+        return LOCAL_CALLER
+    return caller_key(request.scope)
