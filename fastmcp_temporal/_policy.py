@@ -125,6 +125,11 @@ def execution_policy(
     """
     if sync_calls not in (None, "inline", "workflow"):
         raise ValueError(f"execution_policy(sync_calls={sync_calls!r}): use 'inline' or 'workflow'.")
+    if rejoin and sync_calls == "inline":
+        raise ValueError(
+            "execution_policy(rejoin=True, sync_calls='inline'): only a durable call can be rejoined; "
+            "use sync_calls='workflow', or drop rejoin=True."
+        )
     if leg not in (None, "activity", "local"):
         raise ValueError(f"execution_policy(leg={leg!r}): use 'activity' or 'local'.")
     if versioning_behavior not in (None, "pinned", "auto_upgrade"):
