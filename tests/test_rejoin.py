@@ -20,6 +20,7 @@ Proves, over the MCP wire on a real Temporal server, with `fastmcp.Client`:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -34,7 +35,14 @@ from mcp.shared.exceptions import MCPError
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension, execution_policy
-from helpers.servers import NoTasksClient, server_with, serving_http, verifier
+from helpers.servers import (
+    HandshakeSession,
+    NoTasksClient,
+    handshake_session,
+    server_with,
+    serving_http,
+    verifier,
+)
 from helpers.temporal import temporal_client, workflows_listed
 from helpers.waits import DEADLINE
 from helpers.wire import question
@@ -194,19 +202,27 @@ async def test_an_error_result_is_never_replayed(make_extension: Callable[..., T
     assert (text, runs) == ("fetched prices", ["prices", "prices"])
 
 
+async def _raw_call(session: HandshakeSession, tool: str, arguments: dict[str, Any], meta: dict[str, Any]) -> list[Any]:
+    """`tools/call` on a raw handshake-era session (whose progress token is the caller's own
+    choice, where `fastmcp.Client` always sends one): every message of its response stream."""
+    params = {"name": tool, "arguments": arguments, "_meta": meta}
+    message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+    response = await session.http.post(session.url, headers=session.headers, json=message)
+    return [json.loads(line.removeprefix("data:")) for line in response.text.splitlines() if line.startswith("data:")]
+
+
 async def test_a_joined_call_gets_progress_when_it_asks(make_extension: Callable[..., TemporalTasksExtension]) -> None:
     runs: list[str] = []
-    reports: list[str | None] = []
-
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        reports.append(message)
-
     extension = make_extension(sync_calls="workflow")
-    async with _session(server_with(extension, *_tools(runs))) as client:
-        await _timed_out(client, "counts", {"steps": 12})  # no progress token
-        text, _ = await _until_answered(client, "counts", {"steps": 12}, progress_handler=on_progress)
-    assert (text, runs) == ("counted", ["counts 12"])
-    assert reports and all(message and message.startswith("step ") for message in reports)
+    async with serving_http(server_with(extension, *_tools(runs))) as url, handshake_session(url) as session:
+        with anyio.move_on_after(CLIENT_TIMEOUT):  # no progress token; withdrawn by closing its request
+            await _raw_call(session, "counts", {"steps": 12}, {})
+        with anyio.fail_after(DEADLINE):
+            messages = await _raw_call(session, "counts", {"steps": 12}, {"progressToken": "joined"})
+    progress = [m["params"] for m in messages if m.get("method") == "notifications/progress"]
+    assert messages[-1]["result"]["content"] == [{"type": "text", "text": "counted"}]
+    assert runs == ["counts 12"]
+    assert progress and all(report["progressToken"] == "joined" for report in progress)
 
 
 def _two_rounds(runs: list[str]) -> Callable[..., Any]:

@@ -5,7 +5,10 @@ A client that did not opt in to tasks still gets one `tools/call` answer, but wi
 workflow, policy, caller snapshot and scope), under an `mcp-call/<scope>/<id>`
 workflow id with memo `kind: call`. The server long-polls the workflow's result and
 answers with the result an inline call would have sent. A caller that withdraws the
-request cancels the workflow; a server that dies leaves it to finish on its own. A
+request cancels the workflow; a server that dies leaves it to finish on its own. A tool
+with `execution_policy(rejoin=True)` is the exception: its call is named by its caller and
+validated arguments, nobody cancels it, and a repeat joins it or gets the result nobody
+received yet, once. A
 workflow that closes without a result (the TTL of an unanswered question, a cancel, a
 terminate, a reset) ends the call at once, with an error that names the cause.
 While it waits, the server relays the body's log messages, progress and questions to
