@@ -28,6 +28,7 @@ from fastmcp.server.extensions import ServerExtension
 from fastmcp.tools.function_tool import FunctionTool
 from fastmcp.utilities.exceptions import get_http_status_code, is_timeout_error
 from pydantic import ValidationError as PydanticValidationError
+from pydantic_core import to_jsonable_python
 from starlette.routing import Route
 
 if TYPE_CHECKING:
@@ -321,7 +322,7 @@ def unresolved_dependencies_text(parameter: str) -> str:
 PROBE_NAME = "call[probe]"
 
 
-def validate_call(tool: Tool, arguments: dict[str, Any], *, strict: bool) -> None:
+def validate_call(tool: Tool, arguments: dict[str, Any], *, strict: bool) -> dict[str, Any]:
     """Reject arguments `tool` does not accept with the error a synchronous call gives.
 
     Validates as fastmcp-tasks' `coerce_task_arguments` does, through the same call-shape
@@ -330,21 +331,26 @@ def validate_call(tool: Tool, arguments: dict[str, Any], *, strict: bool) -> Non
     names a stand-in function `probe`; the synchronous error names the tool's function.
     Only a `FunctionTool` takes typed arguments; others accept any.
 
+    Returns:
+        The arguments as validated, defaults filled in, in JSON form: one value for every
+        spelling of the same call (`1` and `1.0` for a float, a default left out or given).
+
     Raises:
         ValidationError: the arguments do not fit the tool's parameters.
     """
     if not isinstance(tool, FunctionTool):
-        return
+        return to_jsonable_python(arguments, fallback=str)
     from fastmcp.tools.function_tool import _validate_input
 
     try:
-        _validate_input(
+        validated = _validate_input(
             call_shape_adapter(tool.fn, tool.run_in_thread), arguments, strict=True if strict else None
         )
     except PydanticValidationError as exc:
         function_name = getattr(tool.fn, "__name__", "probe")
         message = str(exc).replace(PROBE_NAME, f"call[{function_name}]", 1)
         raise ValidationError(message, log_level=logging.WARNING) from exc
+    return to_jsonable_python(validated, fallback=str)
 
 
 @lru_cache(maxsize=1024)

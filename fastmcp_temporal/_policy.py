@@ -113,18 +113,25 @@ def execution_policy(
             the call gets its task at once, and the questions show on `tasks/get`.
         rejoin: for a durable call (`sync_calls="workflow"`), for a client with no tasks whose
             request times out before a long tool ends: the call's workflow is named by its
-            caller and its arguments, a withdrawn request leaves it running, and the same
-            caller calling the tool with the same arguments joins it (its logs, progress and
-            questions relayed anew) or, within `task_ttl` after it completed, gets its result
-            again, so the body runs once. Only for tools whose repeated call may be answered
-            by one run; a caller that withdraws cannot cancel such a call.
+            caller, its validated arguments and its round, a withdrawn request leaves it
+            running, and the same caller (its scope with auth, its MCP session without) calling
+            the tool with the same arguments joins it (its logs, progress when it asks, and the
+            question it waits for now relayed) or, within `task_ttl` after it completed, gets
+            the result nobody received yet, so the body runs once; once received, or when it is
+            an error, the same arguments run the body again. Only for tools whose repeated call
+            may be answered by one run; a caller cannot cancel such a call.
 
     Raises:
-        ValueError: `sync_calls`, `leg` or `versioning_behavior` is not one of its values, or
-            `priority` is not an integer from 1 to 5.
+        ValueError: `sync_calls`, `leg` or `versioning_behavior` is not one of its values,
+            `priority` is not an integer from 1 to 5, or `rejoin=True` with `sync_calls="inline"`.
     """
     if sync_calls not in (None, "inline", "workflow"):
         raise ValueError(f"execution_policy(sync_calls={sync_calls!r}): use 'inline' or 'workflow'.")
+    if rejoin and sync_calls == "inline":
+        raise ValueError(
+            "execution_policy(rejoin=True, sync_calls='inline'): only a durable call can be rejoined; "
+            "use sync_calls='workflow', or drop rejoin=True."
+        )
     if leg not in (None, "activity", "local"):
         raise ValueError(f"execution_policy(leg={leg!r}): use 'activity' or 'local'.")
     if versioning_behavior not in (None, "pinned", "auto_upgrade"):

@@ -49,9 +49,10 @@ class Backend:
         """The scope of the request being served, tagged with this deployment's scope secrets."""
         return current_scope(self._scope_secrets)
 
-    def call_id(self, tool_key: str, arguments: dict[str, Any]) -> str:
-        """The id a rejoinable call of `tool_key` with `arguments` has, every time (`_scope.call_id`)."""
-        return call_id(self._scope_secrets[0], tool_key, arguments)
+    def call_id(self, tool_key: str, arguments: dict[str, Any], joiner: str, answers: Any) -> str:
+        """The id a rejoinable call of `tool_key` with `arguments` by `joiner`, carrying `answers`, has
+        every time (`_scope.call_id`)."""
+        return call_id(self._scope_secrets[0], tool_key, arguments, joiner, answers)
 
     def issue_cursor(self, scope: CallerScope, page_token: bytes) -> str:
         """A `tasks/list` cursor for `page_token` that only `scope`'s caller can pass back (`_cursors`)."""

@@ -179,7 +179,7 @@ def _task_input(
         policy=facts.policy,
         search_attributes=backend.searchable,
         history_events_limit=backend.settings.history_events_limit,
-        resume=_continuation(context) if facts.kind == "call" else None,
+        resume=continuation_of(context) if facts.kind == "call" else None,
         publish_completion=False,
         asks_written_once=True,
         arguments_apart=True,
@@ -218,7 +218,7 @@ def _client_extensions(context: Context) -> list[str]:
     return sorted(extensions)
 
 
-def _continuation(context: Context) -> NextLeg | None:
+def continuation_of(context: Context) -> NextLeg | None:
     """A synchronous caller's answers to an earlier ask (SEP-2322) go to the first leg."""
     responses, state = context.input_responses, context.request_state
     if responses is None and state is None:

@@ -53,7 +53,11 @@ from fastmcp_temporal.server._handshake_tasks import ERA, HandshakeTasks, creati
 from fastmcp_temporal.server._http_limit import limit_http_requests
 from fastmcp_temporal.server._push import TaskPush
 from fastmcp_temporal.server._scope import is_handshake_task, task_not_found
-from fastmcp_temporal.server._sync_calls import call_through_workflow, runs_as_workflow
+from fastmcp_temporal.server._sync_calls import (
+    call_through_workflow,
+    refuse_rejoin_that_cannot_apply,
+    runs_as_workflow,
+)
 from fastmcp_temporal.worker import _leg_context
 from fastmcp_temporal.worker._plugin import McpTasksPlugin
 
@@ -297,9 +301,11 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
     async def lifespan(self) -> AsyncGenerator[None, None]:
         """Connect to Temporal and, unless API-only, run a worker in this process."""
         server = self.server
-        if not [c for c in await server.get_tasks() if c.task_config.supports_tasks()]:
+        components = [c for c in await server.get_tasks() if c.task_config.supports_tasks()]
+        if not components:
             yield
             return
+        refuse_rejoin_that_cannot_apply(self._settings, components)
         end_without_finalizing_on_failure()
         async with AsyncExitStack() as stack:
             if self._client is not None:

@@ -23,6 +23,8 @@ same tool gives inline:
   never parks: the leg fails the workflow with the reason, and the call gets the inline
   call's refusal (one a worker of an earlier release parks gets it too, and is cancelled).
   The run's close withdraws the questions still open: whatever closes it ends the call.
+  A caller that joins a rejoinable call reads its history from the start: it is asked only
+  what the workflow still waits for, never a round answered before it joined.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from fastmcp_temporal._fastmcp_private import result_type_for_method
 from fastmcp_temporal.server._answers import invalid_answer, submit_answers, validated_answer
 from fastmcp_temporal.server._backend import Backend
 from fastmcp_temporal.server._close import is_close, next_run, result_of
+from fastmcp_temporal.server._known import described
 from fastmcp_temporal.workflows.models import INPUT_REQUESTS_MEMO, LegOutcome, TaskOutcome
 
 if TYPE_CHECKING:
@@ -117,6 +120,9 @@ class Relay:
     context: Context
     channel: CallerChannel
     input_bytes: int
+    current_round_only: bool = False
+    """Ask only what the workflow waits for now: a caller joining a call others started reads its
+    history from the start, and a round answered before is not asked again (`_open_now`)."""
     run: WorkflowHandle[Any, Any] | None = None
     """The run followed last: the one whose close ends the call."""
     _relayed: dict[str, int] = field(default_factory=dict)  # the last notice relayed, per stream
@@ -238,6 +244,8 @@ class Relay:
         if INPUT_REQUESTS_MEMO not in fields:
             return
         (requests,) = await self.backend.client.data_converter.decode([fields[INPUT_REQUESTS_MEMO]])
+        if requests and self.current_round_only:
+            requests = await _open_now(run, requests)
         if not requests:
             return  # the round was answered: the next leg runs
         answers = {key: await self._ask(key, request, requests) for key, request in requests.items()}
@@ -271,6 +279,13 @@ async def send_ask(session: ServerSession, request_id: Any, key: str, request: d
     except ValidationError as exc:
         raise invalid_answer(key, request, exc) from None
     return answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+async def _open_now(run: WorkflowHandle[Any, Any], requests: dict[str, Any]) -> dict[str, Any]:
+    """Those of a round's `requests` the run still waits for: none of a round answered since."""
+    _, memo = await described(run)
+    open_now = memo.open_requests()
+    return {key: request for key, request in requests.items() if key in open_now}
 
 
 def _ask_of(requests: dict[str, Any]) -> mcp_types.InputRequiredResult:

@@ -29,8 +29,10 @@ The tag is also the caller's fairness key in Temporal's task queues (`fairness_k
 one caller's backlog takes its share of the workers, not all of them.
 
 A rejoinable durable call (`execution_policy(rejoin=True)`) is named, under its caller's
-tag, by an HMAC of its tool and arguments (`call_id`) with the same secret, so the same
-call from the same caller finds the same workflow, and the id says nothing of the arguments.
+tag, by an HMAC of its tool, validated arguments, round and joiner (`call_id`) with the same
+secret, so the same call from the same caller finds the same workflow, and the id says nothing
+of the arguments. Without auth every caller has the anonymous tag, so the joiner is then the
+caller's MCP session: another user's equal call is never joined.
 
 What one caller may hold of what every caller needs (request body bytes, listen streams, held
 reads) is counted by `caller_key`, which is not the scope: every anonymous caller shares the
@@ -111,11 +113,14 @@ def is_handshake_task(task_id: str) -> bool:
     return task_id.startswith(HANDSHAKE_TASK_ID_PREFIX)
 
 
-def call_id(secret: bytes, tool_key: str, arguments: dict[str, Any]) -> str:
-    """The id of a rejoinable call of `tool_key` with `arguments` (43 URL-safe characters): the same
-    for every repeat, keyed so that its id tells nothing of the arguments to whoever reads it."""
-    named = json.dumps([tool_key, arguments], sort_keys=True, ensure_ascii=False, default=str).encode()
-    return base64.urlsafe_b64encode(hmac.digest(secret, named, "sha256")).decode().rstrip("=")
+def call_id(secret: bytes, tool_key: str, arguments: dict[str, Any], joiner: str, answers: Any) -> str:
+    """The id of a rejoinable call of `tool_key` with `arguments` (validated, in JSON form), by
+    `joiner` (who may join it under the caller's scope tag), carrying `answers` (a 2026-07-28
+    caller's answers to the call's previous round, each round its own call) (43 URL-safe
+    characters): the same for every repeat, keyed so that its id tells nothing of the arguments
+    to whoever reads it."""
+    named = json.dumps([tool_key, arguments, joiner, answers], sort_keys=True, ensure_ascii=False, default=str)
+    return base64.urlsafe_b64encode(hmac.digest(secret, named.encode(), "sha256")).decode().rstrip("=")
 
 
 @lru_cache(maxsize=8)

@@ -5,7 +5,10 @@ A client that did not opt in to tasks still gets one `tools/call` answer, but wi
 workflow, policy, caller snapshot and scope), under an `mcp-call/<scope>/<id>`
 workflow id with memo `kind: call`. The server long-polls the workflow's result and
 answers with the result an inline call would have sent. A caller that withdraws the
-request cancels the workflow; a server that dies leaves it to finish on its own. A
+request cancels the workflow; a server that dies leaves it to finish on its own. A tool
+with `execution_policy(rejoin=True)` is the exception: its call is named by its caller and
+validated arguments, nobody cancels it, and a repeat joins it or gets the result nobody
+received yet, once. A
 workflow that closes without a result (the TTL of an unanswered question, a cancel, a
 terminate, a reset) ends the call at once, with an error that names the cause.
 While it waits, the server relays the body's log messages, progress and questions to
@@ -17,8 +20,11 @@ next call carries the answers.
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Sequence
 from contextlib import suppress
-from datetime import datetime, timedelta, timezone
+from dataclasses import asdict, replace
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -26,26 +32,40 @@ import mcp_types
 from fastmcp.tools.base import InputRequiredToolResult, ToolResult
 from mcp.shared.exceptions import MCPError
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
-from temporalio.exceptions import CancelledError, TerminatedError
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import CancelledError, TerminatedError, WorkflowAlreadyStartedError
 from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
 
-from fastmcp_temporal._fastmcp_private import cancel_requested
+from fastmcp_temporal._fastmcp_private import cancel_requested, validate_call
+from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._backend import Backend
-from fastmcp_temporal.server._creation import start_tool_workflow, task_component, tool_policy
-from fastmcp_temporal.server._known import described
+from fastmcp_temporal.server._creation import (
+    StartedWorkflow,
+    continuation_of,
+    start_tool_workflow,
+    task_component,
+    tool_policy,
+)
 from fastmcp_temporal.server._relay import AskNotCarried, CallerChannel, Relay
-from fastmcp_temporal.server._scope import workflow_id
-from fastmcp_temporal.workflows.models import REFUSED_ASK, TaskOutcome
+from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from fastmcp_temporal.workflows.models import KIND_MEMO, REFUSED_ASK, WORKFLOW_NAME, TaskOutcome
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
     from fastmcp.server.context import Context
     from fastmcp.tools.base import Tool
 
-# How long a withdrawn call may spend telling Temporal to cancel its workflow.
+logger = logging.getLogger("fastmcp_temporal")
+
+# How long a withdrawn call may spend telling Temporal to cancel its workflow (or a delivered one to delete it).
 _CANCEL_DEADLINE = 10
+# Why a rejoinable call's last run was terminated before it started (`_mark_delivered`).
+DELIVERED = "The call's result was delivered to its caller: the next call with the same arguments runs the tool again."
+# Temporal's clock, by which a completed rejoinable call's age is read.
+_clock = TemporalClock()
 
 
 async def runs_as_workflow(settings: TemporalTasksSettings, server: FastMCP, tool: Tool) -> bool:
@@ -53,56 +73,170 @@ async def runs_as_workflow(settings: TemporalTasksSettings, server: FastMCP, too
     return ((await tool_policy(server, tool)).sync_calls or settings.sync_calls) == "workflow"
 
 
+def refuse_rejoin_that_cannot_apply(settings: TemporalTasksSettings, components: Sequence[Any]) -> None:
+    """Refuse, when the server starts, a tool's `rejoin=True` that no call would honour.
+
+    Raises:
+        ValueError: a tool with `rejoin=True` is served inline, or only as a task.
+    """
+    for component in components:
+        policy = policy_of(component)
+        if not policy.rejoin:
+            continue
+        if component.task_config.mode == "required":
+            raise ValueError(
+                f"Tool {component.name!r} has execution_policy(rejoin=True) but runs only as a task "
+                "(task mode 'required'), which a caller cannot rejoin: drop rejoin=True, or let the tool "
+                "answer synchronous calls (task=True) with sync_calls='workflow'."
+            )
+        if (policy.sync_calls or settings.sync_calls) != "workflow":
+            raise ValueError(
+                f"Tool {component.name!r} has execution_policy(rejoin=True), which only a durable call can "
+                "honour, but its synchronous calls run inline: add sync_calls='workflow' to its "
+                "execution_policy (or set it on TemporalTasksExtension), or drop rejoin=True."
+            )
+
+
 async def call_through_workflow(
     backend: Backend, tool: Tool, arguments: dict[str, Any] | None, context: Context
 ) -> ToolResult:
     """Run the call as a workflow and answer as the inline call would."""
     channel = CallerChannel.of(context)
-    ttl = backend.settings.task_ttl
-    call = None
     if (await tool_policy(context.fastmcp, tool)).rejoin:
-        call = backend.call_id((await task_component(context.fastmcp, tool)).key, dict(arguments or {}))
-    rejoin = call is not None
-    ended = await _recently_completed(backend, call, ttl) if call is not None else None
-    if ended is not None:
-        handle, input_bytes = ended
-    else:
-        # Shielded: a request withdrawn while Temporal starts the workflow gets the workflow
-        # cancelled in `_outcome`, instead of the start being abandoned with the workflow running.
-        with anyio.CancelScope(shield=True):
-            started = await start_tool_workflow(
-                backend, tool, arguments, context, kind="call", relay=channel, call_id=call
-            )
-        handle, input_bytes = started.handle, started.input_bytes
-    relay = Relay(backend, context, channel, input_bytes)
+        return await _rejoinable_call(backend, tool, arguments, context, channel)
+    started = await _started(backend, tool, arguments, context, channel, None)
+    relay = Relay(backend, context, channel, started.input_bytes)
     try:
-        withdrawn = None if rejoin else cancel_requested(context)
-        outcome = await _outcome(handle, withdrawn, relay, cancel_when_withdrawn=not rejoin)
-        return _answer(outcome, handle.id, ttl)
+        outcome = await _outcome(started.handle, cancel_requested(context), relay)
     except AskNotCarried as refused:
         return InputRequiredToolResult(refused.ask)  # FastMCP refuses it as it refuses an inline ask
+    return _answer(outcome, started.handle.id, backend.settings.task_ttl)
 
 
-async def _recently_completed(
+async def _rejoinable_call(
+    backend: Backend, tool: Tool, arguments: dict[str, Any] | None, context: Context, channel: CallerChannel
+) -> ToolResult:
+    """A call a repeat of the same caller joins while it runs, or gets the result of once, if nobody
+    got it yet; its leg collects progress for whichever request asks for it."""
+    call = await _rejoinable_call_id(backend, tool, arguments, context)
+    ttl = backend.settings.task_ttl
+    if (undelivered := await _undelivered_result(backend, call, ttl)) is not None:
+        run, outcome = undelivered
+    else:
+        started = await _started(backend, tool, arguments, context, replace(channel, progress=True), call)
+        relay = Relay(backend, context, channel, started.input_bytes, current_round_only=True)
+        try:
+            outcome = await _outcome(started.handle, None, relay, shared=True)
+        except AskNotCarried as refused:
+            return InputRequiredToolResult(refused.ask)
+        run = relay.run or started.handle
+    answer = _answer(outcome, run.id, ttl)
+    if _replayable(outcome):
+        await _mark_delivered(backend, run)  # the next equal call runs the tool again
+    return answer
+
+
+async def _started(
+    backend: Backend,
+    tool: Tool,
+    arguments: dict[str, Any] | None,
+    context: Context,
+    channel: CallerChannel,
+    call: str | None,
+) -> StartedWorkflow:
+    """The call's workflow, started (or, for a rejoinable `call`, joined while it runs).
+
+    Shielded: a request withdrawn while Temporal starts the workflow gets the workflow
+    cancelled in `_outcome`, instead of the start being abandoned with the workflow running.
+    """
+    with anyio.CancelScope(shield=True):
+        return await start_tool_workflow(backend, tool, arguments, context, kind="call", relay=channel, call_id=call)
+
+
+async def _rejoinable_call_id(
+    backend: Backend, tool: Tool, arguments: dict[str, Any] | None, context: Context
+) -> str:
+    """The call's id: its tool, its validated arguments, the round it answers (a 2026-07-28
+    caller's answers, which make each round its own call), and who may join it. Bad arguments
+    are refused here, as the start refuses them."""
+    component = await task_component(context.fastmcp, tool)
+    validated = validate_call(component, dict(arguments or {}), strict=context.fastmcp.strict_input_validation)
+    continuation = continuation_of(context)
+    answers = asdict(continuation) if continuation is not None else None
+    return backend.call_id(component.key, validated, _joiner(backend, context), answers)
+
+
+def _joiner(backend: Backend, context: Context) -> str:
+    """Who may join the call under its scope tag: with auth, the tag says (every request of the
+    caller); over stdio, the one client the process serves; otherwise the caller's MCP session,
+    as anonymous callers share one tag (a 2026-07-28 connection is one request: never joined)."""
+    if backend.caller_scope().tag != ANONYMOUS_SCOPE_TAG or context.transport == "stdio":
+        return ""
+    return context.session_id
+
+
+async def _undelivered_result(
     backend: Backend, call: str, ttl: timedelta
-) -> tuple[WorkflowHandle[Any, TaskOutcome], int] | None:
-    """The rejoinable call `call`'s workflow, if it completed within `ttl`, and its input's size: a
-    repeat gets its outcome again. None when there is none, it runs (the start joins it), or it
-    closed without completing (cancelled, terminated, timed out: the repeat runs the tool again)."""
-    handle: WorkflowHandle[Any, TaskOutcome] = backend.client.get_workflow_handle(
+) -> tuple[WorkflowHandle[Any, TaskOutcome], TaskOutcome] | None:
+    """The rejoinable call `call`'s run and its outcome, if it completed within `ttl` (on Temporal's
+    clock) with a result nobody received (a received one is forgotten): a repeat gets it. None
+    when there is none, it runs (the start joins it), it closed without completing (cancelled,
+    terminated, timed out) or with an error (never replayed): the repeat runs the tool again."""
+    client = backend.client
+    handle: WorkflowHandle[Any, TaskOutcome] = client.get_workflow_handle(
         workflow_id(backend.caller_scope().tag, call, "call"), result_type=TaskOutcome
     )
     try:
-        description, memo = await described(handle)
+        description = await handle.describe()
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             return None
         raise
+    await _clock.read_once(client)
+    _clock.saw_description(description)
     ended_at = description.close_time
-    completed = description.status == WorkflowExecutionStatus.COMPLETED
-    if not completed or ended_at is None or ended_at + ttl < datetime.now(timezone.utc):
+    if description.status != WorkflowExecutionStatus.COMPLETED or ended_at is None:
         return None
-    return handle, memo.input_bytes
+    if _clock.since_written(ended_at) > ttl:
+        return None
+    run = client.get_workflow_handle(handle.id, run_id=description.run_id, result_type=TaskOutcome)
+    outcome = await run.result()
+    return (run, outcome) if _replayable(outcome) else None
+
+
+def _replayable(outcome: TaskOutcome) -> bool:
+    """A result a repeat may be given: a tool's result that is not an error (nor its question's expiry)."""
+    return (
+        outcome.error is None
+        and not outcome.expired
+        and outcome.result is not None
+        and not outcome.result.get("isError")
+    )
+
+
+async def _mark_delivered(backend: Backend, run: WorkflowHandle[Any, Any]) -> None:
+    """Record that the call's result was delivered, so no repeat gets it again: a run of the same
+    id after it, terminated before it could start (its start delayed), with `DELIVERED` as the
+    reason. A repeat then finds the call's latest run closed without completing and runs the tool
+    again. None is written when a new run of the call already runs (a repeat started it).
+    Shielded: the answer is decided already."""
+    with anyio.move_on_after(_CANCEL_DEADLINE, shield=True):
+        try:
+            marker = await backend.client.start_workflow(
+                WORKFLOW_NAME,
+                id=run.id,
+                task_queue=backend.settings.task_queue,
+                start_delay=backend.settings.task_ttl,
+                memo={KIND_MEMO: "call"},
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                static_summary=DELIVERED,
+            )
+            await marker.terminate(reason=DELIVERED)
+        except WorkflowAlreadyStartedError:
+            pass
+        except RPCError as exc:  # unrecorded: a repeat within task_ttl gets the result again
+            logger.warning("Could not record that call %s was delivered: %s", run.id, exc)
 
 
 async def _outcome(
@@ -110,10 +244,11 @@ async def _outcome(
     withdrawn: anyio.Event | None,
     relay: Relay,
     *,
-    cancel_when_withdrawn: bool = True,
+    shared: bool = False,
 ) -> TaskOutcome:
-    """The workflow's result, relayed as it goes; a withdrawn request cancels the workflow
-    (unless not `cancel_when_withdrawn`: a rejoinable call runs on for the caller's repeat).
+    """The workflow's result, relayed as it goes; a withdrawn request cancels the workflow,
+    unless it is `shared` (a rejoinable call, which runs on for the caller's repeat and which
+    no caller cancels).
 
     mcp applies a caller's `notifications/cancelled` by cancelling the request (seen here as
     cancellation) or, on a connection that only signals it, by setting `withdrawn`: the
@@ -123,12 +258,9 @@ async def _outcome(
     watch = asyncio.create_task(_cancel_when_set(withdrawn, handle)) if withdrawn is not None else None
     try:
         return await relay.follow(handle)
-    except anyio.get_cancelled_exc_class():
-        if cancel_when_withdrawn:
+    except (anyio.get_cancelled_exc_class(), MCPError, AskNotCarried):
+        if not shared:
             await _cancel(handle)
-        raise
-    except (MCPError, AskNotCarried):
-        await _cancel(handle)
         raise
     except WorkflowFailureError as exc:
         ended_by = await _ended_by(relay.run or handle, exc.cause)
