@@ -116,8 +116,8 @@ async def test_operators_list_show_cancel_and_terminate_tasks_of_any_scope(
         assert [(r["key"], r["request"]["params"]["message"]) for r in shown["inputRequests"]] == [
             ("region", QUESTION)
         ]
-        code, table, _ = await cli(temporal_server, "show", "--", parked.task_id)
-        assert code == 0 and QUESTION in table
+        code, table, err = await cli(temporal_server, "show", "--", parked.task_id)
+        assert code == 0 and QUESTION in table, err
 
         # cancel and terminate: the MCP wire reports what the operator did
         code, out, err = await cli(temporal_server, "cancel", "--", to_cancel.task_id)
