@@ -75,22 +75,10 @@ def test_the_watchdog_exits_with_its_commands_code() -> None:
         assert stderr.strip() == "temporal: the failure it names"
 
 
-LOADED_PROGRAM = """
-import asyncio
-import sys
-
-from fastmcp import Client, FastMCP
-
-from fastmcp_temporal import TemporalTasksExtension
-
-mcp = FastMCP("exit-codes")
-mcp.add_extension(TemporalTasksExtension())
-
-
-@mcp.tool(task=True)
-async def square(n: int) -> int:
-    return n * n
-
+LOADED_PROGRAM = (
+    "import asyncio\nimport sys\n\nfrom fastmcp import Client\n"
+    + WORKER_SERVER
+    + """
 
 def serve_once() -> None:
     async def call() -> None:
@@ -99,6 +87,7 @@ def serve_once() -> None:
 
     asyncio.run(call())
 """
+)
 """A program that runs the extension's lifespan (`serve_once`) before it ends as each test says."""
 
 PYTEST_SUITE = """
