@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types
 from fastmcp.tools.base import InputRequiredToolResult, ToolResult
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import CancelledError, TerminatedError, WorkflowAlreadyStartedError
@@ -105,8 +105,8 @@ async def call_through_workflow(
 ) -> ToolResult:
     """Run the call as a workflow and answer as the inline call would."""
     channel = CallerChannel.of(context)
-    if (await tool_policy(context.fastmcp, tool)).rejoin:
-        return await _rejoinable_call(backend, tool, arguments, context, channel)
+    if (policy := await tool_policy(context.fastmcp, tool)).rejoin:
+        return await _rejoinable_call(backend, tool, arguments, context, channel, policy)
     started = await _started(backend, tool, arguments, context, channel, None)
     relay = Relay(backend, context, channel, started.input_bytes)
     try:
@@ -118,7 +118,12 @@ async def call_through_workflow(
 
 
 async def _rejoinable_call(
-    backend: Backend, tool: Tool, arguments: dict[str, Any] | None, context: Context, channel: CallerChannel
+    backend: Backend,
+    tool: Tool,
+    arguments: dict[str, Any] | None,
+    context: Context,
+    channel: CallerChannel,
+    policy: ExecutionPolicy,
 ) -> ToolResult:
     """A call a repeat of the same caller joins while it runs, or gets the result of once, if nobody
     got it yet; its leg collects progress for whichever request asks for it."""
@@ -129,7 +134,7 @@ async def _rejoinable_call(
     else:
         started = await _started(backend, tool, arguments, context, replace(channel, progress=True), call)
         relay = Relay(backend, context, channel, started.input_bytes, current_round_only=True)
-        answer_after = _answer_after(backend, await tool_policy(context.fastmcp, tool), context)
+        answer_after = _answer_after(backend, policy, context)
         try:
             outcome = await _outcome(started.handle, None, relay, shared=True, answer_after=answer_after)
         except AskNotCarried as refused:
