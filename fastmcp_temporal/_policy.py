@@ -10,7 +10,9 @@ on the deployment version that started them; `priority` orders this tool's tasks
 task queue's backlog (Temporal's priority key, 1 first), within which callers share fairly;
 `ask_before_task` lets a tool's first questions come back on the `tools/call` itself (SEP-2322),
 and the call that answers them gets the task (SEP-2663's MRTR → task composition); `rejoin`
-lets a client whose request timed out call a durable call again and join it.
+lets a client whose request timed out call a durable call again and join it, and
+`sync_call_answer_after` answers such a call still running with "call again" before the
+client's timeout.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class ExecutionPolicy:
         priority: 1 (first) to 5 (last) in the task queue's backlog; unset is Temporal's 3.
         ask_before_task: a task's first questions answer the `tools/call` that started it.
         rejoin: a durable call is named by its caller and arguments, and a repeat joins it.
+        sync_call_answer_after: a rejoinable call still running this long answers "call again".
     """
 
     start_to_close_timeout: timedelta | None = None
@@ -62,9 +65,11 @@ class ExecutionPolicy:
     priority: int | None = None
     ask_before_task: bool | None = None
     rejoin: bool | None = None
+    sync_call_answer_after: timedelta | None = None
 
     def __post_init__(self) -> None:
         _check_priority(self.priority)
+        _check_answer_after(self.sync_call_answer_after, self.rejoin)
 
 
 def execution_policy(
@@ -80,6 +85,7 @@ def execution_policy(
     priority: int | None = None,
     ask_before_task: bool | None = None,
     rejoin: bool | None = None,
+    sync_call_answer_after: timedelta | None = None,
 ) -> Callable[[F], F]:
     """Set how this tool's legs are scheduled; place it below `@mcp.tool(task=True)`.
 
@@ -120,10 +126,15 @@ def execution_policy(
             the result nobody received yet, so the body runs once; once received, or when it is
             an error, the same arguments run the body again. Only for tools whose repeated call
             may be answered by one run; a caller cannot cancel such a call.
+        sync_call_answer_after: for a `rejoin=True` tool, how long a call may run before its
+            request is answered with an `isError` result telling the caller the tool still runs,
+            what it reported last, and to call it again with the same arguments (which joins
+            it); `timedelta(0)` waits for the end. Unset keeps the extension's setting (50 s).
 
     Raises:
         ValueError: `sync_calls`, `leg` or `versioning_behavior` is not one of its values,
-            `priority` is not an integer from 1 to 5, or `rejoin=True` with `sync_calls="inline"`.
+            `priority` is not an integer from 1 to 5, `rejoin=True` with `sync_calls="inline"`,
+            or `sync_call_answer_after` without `rejoin=True` or below zero.
     """
     if sync_calls not in (None, "inline", "workflow"):
         raise ValueError(f"execution_policy(sync_calls={sync_calls!r}): use 'inline' or 'workflow'.")
@@ -150,6 +161,7 @@ def execution_policy(
         priority,
         ask_before_task,
         rejoin,
+        sync_call_answer_after,
     )
 
     def apply(fn: F) -> F:
@@ -169,6 +181,23 @@ def _check_priority(priority: int | None) -> None:
         raise ValueError(
             f"execution_policy(priority={priority!r}): use an integer from {HIGHEST_PRIORITY} (runs first)"
             f" to {LOWEST_PRIORITY} (runs last), or leave it unset for Temporal's default 3."
+        )
+
+
+def _check_answer_after(answer_after: timedelta | None, rejoin: bool | None) -> None:
+    """A deadline answer asks the caller to call again, which only a rejoinable call can honour."""
+    if answer_after is None:
+        return
+    if answer_after < timedelta(0):
+        raise ValueError(
+            f"execution_policy(sync_call_answer_after={answer_after!r}): use a duration of zero or more "
+            "(timedelta(0) waits for the end)."
+        )
+    if not rejoin:
+        raise ValueError(
+            "execution_policy(sync_call_answer_after=...) answers a call still running by telling the caller "
+            "to call the tool again, and only a rejoinable call's repeat joins it: add rejoin=True to the "
+            "same execution_policy, or drop sync_call_answer_after."
         )
 
 

@@ -161,6 +161,24 @@ class TemporalTasksSettings(BaseSettings):
             "process (the reference's behaviour) or 'workflow' on the workers, answered synchronously."
         ),
     )
+    sync_call_answer_after: timedelta = Field(
+        default=timedelta(seconds=50),
+        ge=timedelta(0),
+        description=(
+            "A rejoinable durable call (execution_policy(rejoin=True)) still running this long answers its "
+            "request with isError and text telling the caller to call the tool again with the same arguments, "
+            "which joins it: below the 60 s request timeout of most hosts (0: wait for the end)."
+        ),
+    )
+    sync_call_keepalive: timedelta = Field(
+        default=timedelta(seconds=5),
+        gt=timedelta(0),
+        description=(
+            "A durable call whose request carries a progressToken gets a notifications/progress at least this "
+            "often (the tool's last message, or 'still running'), so a client that resets its timeout on "
+            "progress never times out: below the MCP Inspector's 10 s."
+        ),
+    )
     leg: Literal["activity", "local"] = Field(
         default="activity",
         description=(

@@ -13,6 +13,12 @@ same tool gives inline:
   outcome (its `ActivityTaskCompleted` event) carries what its last heartbeat may have
   missed, relayed before the call answers. Notices come in order, each once; what a
   heartbeat window could not hold between two reads is counted in one warning.
+- **Keep-alive.** A request with a `progressToken` that got no progress for
+  `sync_call_keepalive` gets one: the tool's last message (or "still running") at a value
+  just above the last one sent, so a client that resets its timeout on progress keeps
+  waiting, and the token's values only grow.
+- **A deadline.** `follow` may stop at `answer_after` (never while a question waits for the
+  caller), leaving the workflow running, with the tool's last message in `status`.
 - **Questions.** On a handshake-era connection that carries server-to-client requests (a
   stateful session whose client declared elicitation, sampling or roots), a tool's ask
   parks the workflow as a task's does. The server sees the park (the memo upsert event),
@@ -31,6 +37,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -125,12 +133,33 @@ class Relay:
     history from the start, and a round answered before is not asked again (`_open_now`)."""
     run: WorkflowHandle[Any, Any] | None = None
     """The run followed last: the one whose close ends the call."""
+    status: str | None = None
+    """The message the tool reported last (its progress message), as far as this request saw."""
     _relayed: dict[str, int] = field(default_factory=dict)  # the last notice relayed, per stream
     _sending: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _progress_sent: tuple[float, float | None] | None = None  # the last progress and total sent
+    _progress_at: float = field(default_factory=time.monotonic)
+    _open_questions: int = 0
+    _no_question: asyncio.Event = field(default_factory=asyncio.Event)
 
-    async def follow(self, handle: WorkflowHandle[Any, TaskOutcome]) -> TaskOutcome:
+    async def follow(
+        self, handle: WorkflowHandle[Any, TaskOutcome], answer_after: timedelta | None = None
+    ) -> TaskOutcome | None:
         """Relay until the workflow closes (through any continue-as-new); then its outcome, read
-        from the close event in hand as `handle.result()` would read it again (`_close`)."""
+        from the close event in hand as `handle.result()` would read it again (`_close`). None
+        when `answer_after` passed first (with no question open): the workflow runs on."""
+        following = anyio.CancelScope()
+        keepalive = asyncio.create_task(self._keep_alive()) if self.channel.progress else None
+        deadline = asyncio.create_task(self._stop_at(answer_after, following)) if answer_after else None
+        try:
+            with following:
+                return await self._follow(handle)
+            return None
+        finally:
+            await _stop(keepalive)
+            await _stop(deadline)
+
+    async def _follow(self, handle: WorkflowHandle[Any, TaskOutcome]) -> TaskOutcome:
         client = self.backend.client
         run = client.get_workflow_handle(handle.id, run_id=handle.result_run_id)
         while True:
@@ -194,6 +223,7 @@ class Relay:
                     if pending.heartbeat_details.payloads:
                         (details,) = await converter.decode(pending.heartbeat_details.payloads)
                         if isinstance(details, dict):
+                            self.status = details.get("statusMessage") or self.status
                             await self._relay_notices(details.get("notices"))
             except Exception as exc:  # a read that failed: the next one, or the outcome, relays it
                 logger.debug("Could not read the progress of call %s: %s", run.id, exc)
@@ -233,8 +263,41 @@ class Relay:
     async def _send(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "log":
             await self.context.log(data["message"], data["level"], data.get("logger"), data.get("extra"))
-        elif kind == "progress" and self.channel.progress:
-            await self.context.report_progress(data["progress"], data.get("total"), data.get("message"))
+        elif kind == "progress":
+            self.status = data.get("message") or self.status
+            if self.channel.progress:
+                await self._report(data["progress"], data.get("total"), data.get("message"))
+
+    async def _report(self, progress: float, total: float | None, message: str | None) -> None:
+        """Send a progress notification, its value above every one sent before on this token."""
+        if self._progress_sent is not None:
+            progress = max(progress, math.nextafter(self._progress_sent[0], math.inf))
+        self._progress_sent = (progress, total)
+        self._progress_at = time.monotonic()
+        await self.context.report_progress(progress, total, message)
+
+    async def _keep_alive(self) -> None:
+        """A progress notification whenever none was sent for `sync_call_keepalive`."""
+        period = self.backend.settings.sync_call_keepalive.total_seconds()
+        while True:
+            await asyncio.sleep(max(0.0, self._progress_at + period - time.monotonic()))
+            async with self._sending:
+                if time.monotonic() - self._progress_at < period:
+                    continue  # the tool's own report came meanwhile
+                progress, total = self._progress_sent or (0.0, None)
+                value = math.nextafter(progress, math.inf) if self._progress_sent else progress
+                try:
+                    await self._report(value, total, self.status or "still running")
+                except Exception as exc:  # the caller went away: the call's own answer fails too
+                    logger.debug("Could not send a keep-alive to the caller: %s", exc)
+                    return
+
+    async def _stop_at(self, answer_after: timedelta, following: anyio.CancelScope) -> None:
+        """Stop following at `answer_after`, or once the question open then is answered."""
+        await asyncio.sleep(answer_after.total_seconds())
+        while self._open_questions:
+            await self._no_question.wait()
+        following.cancel()
 
     # --- questions -------------------------------------------------------------------------
 
@@ -248,8 +311,15 @@ class Relay:
             requests = await _open_now(run, requests)
         if not requests:
             return  # the round was answered: the next leg runs
-        answers = {key: await self._ask(key, request, requests) for key, request in requests.items()}
-        await submit_answers(self.backend, run, answers, self.input_bytes)  # False: closed meanwhile
+        self._open_questions += 1
+        self._no_question.clear()
+        try:
+            answers = {key: await self._ask(key, request, requests) for key, request in requests.items()}
+            await submit_answers(self.backend, run, answers, self.input_bytes)  # False: closed meanwhile
+        finally:
+            self._open_questions -= 1
+            if not self._open_questions:
+                self._no_question.set()
 
     async def _ask(self, key: str, request: dict[str, Any], requests: dict[str, Any]) -> dict[str, Any]:
         """Send one request to the caller on the open call; its answer, validated as `tasks/update` does."""

@@ -8,7 +8,9 @@ answers with the result an inline call would have sent. A caller that withdraws 
 request cancels the workflow; a server that dies leaves it to finish on its own. A tool
 with `execution_policy(rejoin=True)` is the exception: its call is named by its caller and
 validated arguments, nobody cancels it, and a repeat joins it or gets the result nobody
-received yet, once. A
+received yet, once. Such a call still running at its deadline (`sync_call_answer_after`)
+answers its request with an `isError` result that tells the caller to call again, before the
+caller's own request timeout cuts it; the repeat joins the call. A
 workflow that closes without a result (the TTL of an unanswered question, a cancel, a
 terminate, a reset) ends the call at once, with an error that names the cause.
 While it waits, the server relays the body's log messages, progress and questions to
@@ -31,6 +33,7 @@ import anyio
 import mcp_types
 from fastmcp.tools.base import InputRequiredToolResult, ToolResult
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import CancelledError, TerminatedError, WorkflowAlreadyStartedError
@@ -38,7 +41,7 @@ from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal._fastmcp_private import cancel_requested, validate_call
-from fastmcp_temporal._policy import policy_of
+from fastmcp_temporal._policy import ExecutionPolicy, policy_of
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._backend import Backend
@@ -102,19 +105,25 @@ async def call_through_workflow(
 ) -> ToolResult:
     """Run the call as a workflow and answer as the inline call would."""
     channel = CallerChannel.of(context)
-    if (await tool_policy(context.fastmcp, tool)).rejoin:
-        return await _rejoinable_call(backend, tool, arguments, context, channel)
+    if (policy := await tool_policy(context.fastmcp, tool)).rejoin:
+        return await _rejoinable_call(backend, tool, arguments, context, channel, policy)
     started = await _started(backend, tool, arguments, context, channel, None)
     relay = Relay(backend, context, channel, started.input_bytes)
     try:
         outcome = await _outcome(started.handle, cancel_requested(context), relay)
     except AskNotCarried as refused:
         return InputRequiredToolResult(refused.ask)  # FastMCP refuses it as it refuses an inline ask
+    assert outcome is not None  # no deadline: followed to the end
     return _answer(outcome, started.handle.id, backend.settings.task_ttl)
 
 
 async def _rejoinable_call(
-    backend: Backend, tool: Tool, arguments: dict[str, Any] | None, context: Context, channel: CallerChannel
+    backend: Backend,
+    tool: Tool,
+    arguments: dict[str, Any] | None,
+    context: Context,
+    channel: CallerChannel,
+    policy: ExecutionPolicy,
 ) -> ToolResult:
     """A call a repeat of the same caller joins while it runs, or gets the result of once, if nobody
     got it yet; its leg collects progress for whichever request asks for it."""
@@ -125,10 +134,14 @@ async def _rejoinable_call(
     else:
         started = await _started(backend, tool, arguments, context, replace(channel, progress=True), call)
         relay = Relay(backend, context, channel, started.input_bytes, current_round_only=True)
+        answer_after = _answer_after(backend, policy, context)
         try:
-            outcome = await _outcome(started.handle, None, relay, shared=True)
+            outcome = await _outcome(started.handle, None, relay, shared=True, answer_after=answer_after)
         except AskNotCarried as refused:
             return InputRequiredToolResult(refused.ask)
+        if outcome is None:
+            assert answer_after is not None
+            return still_running(tool.name, relay.status, answer_after)
         run = relay.run or started.handle
     answer = _answer(outcome, run.id, ttl)
     if _replayable(outcome):
@@ -170,9 +183,41 @@ def _joiner(backend: Backend, context: Context) -> str:
     """Who may join the call under its scope tag: with auth, the tag says (every request of the
     caller); over stdio, the one client the process serves; otherwise the caller's MCP session,
     as anonymous callers share one tag (a 2026-07-28 connection is one request: never joined)."""
-    if backend.caller_scope().tag != ANONYMOUS_SCOPE_TAG or context.transport == "stdio":
+    if _caller_has_its_own_tag(backend, context):
         return ""
     return context.session_id
+
+
+def _caller_has_its_own_tag(backend: Backend, context: Context) -> bool:
+    return backend.caller_scope().tag != ANONYMOUS_SCOPE_TAG or context.transport == "stdio"
+
+
+def _answer_after(backend: Backend, policy: ExecutionPolicy, context: Context) -> timedelta | None:
+    """When a rejoinable call answers "call again": the tool's deadline, else the server's; None to
+    wait for the end, and for a caller whose repeat could not join (a 2026-07-28 connection without
+    auth, where each request is its own session), which would be told to call again in vain."""
+    deadline = policy.sync_call_answer_after
+    if deadline is None:
+        deadline = backend.settings.sync_call_answer_after
+    request = context.request_context
+    modern = request is not None and request.protocol_version in MODERN_PROTOCOL_VERSIONS
+    if not deadline or (modern and not _caller_has_its_own_tag(backend, context)):
+        return None
+    return deadline
+
+
+def still_running(tool: str, status: str | None, answer_after: timedelta) -> ToolResult:
+    """The answer of a call still running at its deadline: what a model needs to get its result."""
+    reported = f'Its last progress message: "{status}".' if status else "It has reported no progress yet."
+    text = (
+        f"The tool {tool} is still running: it has not finished within this request's "
+        f"{answer_after.total_seconds():g} s, and it keeps running. {reported} To get its result, call "
+        f"{tool} again with exactly the same arguments: that call joins the running one instead of starting "
+        "it again, and answers with the result when the tool finishes, or with this message again if it "
+        "is still running then."
+    )
+    content = [mcp_types.TextContent(type="text", text=text)]
+    return ToolResult.from_mcp_result(mcp_types.CallToolResult(content=content, is_error=True))
 
 
 async def _undelivered_result(
@@ -245,10 +290,11 @@ async def _outcome(
     relay: Relay,
     *,
     shared: bool = False,
-) -> TaskOutcome:
-    """The workflow's result, relayed as it goes; a withdrawn request cancels the workflow,
-    unless it is `shared` (a rejoinable call, which runs on for the caller's repeat and which
-    no caller cancels).
+    answer_after: timedelta | None = None,
+) -> TaskOutcome | None:
+    """The workflow's result, relayed as it goes (None once `answer_after` passed: the workflow
+    runs on); a withdrawn request cancels the workflow, unless it is `shared` (a rejoinable
+    call, which runs on for the caller's repeat and which no caller cancels).
 
     mcp applies a caller's `notifications/cancelled` by cancelling the request (seen here as
     cancellation) or, on a connection that only signals it, by setting `withdrawn`: the
@@ -257,7 +303,7 @@ async def _outcome(
     """
     watch = asyncio.create_task(_cancel_when_set(withdrawn, handle)) if withdrawn is not None else None
     try:
-        return await relay.follow(handle)
+        return await relay.follow(handle, answer_after)
     except (anyio.get_cancelled_exc_class(), MCPError, AskNotCarried):
         if not shared:
             await _cancel(handle)
