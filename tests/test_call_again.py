@@ -13,6 +13,8 @@ on (each with a 10 s request timeout and no retry when it passes):
   least every `sync_call_keepalive`, its values growing, from a tool that reports nothing; so the
   TypeScript SDK's `callTool` with `resetTimeoutOnProgress` gets a tool longer than its timeout in
   one call.
+- A caller whose repeat could not join (a stateless server without auth) is not told to call again:
+  its call waits for the end.
 - `sync_call_answer_after` on a tool that is not rejoinable is refused when the tool is declared.
 """
 
@@ -104,6 +106,24 @@ async def test_the_python_mcp_client_gets_a_long_typed_tools_result_by_calling_a
     assert runs == ["app"]
     assert still_running and all(answer.structured_content is None for answer in still_running)
     assert 'Its last progress message: "compiling app"' in still_running[-1].content[0].text  # type: ignore[union-attr]
+
+
+async def test_a_stateless_server_without_auth_waits_for_the_end_instead_of_answering_call_again(
+    make_extension: Callable[..., TemporalTasksExtension],
+) -> None:
+    """Each request of a stateless server is its own session, so a repeat could not join: told to
+    call again, a model would start the tool anew every time."""
+    runs: list[str] = []
+    extension = _answering(make_extension)
+    async with serving_http(server_with(extension, _build(runs)), stateless_http=True) as url:
+        async with streamable_http_client(url) as (read, write), ClientSession(
+            read, write, read_timeout_seconds=DEADLINE
+        ) as session:
+            await session.initialize()
+            result = await session.call_tool("build", {"target": "lib"})
+        await _one_completed_run(extension)
+    assert result.structured_content == {"target": "lib", "artifacts": 3} and not result.is_error
+    assert runs == ["lib"]
 
 
 async def test_the_typescript_sdks_call_tool_gets_a_long_typed_tools_result_by_calling_again_as_told(

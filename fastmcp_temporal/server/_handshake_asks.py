@@ -23,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR
 
 from fastmcp_temporal.server._push import TERMINAL_STATUSES
-from fastmcp_temporal.server._relay import carries, send_ask
+from fastmcp_temporal.server._relay import carries, per_request_session, send_ask
 
 if TYPE_CHECKING:
     from mcp.server.session import ServerSession
@@ -112,7 +112,7 @@ class Round:
 def why_unaskable(session: ServerSession, task_id: str, requests: dict[str, Any]) -> MCPError | None:
     """Why the caller of this request cannot be asked the questions, if it cannot."""
     asked = ", ".join(sorted({str(request.get("method")) for request in requests.values()}))
-    if not session.can_send_request and session.client_capabilities is None:
+    if per_request_session(session):
         return MCPError(
             INTERNAL_ERROR,
             f"Task {task_id} asks the caller ({asked}), but this server is stateless (stateless_http=True): "

@@ -331,6 +331,12 @@ class Relay:
         return validated_answer(key, request, answer)
 
 
+def per_request_session(session: ServerSession) -> bool:
+    """Whether the session lives for one request only (a stateless server, `stateless_http=True`):
+    it has no stream to ask on, and no later request of the caller belongs to it."""
+    return not session.can_send_request and session.client_capabilities is None
+
+
 def carries(session: ServerSession, method: str) -> bool:
     """Whether the caller declared the capability a server-to-client request of `method` needs."""
     needed = _CAPABILITY_OF.get(method)

@@ -52,7 +52,7 @@ from fastmcp_temporal.server._creation import (
     task_component,
     tool_policy,
 )
-from fastmcp_temporal.server._relay import AskNotCarried, CallerChannel, Relay
+from fastmcp_temporal.server._relay import AskNotCarried, CallerChannel, Relay, per_request_session
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal.workflows.models import KIND_MEMO, REFUSED_ASK, WORKFLOW_NAME, TaskOutcome
 
@@ -194,16 +194,21 @@ def _caller_has_its_own_tag(backend: Backend, context: Context) -> bool:
 
 def _answer_after(backend: Backend, policy: ExecutionPolicy, context: Context) -> timedelta | None:
     """When a rejoinable call answers "call again": the tool's deadline, else the server's; None to
-    wait for the end, and for a caller whose repeat could not join (a 2026-07-28 connection without
-    auth, where each request is its own session), which would be told to call again in vain."""
+    wait for the end, and for a caller whose repeat could not join (without auth, a 2026-07-28
+    connection or a stateless server's, where each request is its own session), which would be
+    told to call again in vain."""
     deadline = policy.sync_call_answer_after
     if deadline is None:
         deadline = backend.settings.sync_call_answer_after
-    request = context.request_context
-    modern = request is not None and request.protocol_version in MODERN_PROTOCOL_VERSIONS
-    if not deadline or (modern and not _caller_has_its_own_tag(backend, context)):
+    if not deadline or not (_caller_has_its_own_tag(backend, context) or _session_outlives_request(context)):
         return None
     return deadline
+
+
+def _session_outlives_request(context: Context) -> bool:
+    request = context.request_context
+    modern = request is not None and request.protocol_version in MODERN_PROTOCOL_VERSIONS
+    return not modern and not per_request_session(context.session)
 
 
 def still_running(tool: str, status: str | None, answer_after: timedelta) -> ToolResult:
