@@ -27,7 +27,7 @@ from temporalio.api.enums.v1 import EventType
 
 from fastmcp_temporal import checkpoint, execution_policy
 from fastmcp_temporal._settings import TemporalTasksSettings
-from fastmcp_temporal.worker._heartbeat import HeartbeatCadence
+from fastmcp_temporal.worker._heartbeat import SDK_THROTTLE_SHARE, HeartbeatCadence
 from fastmcp_temporal.worker._plugin import heartbeat_cadence
 from fastmcp_temporal.workflows.models import LEG_OUTCOME_SIGNAL
 from helpers.servers import server_with
@@ -135,30 +135,24 @@ async def test_checkpoint_refuses_a_value_temporal_cannot_store_at_the_call(make
     assert (done.status, runs) == ("completed", ["resumable"])
 
 
-def test_a_one_hour_leg_sends_at_most_1000_heartbeats_by_default() -> None:
+def test_a_leg_beats_as_sparsely_as_the_sdk_throttles_a_plain_activity_by_default() -> None:
     cadence = heartbeat_cadence(TemporalTasksSettings())
     timeout = TemporalTasksSettings().heartbeat_timeout.total_seconds()
-    elapsed, beats = 0.0, 0
-    while elapsed < 3600:
-        beats += 1
-        elapsed += cadence.seconds_until_next(elapsed, timeout)
-    assert beats <= 1000
-    assert cadence.seconds_until_next(0, timeout) <= 0.2
-    assert cadence.seconds_until_next(29.9, timeout) <= 0.2
+    assert cadence.seconds_until_next(timeout) == pytest.approx(SDK_THROTTLE_SHARE * timeout)
+    assert cadence.seconds_until_next(60) == pytest.approx(SDK_THROTTLE_SHARE * 60)
 
 
-def test_the_sparse_cadence_stays_below_the_heartbeat_timeout() -> None:
-    cadence = HeartbeatCadence(interval=timedelta(minutes=5), fast_period=timedelta(0))
-    assert cadence.seconds_until_next(60, timeout=5) == 4.5
-    assert cadence.seconds_until_next(60, timeout=2) == 1.5
-    assert cadence.seconds_until_next(60, timeout=0.4) == 0.1
+def test_the_cadence_stays_below_the_heartbeat_timeout() -> None:
+    cadence = HeartbeatCadence(interval=timedelta(minutes=5))
+    assert cadence.seconds_until_next(timeout=5) == 4.5
+    assert cadence.seconds_until_next(timeout=2) == 1.5
+    assert cadence.seconds_until_next(timeout=0.4) == 0.1
 
 
 def test_heartbeat_settings_come_from_the_environment_and_the_tool(monkeypatch) -> None:
     monkeypatch.setenv("FASTMCP_TEMPORAL_HEARTBEAT_INTERVAL", "20")
-    monkeypatch.setenv("FASTMCP_TEMPORAL_HEARTBEAT_FAST_PERIOD", "PT1M")
     worker_cadence = heartbeat_cadence(TemporalTasksSettings())
-    assert worker_cadence == HeartbeatCadence(timedelta(seconds=20), timedelta(minutes=1))
+    assert worker_cadence == HeartbeatCadence(timedelta(seconds=20))
 
     server = FastMCP("cadence")
 
@@ -167,4 +161,4 @@ def test_heartbeat_settings_come_from_the_environment_and_the_tool(monkeypatch) 
     async def chatty() -> None: ...
 
     tool = asyncio.run(server.get_tool("chatty"))
-    assert worker_cadence.for_tool(tool) == HeartbeatCadence(timedelta(seconds=2), timedelta(minutes=1))
+    assert worker_cadence.for_tool(tool) == HeartbeatCadence(timedelta(seconds=2))

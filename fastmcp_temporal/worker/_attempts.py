@@ -34,6 +34,7 @@ from temporalio.service import RPCError
 from fastmcp_temporal.worker._apart import signal_apart
 from fastmcp_temporal.worker._body import stop_body
 from fastmcp_temporal.worker._heartbeat import HeartbeatCadence, Ticker
+from fastmcp_temporal.worker._leg_follow import following_close
 from fastmcp_temporal.worker._outcome import kept_outcome
 from fastmcp_temporal.worker._progress import LegProgress
 from fastmcp_temporal.workflows.models import (
@@ -145,8 +146,10 @@ async def _attend(run: LegRun, key: LegKey) -> tuple[LegOutcome | RawValue, bool
     Temporal abandoned keeps waiting, so the body's work is not lost. A task that closed
     meanwhile (its cancel closes it without waiting for the leg) ends the attempt with a
     benign error, which the SDK logs at DEBUG: nothing failed, and nobody takes the outcome.
+    The attempt hears of that close from a long poll (`_leg_follow`), which makes the ticker
+    beat at once: Temporal's answer to that beat is the cancel.
     """
-    async with Ticker(run.tool, run.progress, run.cadence).running() as ticker:
+    async with Ticker(run.tool, run.progress, run.cadence).running() as ticker, following_close(ticker.beat_now):
         try:
             outcome, abandoned = await _outcome_of(run, ticker)
         except asyncio.CancelledError:

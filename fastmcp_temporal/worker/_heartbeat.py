@@ -1,16 +1,19 @@
 """How a running tool leg heartbeats, and how it notices that its event loop was blocked.
 
-A Temporal activity learns of cancellation only from the answer to a heartbeat, and
-every heartbeat is a billed Action on Temporal Cloud. A leg therefore heartbeats fast
-(every `FAST_INTERVAL`) for its first `fast_period`, when an impatient client most often
-cancels, then every `interval`, kept safely below the heartbeat timeout. The first
-beat comes one interval in, so a leg that ends sooner costs no heartbeat at all. The ticker
-is the leg's only heartbeat source, so this cadence is what Temporal records.
+A leg heartbeats for liveness alone: so that Temporal retries it on another worker when
+this one dies (after `heartbeat_timeout`), each beat carrying the newest progress and
+checkpoint. Every heartbeat is a billed Action on Temporal Cloud (and a persistence write on
+a self-hosted cluster), so a leg beats no more often than the Temporal SDK's own throttle
+lets a bare activity with the same timeout (`SDK_THROTTLE_SHARE` of it), or at the tool's
+`heartbeat_interval`. A cancel does not wait for a heartbeat: the worker follows each leg's
+workflow for its close (`_leg_follow`). The first beat comes one interval in, so a leg that
+ends sooner costs no heartbeat at all. The ticker is the leg's only heartbeat source, so
+this cadence is what Temporal records.
 
 A durable call's leg that relays notices to its caller (`_notices`) also beats within
-`NOTICE_DELAY` of a new notice once past its fast period, and only then: a tool that logs
-or reports progress costs at most two heartbeats a second, one that does not costs none more.
-A task's leg beats as soon (and only then) with a message it stamps on its task (`_progress`).
+`NOTICE_DELAY` of a new notice, and only then: a tool that logs or reports progress costs at
+most two heartbeats a second, one that does not costs none more. A task's leg beats as soon
+(and only then) with a message after a stillness, which it stamps on its task (`_progress`).
 
 A heartbeat reaches Temporal only when the event loop comes around twice: once to wake
 the ticker, once to run the SDK's sending task. So the ticker keeps twice the loop's lag
@@ -44,7 +47,6 @@ from typing import TYPE_CHECKING
 from temporalio import activity
 
 from fastmcp_temporal._policy import policy_of
-from fastmcp_temporal._settings import DEFAULT_HEARTBEAT_FAST_PERIOD, DEFAULT_HEARTBEAT_INTERVAL
 from fastmcp_temporal.connection._temporal_clock import worker_clock
 from fastmcp_temporal.worker._loop_lag import Step, longest_step, worker_loop_lag
 from fastmcp_temporal.worker._progress import stamp_progress
@@ -56,7 +58,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("fastmcp_temporal")
 
-FAST_INTERVAL = timedelta(milliseconds=200)
+# The Temporal SDK throttles an activity's heartbeats to this share of its heartbeat timeout.
+SDK_THROTTLE_SHARE = 0.8
+# However late the loop, a leg beats no more often than this.
+_SHORTEST_INTERVAL = timedelta(milliseconds=200)
 # A new notice of a durable call reaches Temporal this soon after the previous heartbeat.
 NOTICE_DELAY = timedelta(milliseconds=500)
 # A heartbeat must reach Temporal before the timeout despite event-loop lag.
@@ -76,19 +81,16 @@ _reported_steps: deque[Step] = deque(maxlen=64)
 
 @dataclass(frozen=True)
 class HeartbeatCadence:
-    """Fast while a leg is young, then sparse: cost against how soon a cancel arrives."""
+    """How often a leg beats for liveness: the tool's `heartbeat_interval`, else the SDK's throttle."""
 
-    interval: timedelta = DEFAULT_HEARTBEAT_INTERVAL
-    fast_period: timedelta = DEFAULT_HEARTBEAT_FAST_PERIOD
+    interval: timedelta | None = None
 
-    def seconds_until_next(self, elapsed: float, timeout: float, lag: float = 0.0) -> float:
-        """Seconds to wait after a heartbeat sent `elapsed` seconds into the leg, on a loop that
-        lately came around `lag` seconds late."""
-        fast = min(timeout / 4, FAST_INTERVAL.total_seconds())
-        if elapsed < self.fast_period.total_seconds():
-            return fast
+    def seconds_until_next(self, timeout: float, lag: float = 0.0) -> float:
+        """Seconds to wait after a heartbeat, for an attempt with heartbeat timeout `timeout`, on a
+        loop that lately came around `lag` seconds late."""
+        wanted = self.interval.total_seconds() if self.interval is not None else SDK_THROTTLE_SHARE * timeout
         bound = min(timeout * _TIMEOUT_SHARE, timeout - _TIMEOUT_MARGIN.total_seconds()) - _LAG_WAITS * lag
-        return max(fast, min(self.interval.total_seconds(), bound))
+        return max(min(timeout / 4, _SHORTEST_INTERVAL.total_seconds()), min(wanted, bound))
 
     def for_tool(self, component: Tool) -> HeartbeatCadence:
         """This cadence, with the tool's own `execution_policy(heartbeat_interval=...)`."""
@@ -108,6 +110,7 @@ class Ticker:
         self._loop = asyncio.get_running_loop()
         self._attempt = _attempt_beats(self._loop, self._timeout)
         self._due = self._attempt.last
+        self._now = asyncio.Event()
         self._warned = False
         self._lag = 0.0
         self.longest_silence = 0.0
@@ -117,6 +120,10 @@ class Ticker:
         """Whether Temporal may have given up on this attempt for silence: the silence counts from
         when Temporal started the attempt, and allows for the loop's lag in sending a heartbeat."""
         return self.longest_silence > self._timeout
+
+    def beat_now(self) -> None:
+        """Heartbeat at once, whatever the cadence: its answer tells the SDK the attempt was cancelled."""
+        self._now.set()
 
     @property
     def _last_beat(self) -> float:
@@ -157,8 +164,7 @@ class Ticker:
 
     async def _beat(self) -> None:
         while True:
-            elapsed = self._last_beat - self._attempt.started
-            pause = self._cadence.seconds_until_next(elapsed, self._timeout, self._loop_lag())
+            pause = self._cadence.seconds_until_next(self._timeout, self._loop_lag())
             self._due = self._last_beat + pause
             await self._pause(max(0.0, self._due - self._loop.time()))
             if activity.is_cancelled():
@@ -174,22 +180,20 @@ class Ticker:
         return max(self._lag, worker_loop_lag.seconds)
 
     async def _pause(self, pause: float) -> None:
-        """Wait `pause`, or less when a notice to relay or a message to stamp comes: then beat
-        `NOTICE_DELAY` after the last beat."""
+        """Wait `pause`, or less when a notice to relay or a message to stamp comes (then beat
+        `NOTICE_DELAY` after the last beat), or `beat_now` is asked (then beat at once)."""
         notices = self._progress.notices
-        if pause <= NOTICE_DELAY.total_seconds():
-            await asyncio.sleep(pause)
-            return
         if notices is not None:
             notices.changed.clear()
-        wakers = [self._progress.stamp_due] + ([notices.changed] if notices is not None else [])
+        wakers = [self._now, self._progress.stamp_due] + ([notices.changed] if notices is not None else [])
         waits = [asyncio.ensure_future(waker.wait()) for waker in wakers]
         try:
             done, _ = await asyncio.wait(waits, timeout=pause, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for wait in waits:
                 wait.cancel()
-        if not done:
+        if not done or self._now.is_set():
+            self._now.clear()
             return
         soonest = self._last_beat + NOTICE_DELAY.total_seconds()
         await asyncio.sleep(max(0.0, min(soonest, self._due) - self._loop.time()))
@@ -207,9 +211,8 @@ class Ticker:
 
 @dataclass
 class _AttemptBeats:
-    """When, on the loop's clock, Temporal started this attempt and last heard from it."""
+    """When, on the loop's clock, Temporal last heard from this attempt (or started it)."""
 
-    started: float
     last: float
 
 
@@ -223,7 +226,7 @@ def _attempt_beats(loop: asyncio.AbstractEventLoop, timeout: float) -> _AttemptB
     if beats is None:
         waited = worker_clock.since_written(activity.info().started_time).total_seconds()
         started = loop.time() - min(max(waited, 0.0), 2 * timeout)
-        beats = _AttemptBeats(started, started)
+        beats = _AttemptBeats(started)
         _attempt.set(beats)
     return beats
 

@@ -53,10 +53,9 @@ if TYPE_CHECKING:
 
 PLUGIN_NAME = "fastmcp_temporal.McpTasksPlugin"
 
-# Cancellation reaches a running tool on its next heartbeat the worker sends;
-# the SDK's default throttle (0.8 x heartbeat timeout) would delay it by seconds.
-# The leg's own ticker (`_heartbeat.py`) is its only heartbeat source and sets the
-# cadence Temporal records; this throttle only bounds bursts.
+# The leg's own ticker (`_heartbeat.py`) is its only heartbeat source and sets the cadence
+# Temporal records; the SDK's default throttle (0.8 x heartbeat timeout) would delay the beat
+# that fetches a cancel (`_leg_follow.py`) by seconds, so this one only bounds bursts.
 HEARTBEAT_THROTTLE = timedelta(milliseconds=200)
 # A dead worker's sticky queue holds the workflow's next task this long.
 STICKY_TIMEOUT = timedelta(seconds=1)
@@ -152,7 +151,7 @@ class McpTasksPlugin(SimplePlugin):
 
 def heartbeat_cadence(settings: TemporalTasksSettings) -> HeartbeatCadence:
     """How often the worker's legs heartbeat, from its settings."""
-    return HeartbeatCadence(interval=settings.heartbeat_interval, fast_period=settings.heartbeat_fast_period)
+    return HeartbeatCadence(interval=settings.heartbeat_interval)
 
 
 def deployment_config(settings: TemporalTasksSettings) -> WorkerDeploymentConfig | None:
