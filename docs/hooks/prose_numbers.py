@@ -58,7 +58,6 @@ CONSTANTS: dict[str, str] = {
     "tool_timeout_margin": "fastmcp_temporal.server._facts:_TOOL_TIMEOUT_MARGIN",
     "fairness_key_bytes": "fastmcp_temporal.server._scope:FAIRNESS_KEY_BYTES",
     "initial_retry": "fastmcp_temporal.server._facts:_INITIAL_RETRY",
-    "heartbeat_fast_interval": f"{HEARTBEAT}:FAST_INTERVAL",
     "heartbeat_timeout_margin": f"{HEARTBEAT}:_TIMEOUT_MARGIN",
     "notice_delay": f"{HEARTBEAT}:NOTICE_DELAY",
     "progress_stamp_after": "fastmcp_temporal.worker._progress:PROGRESS_STAMP_AFTER",
