@@ -21,11 +21,11 @@ import time
 from datetime import timedelta
 
 import pytest
-from fastmcp import Client, FastMCP
+from fastmcp import Client
 from fastmcp_tasks.client import call_tool_task
 from temporalio.api.enums.v1 import EventType
 
-from fastmcp_temporal import checkpoint, execution_policy
+from fastmcp_temporal import checkpoint
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.worker._heartbeat import SDK_THROTTLE_SHARE, HeartbeatCadence
 from fastmcp_temporal.worker._plugin import heartbeat_cadence
@@ -138,27 +138,13 @@ async def test_checkpoint_refuses_a_value_temporal_cannot_store_at_the_call(make
 def test_a_leg_beats_as_sparsely_as_the_sdk_throttles_a_plain_activity_by_default() -> None:
     cadence = heartbeat_cadence(TemporalTasksSettings())
     timeout = TemporalTasksSettings().heartbeat_timeout.total_seconds()
-    assert cadence.seconds_until_next(timeout) == pytest.approx(SDK_THROTTLE_SHARE * timeout)
-    assert cadence.seconds_until_next(60) == pytest.approx(SDK_THROTTLE_SHARE * 60)
+    assert cadence.window(timeout) == pytest.approx(SDK_THROTTLE_SHARE * timeout)
+    assert cadence.window(60) == pytest.approx(SDK_THROTTLE_SHARE * 60)
 
 
-def test_the_cadence_stays_below_the_heartbeat_timeout() -> None:
-    cadence = HeartbeatCadence(interval=timedelta(minutes=5))
-    assert cadence.seconds_until_next(timeout=5) == 4.5
-    assert cadence.seconds_until_next(timeout=2) == 1.5
-    assert cadence.seconds_until_next(timeout=0.4) == 0.1
-
-
-def test_heartbeat_settings_come_from_the_environment_and_the_tool(monkeypatch) -> None:
+def test_the_workers_heartbeat_interval_caps_the_sdk_throttle(monkeypatch) -> None:
     monkeypatch.setenv("FASTMCP_TEMPORAL_HEARTBEAT_INTERVAL", "20")
-    worker_cadence = heartbeat_cadence(TemporalTasksSettings())
-    assert worker_cadence == HeartbeatCadence(timedelta(seconds=20))
-
-    server = FastMCP("cadence")
-
-    @server.tool(task=True)
-    @execution_policy(heartbeat_interval=timedelta(seconds=2))
-    async def chatty() -> None: ...
-
-    tool = asyncio.run(server.get_tool("chatty"))
-    assert worker_cadence.for_tool(tool) == HeartbeatCadence(timedelta(seconds=2))
+    cadence = heartbeat_cadence(TemporalTasksSettings())
+    assert cadence == HeartbeatCadence(timedelta(seconds=20))
+    assert (cadence.window(timeout=60), cadence.window(timeout=5)) == (20, 4)
+    assert cadence.record_every(timeout=60) < cadence.window(timeout=60)

@@ -5,9 +5,8 @@ heartbeats are sparse, for liveness (`_heartbeat`): a cancel would wait up to an
 A task's cancel closes its workflow without waiting for the leg, so each attempt long-polls
 its run's history for the close event alone (`HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT`): a
 read, never a billed Action, answered by the frontend when the run closes or empty when its
-long poll expires, with no page of events in between. At the close the ticker beats at
-once; that heartbeat's answer tells the SDK the attempt is no longer known, and the attempt
-ends the usual way (`_attempts`: the body stopped, the task closed). A poll that fails
+long poll expires, with no page of events in between. At the close the attempt stops the
+body at once (`_attempts`), without waiting for a heartbeat's answer. A poll that fails
 leaves the cancel to the next heartbeat, and is tried again after a pause.
 """
 
