@@ -52,7 +52,7 @@ from fastmcp_temporal.worker._leg_context import RunningLeg, SnapshotRestoreErro
 from fastmcp_temporal.worker._leg_input import leg_input
 from fastmcp_temporal.worker._loop_lag import timed_steps
 from fastmcp_temporal.worker._metrics import label_leg
-from fastmcp_temporal.worker._notices import LegNotices
+from fastmcp_temporal.worker._notices import WINDOW_AGE, LegNotices
 from fastmcp_temporal.worker._progress import LegProgress, progress_scope
 from fastmcp_temporal.worker._tool_changes import deployed_component, refused_arguments
 from fastmcp_temporal.workflows.models import RUN_TOOL_LEG, LegInput, LegOutcome, UnreadablePayload
@@ -91,6 +91,13 @@ class ToolLegActivities:
         label_leg(run.call.component_key)
         return await attempt_outcome(key, run)
 
+    def _notice_age(self) -> float:
+        """How long a relayed notice stays in the leg's window: two of the SDK's sends at least."""
+        timeout = activity.info().heartbeat_timeout
+        if timeout is None:
+            return WINDOW_AGE
+        return max(WINDOW_AGE, 2 * self._cadence.sent_within(timeout.total_seconds()))
+
     async def _start(self, leg: LegInput, progress: LegProgress) -> LegRun:
         """Start the body in its own asyncio task, so it outlives an attempt Temporal gave up on.
 
@@ -110,7 +117,7 @@ class ToolLegActivities:
             refused = LegOutcome(result=error_result_json(refusal))
             return LegRun.settled(component.name, leg, refused, progress, self._cadence)
         if call.relay_logs or call.relay_progress:
-            progress.notices = LegNotices(progress=call.relay_progress)
+            progress.notices = LegNotices(progress=call.relay_progress, age=self._notice_age())
         progress.stamps = not call.synchronous
         owner = await _fastmcp_private.resolve_owning_server(snapshot) or self._server
         running = RunningLeg(
@@ -124,4 +131,4 @@ class ToolLegActivities:
         )
         with leg_scope(running), progress_scope(call.task_id, progress):
             body = asyncio.create_task(timed_steps(run_body(component, owner, call), component.name))
-        return LegRun(component.name, call, body, progress, self._cadence.for_tool(component), leg.leg)
+        return LegRun(component.name, call, body, progress, self._cadence, leg.leg)

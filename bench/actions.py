@@ -6,8 +6,9 @@
 Each folder holds one JSON history per task shape, as `tests/histories/record.py` writes
 them (every run of a task that continued as new, summed under its shape). Prints a
 Markdown table: per shape and folder, the Actions its history bills (`billing.py`'s
-rules) and its event count. Heartbeats leave no event: a leg records none in its first
-200 ms, then about 5 a second for 30 s and one per `heartbeat_interval` after that.
+rules) and its event count. Heartbeats leave no event, so they are not counted here: the SDK
+sends a leg's first half a throttle window in, then one per window (0.8 x `heartbeat_timeout`);
+`bench/heartbeat_cost.py` counts them from the dev server's metric.
 """
 
 from __future__ import annotations

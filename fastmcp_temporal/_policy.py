@@ -44,7 +44,7 @@ class ExecutionPolicy:
         heartbeat_timeout: a leg silent this long is retried on another worker.
         maximum_attempts: attempts per leg after crashes or timeouts (0 is unlimited).
         initial_retry_interval: the wait before the first retry.
-        heartbeat_interval: how often a leg heartbeats once past its fast period.
+        heartbeat_interval: accepted and not read (see `execution_policy`).
         sync_calls: `inline` or `workflow`, for callers that did not opt in to tasks.
         leg: `activity`, or `local` for a tool that finishes within seconds.
         versioning_behavior: `pinned` or `auto_upgrade`, with Worker Versioning on.
@@ -89,8 +89,8 @@ def execution_policy(
 ) -> Callable[[F], F]:
     """Set how this tool's legs are scheduled; place it below `@mcp.tool(task=True)`.
 
-    Each argument left None keeps the extension's setting of the same name. `heartbeat_interval`
-    is read by the worker running the leg, the others when the task starts.
+    Each argument left None keeps the extension's setting of the same name, read when the task
+    starts.
 
     Args:
         start_to_close_timeout: the longest one leg of this tool may run (default 7 days).
@@ -98,8 +98,8 @@ def execution_policy(
         maximum_attempts: attempts per leg after crashes or timeouts (0 is unlimited); errors
             the tool raises are results and never retried.
         initial_retry_interval: the wait before the first retry.
-        heartbeat_interval: how often a running leg heartbeats once past its fast period (a
-            cancel takes up to this long to reach the tool).
+        heartbeat_interval: accepted and not read: a leg's heartbeats are sent at the Temporal
+            SDK's throttle, which the worker's `heartbeat_interval` setting caps for all its legs.
         sync_calls: `inline` serves a caller that did not opt in to tasks in the server
             process, `workflow` on the workers.
         leg: `local` runs the body as a local activity inside the workflow task, for tools

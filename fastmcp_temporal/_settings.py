@@ -14,6 +14,7 @@ that names no setting is refused with the list of settings, and every duration i
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 from collections.abc import Mapping
 from datetime import timedelta
@@ -43,13 +44,16 @@ POSITIVE_DURATIONS = (
     "read_recheck", "progress_refresh", "change_feed_interval", "change_feed_lag",
 )
 DURATIONS_OFF_AT_ZERO = (
-    "shutdown_grace", "heartbeat_fast_period", "read_hold", "reread_hold", "quiet_poll_interval",
+    "shutdown_grace", "read_hold", "reread_hold", "quiet_poll_interval",
 )
 _DURATION = TypeAdapter(timedelta)
-DEFAULT_HEARTBEAT_INTERVAL = timedelta(seconds=4.5)
-"""The default of `heartbeat_interval` (and of `HeartbeatCadence`)."""
-DEFAULT_HEARTBEAT_FAST_PERIOD = timedelta(seconds=30)
-"""The default of `heartbeat_fast_period` (and of `HeartbeatCadence`)."""
+REMOVED_SETTINGS = {
+    "heartbeat_fast_period": "a cancel now reaches a running leg within a second at any age, by a long poll of its "
+    "task, not by fast heartbeats",
+}
+"""Settings a release removed, and why: still accepted (from any source), ignored with a warning."""
+
+logger = logging.getLogger("fastmcp_temporal")
 
 VersioningBehaviorName = Literal["pinned", "auto_upgrade"]
 VERSIONING_BEHAVIORS: dict[str, VersioningBehavior] = {
@@ -282,18 +286,13 @@ class TemporalTasksSettings(BaseSettings):
     connect_timeout: timedelta = Field(
         default=timedelta(seconds=10), description="Startup fails when Temporal does not answer within this."
     )
-    # How a running tool leg heartbeats: each heartbeat is a billed Action on Temporal Cloud,
-    # and a cancel reaches a running tool only on its next heartbeat.
-    heartbeat_interval: timedelta = Field(
-        default=DEFAULT_HEARTBEAT_INTERVAL,
-        description="How often a leg heartbeats once past heartbeat_fast_period (kept safely below "
-        "heartbeat_timeout): a cancel takes up to this long to reach a long-running tool. See "
-        "[Timeouts, retries and resumable tools](timeouts.md#timeouts-retries-and-resumable-tools).",
-    )
-    heartbeat_fast_period: timedelta = Field(
-        default=DEFAULT_HEARTBEAT_FAST_PERIOD,
-        description="For this long after it starts, a leg heartbeats fast, so a cancel reaches it at "
-        "once (0: never). See "
+    # How often a running tool leg heartbeats, for liveness alone: each heartbeat is a billed
+    # Action on Temporal Cloud.
+    heartbeat_interval: timedelta | None = Field(
+        default=None,
+        description="How often a running leg heartbeats (for liveness, carrying its progress and checkpoint; "
+        "kept safely below heartbeat_timeout); unset: 0.8 x heartbeat_timeout, as the Temporal SDK throttles "
+        "a plain activity's heartbeats. A cancel does not wait for it. See "
         "[Timeouts, retries and resumable tools](timeouts.md#timeouts-retries-and-resumable-tools).",
     )
     read_hold: timedelta = Field(
@@ -334,7 +333,7 @@ class TemporalTasksSettings(BaseSettings):
         default=timedelta(seconds=30),
         description="Longest a tasks/get answers a running leg's progress as this server last read it, once "
         "that progress has stood still; progress that changes is re-read sooner (after as long as it stood "
-        "still, at least 1 s), and a message after 30 s of stillness is stamped on the task by the leg, so it "
+        "still, at least 2 s), and a message after 30 s of stillness is stamped on the task by the leg, so it "
         "shows at once. A backstop for legs on workers older than that stamp: lower shows their messages "
         "sooner, at more describe() calls. See [Reads at scale](performance.md#reads-at-scale).",
     )
@@ -459,6 +458,20 @@ class TemporalTasksSettings(BaseSettings):
             )
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _removed_ignored(cls, values: Any) -> Any:
+        """Accept a removed setting (an old deployment's variable), saying it does nothing now."""
+        if not isinstance(values, dict):
+            return values
+        for name in REMOVED_SETTINGS.keys() & values.keys():
+            del values[name]
+            logger.warning(
+                "The setting %s (FASTMCP_TEMPORAL_%s) was removed and is ignored: %s. Remove it from "
+                "your configuration.", name, name.upper(), REMOVED_SETTINGS[name],
+            )
+        return values
+
     @model_validator(mode="after")
     def _deployment_is_whole(self) -> TemporalTasksSettings:
         if (self.deployment_name is None) != (self.build_id is None):
@@ -502,8 +515,8 @@ class TemporalTasksSettings(BaseSettings):
 
     @field_validator(*POSITIVE_DURATIONS)
     @classmethod
-    def _positive(cls, value: timedelta) -> timedelta:
-        if value <= timedelta(0):
+    def _positive(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value <= timedelta(0):
             raise ValueError("must be a positive duration: seconds (900) or ISO 8601 (PT15M)")
         return value
 

@@ -15,7 +15,6 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from datetime import timedelta
 
 import anyio
 import pytest
@@ -80,7 +79,7 @@ async def run_all(client: Client, legs: int) -> dict[str, str]:
 async def test_a_saturated_worker_completes_every_leg_once(
     make_extension, caplog: pytest.LogCaptureFixture
 ) -> None:
-    extension = make_extension(heartbeat_fast_period=timedelta(0), maximum_attempts=5)
+    extension = make_extension(maximum_attempts=5)
     starts: Counter[int] = Counter()
     server = crunching_server(extension, starts, SLICES)
 

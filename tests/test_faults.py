@@ -36,10 +36,12 @@ import anyio
 import pytest
 from fastmcp import Client
 from fastmcp_tasks.client import ToolTask, call_tool_task
+from temporalio.client import Client as TemporalClient
 
 import fault_app
 from fastmcp_temporal.devserver import DevServer, free_port, start_dev_server
 from helpers.processes import PROCESS_DEADLINE, AttemptLog, Processes, answering_client
+from helpers.temporal import task_handle
 from helpers.waits import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
@@ -89,6 +91,18 @@ async def api_client(address: str, task_queue: str, **options: Any) -> AsyncIter
 # --- 1. a worker dies mid-tool -------------------------------------------------
 
 
+async def checkpoint_recorded(temporal: TemporalClient, task_id: str) -> None:
+    """Wait until a heartbeat of the task's running leg has carried a checkpoint to Temporal."""
+
+    async def recorded() -> bool:
+        pending = (await task_handle(temporal, task_id).describe()).raw_description.pending_activities
+        return any(leg.HasField("heartbeat_details") for leg in pending)
+
+    with anyio.fail_after(PROCESS_DEADLINE):
+        while not await recorded():
+            await anyio.sleep(0.1)
+
+
 async def test_killed_worker_leg_resumes_on_another_worker_from_its_checkpoint(
     temporal_server: DevServer, task_queue: str, processes: Processes, attempts: AttemptLog
 ) -> None:
@@ -101,6 +115,7 @@ async def test_killed_worker_leg_resumes_on_another_worker_from_its_checkpoint(
             timeout=PROCESS_DEADLINE,
             what="the tool to checkpoint",
         )
+        await checkpoint_recorded(await TemporalClient.connect(temporal_server.address), task.task_id)
         (first,) = attempts.starts("job")
         victim = next(w for w in workers if w.pid == first["pid"])
         processes.kill(victim)
@@ -140,6 +155,7 @@ async def test_killed_mcp_server_restarted_on_its_port_keeps_its_tasks(
             timeout=PROCESS_DEADLINE,
             what="the tool to checkpoint",
         )
+        await checkpoint_recorded(await TemporalClient.connect(temporal_server.address), running.task_id)
 
     processes.kill(server)
     restarted = processes.http_server(temporal_server.address, task_queue, port)

@@ -232,8 +232,9 @@ async def test_a_stamped_message_is_a_change_and_a_copy_read_right_after_it_is_r
     fresh = _PROGRESS_RECHECK_MIN.total_seconds()
     followed.known = known(found, read_at=105.2, progress_since=0.0)
     assert followed.progress_due(PROGRESS_REFRESH) == 105.2 + fresh
-    followed.known = known(found, read_at=106.5, progress_since=0.0)
-    assert followed.progress_due(PROGRESS_REFRESH) == 106.5 + PROGRESS_REFRESH
+    later = 105.0 + fresh + 0.5
+    followed.known = known(found, read_at=later, progress_since=0.0)
+    assert followed.progress_due(PROGRESS_REFRESH) == later + PROGRESS_REFRESH
 
 
 async def test_a_fed_copy_is_outdated_by_a_newer_stamp_or_the_close_only() -> None:

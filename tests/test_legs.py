@@ -21,13 +21,13 @@ import time
 from datetime import timedelta
 
 import pytest
-from fastmcp import Client, FastMCP
+from fastmcp import Client
 from fastmcp_tasks.client import call_tool_task
 from temporalio.api.enums.v1 import EventType
 
-from fastmcp_temporal import checkpoint, execution_policy
+from fastmcp_temporal import checkpoint
 from fastmcp_temporal._settings import TemporalTasksSettings
-from fastmcp_temporal.worker._heartbeat import HeartbeatCadence
+from fastmcp_temporal.worker._heartbeat import SDK_THROTTLE_SHARE, HeartbeatCadence
 from fastmcp_temporal.worker._plugin import heartbeat_cadence
 from fastmcp_temporal.workflows.models import LEG_OUTCOME_SIGNAL
 from helpers.servers import server_with
@@ -135,36 +135,16 @@ async def test_checkpoint_refuses_a_value_temporal_cannot_store_at_the_call(make
     assert (done.status, runs) == ("completed", ["resumable"])
 
 
-def test_a_one_hour_leg_sends_at_most_1000_heartbeats_by_default() -> None:
+def test_a_leg_beats_as_sparsely_as_the_sdk_throttles_a_plain_activity_by_default() -> None:
     cadence = heartbeat_cadence(TemporalTasksSettings())
     timeout = TemporalTasksSettings().heartbeat_timeout.total_seconds()
-    elapsed, beats = 0.0, 0
-    while elapsed < 3600:
-        beats += 1
-        elapsed += cadence.seconds_until_next(elapsed, timeout)
-    assert beats <= 1000
-    assert cadence.seconds_until_next(0, timeout) <= 0.2
-    assert cadence.seconds_until_next(29.9, timeout) <= 0.2
+    assert cadence.window(timeout) == pytest.approx(SDK_THROTTLE_SHARE * timeout)
+    assert cadence.window(60) == pytest.approx(SDK_THROTTLE_SHARE * 60)
 
 
-def test_the_sparse_cadence_stays_below_the_heartbeat_timeout() -> None:
-    cadence = HeartbeatCadence(interval=timedelta(minutes=5), fast_period=timedelta(0))
-    assert cadence.seconds_until_next(60, timeout=5) == 4.5
-    assert cadence.seconds_until_next(60, timeout=2) == 1.5
-    assert cadence.seconds_until_next(60, timeout=0.4) == 0.1
-
-
-def test_heartbeat_settings_come_from_the_environment_and_the_tool(monkeypatch) -> None:
+def test_the_workers_heartbeat_interval_caps_the_sdk_throttle(monkeypatch) -> None:
     monkeypatch.setenv("FASTMCP_TEMPORAL_HEARTBEAT_INTERVAL", "20")
-    monkeypatch.setenv("FASTMCP_TEMPORAL_HEARTBEAT_FAST_PERIOD", "PT1M")
-    worker_cadence = heartbeat_cadence(TemporalTasksSettings())
-    assert worker_cadence == HeartbeatCadence(timedelta(seconds=20), timedelta(minutes=1))
-
-    server = FastMCP("cadence")
-
-    @server.tool(task=True)
-    @execution_policy(heartbeat_interval=timedelta(seconds=2))
-    async def chatty() -> None: ...
-
-    tool = asyncio.run(server.get_tool("chatty"))
-    assert worker_cadence.for_tool(tool) == HeartbeatCadence(timedelta(seconds=2), timedelta(minutes=1))
+    cadence = heartbeat_cadence(TemporalTasksSettings())
+    assert cadence == HeartbeatCadence(timedelta(seconds=20))
+    assert (cadence.window(timeout=60), cadence.window(timeout=5)) == (20, 4)
+    assert cadence.record_every(timeout=60) < cadence.window(timeout=60)

@@ -7,14 +7,23 @@ tool may run for hours while a dead worker is still noticed at once; nothing els
 `execution_policy`, the extension's settings and a tool's own `timeout=` change what
 is recorded. Each test runs a task and reads its `ActivityTaskScheduled` and
 `WorkflowExecutionStarted` events.
+
+A long leg heartbeats for liveness alone, as sparsely as the SDK throttles a plain
+activity with the same heartbeat timeout (counted by Temporal's own metrics), and a cancel
+reaches its body at any age within far less than a heartbeat interval.
 """
 
 from __future__ import annotations
 
+import asyncio
+import runpy
+import time
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from fastmcp import Client, FastMCP
 from fastmcp_tasks.client import call_tool_task
@@ -22,11 +31,19 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import ActivityTaskScheduledEventAttributes
 
 from fastmcp_temporal import TemporalTasksExtension, execution_policy
+from fastmcp_temporal.worker._heartbeat import SDK_THROTTLE_SHARE
+from helpers.servers import server_with
 from helpers.temporal import task_handle
+from helpers.waits import DEADLINE, eventually, status_becomes
 
 pytestmark = pytest.mark.anyio
 
+# The benchmark's dev server with its metrics on, and its heartbeat count: bench/ is never on sys.path.
+heartbeat_bench = runpy.run_path(str(Path(__file__).parents[1] / "bench" / "heartbeat_cost.py"))
 WEEK = timedelta(days=7)
+# A cancel is tried this long into a leg: well past any fast start.
+CANCEL_AGE = timedelta(seconds=40)
+SILENT_LEG = timedelta(seconds=60)
 TOOL_TIMEOUT_MARGIN = timedelta(seconds=30)
 
 
@@ -116,3 +133,52 @@ async def test_the_extensions_settings_are_the_defaults(
         leg, _ = await scheduled_leg(extension, client, "plain")
     assert seconds(leg.start_to_close_timeout) == timedelta(hours=30)
     assert leg.retry_policy.maximum_attempts == 0
+
+
+async def test_a_cancel_long_into_a_silent_leg_reaches_its_body_long_before_a_heartbeat_interval(
+    make_extension: Callable[..., TemporalTasksExtension],
+) -> None:
+    interval = timedelta(seconds=30)
+    extension = make_extension(heartbeat_timeout=timedelta(seconds=60), heartbeat_interval=interval)
+    seen: dict[str, float] = {}
+
+    async def silent() -> str:
+        seen["started"] = time.monotonic()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            seen["cancelled"] = time.monotonic()
+            raise
+        return "woke"
+
+    async with Client(server_with(extension, silent)) as client:
+        task = await call_tool_task(client, "silent")
+        await eventually(lambda: "started" in seen, what="the leg's start")
+        await anyio.sleep(max(0.0, seen["started"] + CANCEL_AGE.total_seconds() - time.monotonic()))
+        sent = time.monotonic()
+        await task.cancel()
+        await eventually(lambda: "cancelled" in seen, timeout=DEADLINE + interval.total_seconds(), what="the cancel")
+        await status_becomes(task, "cancelled")
+
+    assert seen["cancelled"] - sent < interval.total_seconds() / 3
+
+
+async def test_a_silent_minute_long_leg_sends_no_more_heartbeats_than_a_plain_activity_would() -> None:
+    timeout = timedelta(seconds=5)
+    with heartbeat_bench["dev_server_with_metrics"]() as (address, metrics_url):
+        await heartbeat_bench["wait_ready"](address)
+        extension = TemporalTasksExtension(
+            address=address, task_queue="silent-minute", heartbeat_timeout=timeout, shutdown_grace=timedelta(0), ui=False
+        )
+
+        async def silent_minute() -> str:
+            await asyncio.sleep(SILENT_LEG.total_seconds())
+            return "done"
+
+        async with Client(server_with(extension, silent_minute)) as client:
+            task = await call_tool_task(client, "silent_minute")
+            await task.wait(timeout=SILENT_LEG.total_seconds() + DEADLINE)
+        heartbeats = heartbeat_bench["heartbeats_recorded"](metrics_url)
+
+    sdk_throttled = SILENT_LEG / (SDK_THROTTLE_SHARE * timeout)
+    assert heartbeats <= 1.2 * sdk_throttled + 1

@@ -3,7 +3,7 @@
 Proves, on a real Temporal server, with the Python `mcp` client's `subscriptions/listen`
 over the in-memory transport and over streamable HTTP: a client that never sends
 `tasks/get` is acknowledged the task ids it asked for, gets the task's status at once, a
-new ask, and the result as soon as the tool returns, in `notifications/tasks` stamped with
+new ask, a running leg's new progress message, and the result as soon as the tool returns, in `notifications/tasks` stamped with
 its subscription id, and the stream then ends gracefully; a caller subscribing to another
 caller's task id, or a client that does not declare the tasks extension, is acknowledged
 none and told nothing of it. The TypeScript SDK's client
@@ -141,6 +141,34 @@ async def test_a_listening_client_is_pushed_its_tasks_ask_and_result_without_pol
     subscription = {pushed["_meta"][SUBSCRIPTION_ID_META_KEY] for pushed in statuses.statuses}
     assert subscription == {ended[0].meta[SUBSCRIPTION_ID_META_KEY]}
     assert all("resultType" not in pushed for pushed in statuses.statuses)
+
+
+async def test_a_listening_client_is_pushed_a_running_legs_new_progress_message(
+    make_extension: Callable[..., TemporalTasksExtension],
+) -> None:
+    # progress adds no history event: the stream hears of it only by re-reading the task
+    listened, release = anyio.Event(), anyio.Event()
+
+    async def reports(ctx: Context) -> str:
+        await listened.wait()
+        await ctx.report_progress(1, 2, "halfway")
+        await release.wait()
+        return "done"
+
+    server = server_with(make_extension(), reports)
+    statuses = TaskStatuses()
+    async with listening(statuses, server) as client, anyio.create_task_group() as tasks:
+        task = await call_tool_task(client, "reports")
+        tasks.start_soon(listen, client, [task.task_id])
+        await eventually(lambda: bool(statuses.of("working")), what="the task's first status, pushed")
+        listened.set()
+        await eventually(
+            lambda: any(pushed.get("statusMessage") == "halfway" for pushed in statuses.statuses),
+            what="the leg's new message, pushed",
+        )
+        assert not statuses.of("completed")
+        release.set()
+        await eventually(lambda: bool(statuses.of("completed")), what="the result, pushed")
 
 
 async def test_another_caller_or_a_client_without_the_extension_is_told_nothing_of_a_task(

@@ -144,10 +144,10 @@ class TaskMethods:
         """Someone listens to the task: see `KnownTasks.follow_every_event`."""
         await self._known.follow_every_event(self.key_of(task_id))
 
-    def recheck(self, task_id: str) -> float | None:
-        """How often a read waiting on the task re-reads it, while this server follows its history
+    def reread_in(self, task_id: str) -> float | None:
+        """Seconds until this server's copy of the task is due a re-read, while it follows its history
         (its events then signal `changes`); None while it does not."""
-        return self._known.recheck(self.key_of(task_id))
+        return self._known.reread_in(self.key_of(task_id))
 
     async def _reread(self, task_id: str, fresh: bool) -> GetTaskResult:
         """The task's answer now; `fresh`: from a `describe()`, even where the watch's copy answers."""

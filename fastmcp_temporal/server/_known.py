@@ -192,10 +192,15 @@ class KnownTasks:
         await watch.first_page()
         return watch.current(loop.time(), self._progress_refresh, self._read_recheck)
 
-    def recheck(self, key: str) -> float | None:
-        """How often a read waiting on the task re-reads it (see `Watch.recheck`); None while it is not watched."""
+    def reread_in(self, key: str) -> float | None:
+        """Seconds until what this server knows of the task is due a re-read (`Watch.due`: a running
+        leg's progress, or the recheck of a task whose close alone is followed; inf when only an
+        event can change it); None while it is not watched."""
         watch = self._watches.get(key)
-        return None if watch is None else watch.recheck(self._read_recheck)
+        if watch is None:
+            return None
+        now = asyncio.get_running_loop().time()
+        return watch.due(now, self._progress_refresh, self._read_recheck) - now
 
     @property
     def _read_recheck(self) -> float:

@@ -12,10 +12,11 @@ A listened task is followed for every event of its history at once (not for its 
 alone, as a new task is), so an ask and the close each wake its streams within
 milliseconds through a change signal (`TaskChanges.changed`, keyed by workflow id: a
 watch's long poll seeing an event that changes an answer, or a write through this server).
-Unsignalled, a stream re-reads a task as a held `tasks/get` would while this server
-follows it (every `read_recheck`: progress adds no event; such a read costs Temporal
-nothing while the watch's copy is current), else at the task's poll interval, as a polling
-client would. Its reads are the ones a client's `tasks/get` makes, without holding, so a
+Unsignalled, a stream re-reads a task when this server's copy of it is due a re-read, as a
+held `tasks/get` would while this server follows it (a running leg's progress adds no event:
+`_watch.Watch.due`; such a read costs one `describe()` however many streams and reads share
+it), else at the task's poll interval, as a polling client would. Its reads are the ones a
+client's `tasks/get` makes, without holding, so a
 listened task costs Temporal about what a polled one costs. No core change notification
 (tools, prompts, resources) is honored: FastMCP publishes none on a listen stream.
 
@@ -68,6 +69,8 @@ TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
 MAX_STREAMS = 1024
 MAX_TASKS_PER_STREAM = 256
 PER_CALLER_SETTING = "FASTMCP_TEMPORAL_LISTEN_STREAMS_PER_CALLER"
+# A stream re-reads a followed task at most this often, whatever its copy says.
+_SHORTEST_REREAD = 0.25
 
 
 class TaskStatusParams(NotificationParams):
@@ -88,7 +91,7 @@ class TaskReads(Protocol):
 
     async def answer_now(self, task_id: str) -> GetTaskResult: ...
 
-    def recheck(self, task_id: str) -> float | None: ...
+    def reread_in(self, task_id: str) -> float | None: ...
 
     async def follow_every_event(self, task_id: str) -> None: ...
 
@@ -215,8 +218,8 @@ class _Stream:
 
     def _recheck_after(self, task_id: str, answer: GetTaskResult | None) -> float:
         assert self._methods is not None
-        if (watched := self._methods.recheck(task_id)) is not None:
-            return watched
+        if (watched := self._methods.reread_in(task_id)) is not None:
+            return max(watched, _SHORTEST_REREAD)
         if answer is None or answer.poll_interval_ms is None:
             return self._recheck
         return max(answer.poll_interval_ms / 1000, self._recheck)

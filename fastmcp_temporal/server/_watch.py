@@ -54,7 +54,7 @@ _WORKFLOW_TASK_RECHECK = timedelta(seconds=2)
 _STAMP_PRECISION = timedelta(milliseconds=1)
 # A running leg's progress is re-read once the known copy is as old as it had stood still:
 # at least this, at most `progress_refresh`.
-_PROGRESS_RECHECK_MIN = timedelta(seconds=1)
+_PROGRESS_RECHECK_MIN = timedelta(seconds=2)
 # While a new task's close alone is followed, a held read first re-reads it this long after
 # it began: most of a burst's queued tasks close before, and a tool that asks at once shows
 # its ask by then.

@@ -34,6 +34,7 @@ from temporalio.service import RPCError
 from fastmcp_temporal.worker._apart import signal_apart
 from fastmcp_temporal.worker._body import stop_body
 from fastmcp_temporal.worker._heartbeat import HeartbeatCadence, Ticker
+from fastmcp_temporal.worker._leg_follow import following_close
 from fastmcp_temporal.worker._outcome import kept_outcome
 from fastmcp_temporal.worker._progress import LegProgress
 from fastmcp_temporal.workflows.models import (
@@ -145,17 +146,39 @@ async def _attend(run: LegRun, key: LegKey) -> tuple[LegOutcome | RawValue, bool
     Temporal abandoned keeps waiting, so the body's work is not lost. A task that closed
     meanwhile (its cancel closes it without waiting for the leg) ends the attempt with a
     benign error, which the SDK logs at DEBUG: nothing failed, and nobody takes the outcome.
+    The attempt hears of that close from a long poll (`_leg_follow`) and stops the body at
+    once; it then records a heartbeat, whose answer at the SDK's next send ends the attempt
+    as Temporal's cancel (so the SDK reports nothing for an attempt Temporal forgot).
     """
-    async with Ticker(run.tool, run.progress, run.cadence).running() as ticker:
+    closed = asyncio.Event()
+
+    def stop_at_close() -> None:
+        closed.set()
+        stop_body(run.body)
+
+    async with Ticker(run.tool, run.progress, run.cadence).running() as ticker, following_close(stop_at_close):
         try:
             outcome, abandoned = await _outcome_of(run, ticker)
         except asyncio.CancelledError:
             await _stop(run)
             _forget(key, run)
+            if closed.is_set() and not activity.is_cancelled():
+                await _temporal_cancel(ticker)
             if _task_closed():
                 raise ApplicationError(_TASK_CLOSED, category=ApplicationErrorCategory.BENIGN) from None
             raise
     return outcome, abandoned or ticker.timed_out
+
+
+async def _temporal_cancel(ticker: Ticker) -> None:
+    """Wait for Temporal's cancel of an attempt whose task closed: the answer to the heartbeat
+    recorded now, which the SDK sends at its window's end (or give up after two windows)."""
+    ticker.record()
+    try:
+        await asyncio.sleep(2 * ticker.sent_within)
+    except asyncio.CancelledError:
+        return
+    raise ApplicationError(_TASK_CLOSED, category=ApplicationErrorCategory.BENIGN)
 
 
 def _task_closed() -> bool:

@@ -1,30 +1,34 @@
 """How a running tool leg heartbeats, and how it notices that its event loop was blocked.
 
-A Temporal activity learns of cancellation only from the answer to a heartbeat, and
-every heartbeat is a billed Action on Temporal Cloud. A leg therefore heartbeats fast
-(every `FAST_INTERVAL`) for its first `fast_period`, when an impatient client most often
-cancels, then every `interval`, kept safely below the heartbeat timeout. The first
-beat comes one interval in, so a leg that ends sooner costs no heartbeat at all. The ticker
-is the leg's only heartbeat source, so this cadence is what Temporal records.
+A leg heartbeats for liveness alone: so that Temporal retries it on another worker when
+this one dies (after `heartbeat_timeout`), each beat carrying the newest progress and
+checkpoint. Every heartbeat is a billed Action on Temporal Cloud (and a persistence write on
+a self-hosted cluster), so a leg's heartbeats reach Temporal as a bare activity's do: the
+SDK's core sends the first one it is given at once, then at most one per throttle window,
+`min(SDK_THROTTLE_SHARE x heartbeat_timeout, the worker's heartbeat_interval)`, each
+carrying the newest details recorded in that window. Its throttle timer runs on the core's
+own thread, so when a heartbeat reaches Temporal does not depend on this event loop.
 
-A durable call's leg that relays notices to its caller (`_notices`) also beats within
-`NOTICE_DELAY` of a new notice once past its fast period, and only then: a tool that logs
-or reports progress costs at most two heartbeats a second, one that does not costs none more.
-A task's leg beats as soon (and only then) with a message it stamps on its task (`_progress`).
+The ticker only *records* (`activity.heartbeat`, local and unbilled), `RECORDS_PER_WINDOW`
+times a window, so a recording waits in the core whenever a window ends although the loop
+turns late; a loop late by most of a window still costs no attempt. Its first recording
+comes `_FIRST_RECORD_SHARE` of a window after Temporal started the attempt, so a leg that
+ends sooner costs no heartbeat at all, and the first beat (sent at once, as the loop gets
+to it) keeps half a window of room for a busy loop. A cancel does not wait for a heartbeat:
+the worker follows each leg's workflow for its close (`_leg_follow`).
 
-A heartbeat reaches Temporal only when the event loop comes around twice: once to wake
-the ticker, once to run the SDK's sending task. So the ticker keeps twice the loop's lag
-out of the interval, besides its margin below the timeout, taking the worse of how late it
-woke itself (decaying as the loop calms) and the worker's sampled lag (`_loop_lag`): a busy
-loop costs heartbeats only while it is busy. An attempt's first beat counts from when
-Temporal started it, which a busy worker may get to late. The worker keeps the lag small
-by taking no more legs than its loop keeps up with (`_slots.py`).
+A durable call's leg that relays notices to its caller (`_notices`) records within
+`NOTICE_DELAY` of a new notice, and a task's leg records at once a message after a stillness,
+which it stamps on its task (`_progress`) once the window that sends it has ended: neither
+costs a heartbeat more, as the core sends them at its window's end.
 
-The ticker also measures its own silences: a silence longer than the heartbeat
-timeout means Temporal gave up on the attempt, and the leg must deliver its outcome
-another way (see `_attempts.py`). A long silence is blamed on the tool whose
-step held the loop (`_loop_lag.longest_step`), or, when no step was long, on the
-worker that runs more legs than its loop keeps up with.
+The ticker also measures its own silences: the core goes no longer between two sends than
+a window or the longest gap between two recordings, so a gap longer than the heartbeat
+timeout (allowing for the loop's lag in handing a recording to the core) means Temporal
+gave up on the attempt, and the leg must deliver its outcome another way (see
+`_attempts.py`). A long silence is blamed on the tool whose step held the loop
+(`_loop_lag.longest_step`), or, when no step was long, on the worker that runs more legs
+than its loop keeps up with.
 """
 
 from __future__ import annotations
@@ -37,34 +41,32 @@ from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from temporalio import activity
 
-from fastmcp_temporal._policy import policy_of
-from fastmcp_temporal._settings import DEFAULT_HEARTBEAT_FAST_PERIOD, DEFAULT_HEARTBEAT_INTERVAL
 from fastmcp_temporal.connection._temporal_clock import worker_clock
 from fastmcp_temporal.worker._loop_lag import Step, longest_step, worker_loop_lag
 from fastmcp_temporal.worker._progress import stamp_progress
 
 if TYPE_CHECKING:
-    from fastmcp.tools.base import Tool
-
     from fastmcp_temporal.worker._progress import LegProgress
 
 logger = logging.getLogger("fastmcp_temporal")
 
-FAST_INTERVAL = timedelta(milliseconds=200)
-# A new notice of a durable call reaches Temporal this soon after the previous heartbeat.
+# The Temporal SDK throttles an activity's heartbeats to this share of its heartbeat timeout.
+SDK_THROTTLE_SHARE = 0.8
+# A leg records its details this many times a throttle window.
+RECORDS_PER_WINDOW = 4
+# An attempt's first recording comes this share of a window after Temporal started it.
+_FIRST_RECORD_SHARE = 0.5
+# A new notice of a durable call is recorded this soon after the previous recording.
 NOTICE_DELAY = timedelta(milliseconds=500)
-# A heartbeat must reach Temporal before the timeout despite event-loop lag.
-_TIMEOUT_SHARE = 0.9
-_TIMEOUT_MARGIN = timedelta(milliseconds=500)
-# A heartbeat waits for the loop to come around twice (the ticker's wake, the SDK's send).
-_LAG_WAITS = 2
-# The measured lag halves at each beat, so a calm loop soon gets the sparse cadence back.
+# A heartbeat sent at a window's end reaches Temporal within this.
+_SEND_MARGIN = timedelta(milliseconds=500)
+# The measured lag halves at each recording, so a calm loop soon reads as calm again.
 _LAG_DECAY = 0.5
 # A stall this long makes the whole server unresponsive: worth a warning.
 _NOTICEABLE_BLOCK = 1.0
@@ -76,28 +78,30 @@ _reported_steps: deque[Step] = deque(maxlen=64)
 
 @dataclass(frozen=True)
 class HeartbeatCadence:
-    """Fast while a leg is young, then sparse: cost against how soon a cancel arrives."""
+    """How often the SDK sends a leg's heartbeats: its throttle, capped by the worker's `heartbeat_interval`."""
 
-    interval: timedelta = DEFAULT_HEARTBEAT_INTERVAL
-    fast_period: timedelta = DEFAULT_HEARTBEAT_FAST_PERIOD
+    interval: timedelta | None = None
 
-    def seconds_until_next(self, elapsed: float, timeout: float, lag: float = 0.0) -> float:
-        """Seconds to wait after a heartbeat sent `elapsed` seconds into the leg, on a loop that
-        lately came around `lag` seconds late."""
-        fast = min(timeout / 4, FAST_INTERVAL.total_seconds())
-        if elapsed < self.fast_period.total_seconds():
-            return fast
-        bound = min(timeout * _TIMEOUT_SHARE, timeout - _TIMEOUT_MARGIN.total_seconds()) - _LAG_WAITS * lag
-        return max(fast, min(self.interval.total_seconds(), bound))
+    def window(self, timeout: float) -> float:
+        """Seconds between two heartbeats the SDK sends for an attempt with heartbeat timeout `timeout`."""
+        throttle = SDK_THROTTLE_SHARE * timeout
+        return throttle if self.interval is None else min(throttle, self.interval.total_seconds())
 
-    def for_tool(self, component: Tool) -> HeartbeatCadence:
-        """This cadence, with the tool's own `execution_policy(heartbeat_interval=...)`."""
-        interval = policy_of(component).heartbeat_interval
-        return replace(self, interval=interval) if interval is not None else self
+    def record_every(self, timeout: float) -> float:
+        """Seconds between two recordings, so one waits in the core whenever a window ends."""
+        return self.window(timeout) / RECORDS_PER_WINDOW
+
+    def first_record(self, timeout: float) -> float:
+        """Seconds from Temporal's start of an attempt to its first recording."""
+        return self.window(timeout) * _FIRST_RECORD_SHARE
+
+    def sent_within(self, timeout: float) -> float:
+        """Seconds within which a recording reaches Temporal."""
+        return self.window(timeout) + _SEND_MARGIN.total_seconds()
 
 
 class Ticker:
-    """Heartbeats one attempt's progress and records the longest silence between beats."""
+    """Records one attempt's progress for the SDK to heartbeat, and the longest silence between recordings."""
 
     def __init__(self, tool: str, progress: LegProgress, cadence: HeartbeatCadence) -> None:
         info = activity.info()
@@ -119,6 +123,17 @@ class Ticker:
         return self.longest_silence > self._timeout
 
     @property
+    def sent_within(self) -> float:
+        """Seconds within which a recording reaches Temporal."""
+        return self._cadence.sent_within(self._timeout)
+
+    def record(self) -> None:
+        """Hand the newest details to the SDK now; its core sends them at its window's end."""
+        self.observe()
+        activity.heartbeat(self._progress.details())
+        self._attempt.last = self._loop.time()
+
+    @property
     def _last_beat(self) -> float:
         return self._attempt.last
 
@@ -128,7 +143,7 @@ class Ticker:
         silence = now - self._last_beat
         late = max(0.0, now - self._due)
         self._lag = max(late, self._lag * _LAG_DECAY)
-        # The heartbeat this silence ends reaches Temporal once the loop comes around again.
+        # The recording this silence ends reaches the core once the loop comes around again.
         self.longest_silence = max(self.longest_silence, silence + self._loop_lag())
         if self._warned or (late < _NOTICEABLE_BLOCK and not self.timed_out):
             return
@@ -156,30 +171,25 @@ class Ticker:
         )
 
     async def _beat(self) -> None:
+        pause = self._cadence.first_record(self._timeout)
         while True:
-            elapsed = self._last_beat - self._attempt.started
-            pause = self._cadence.seconds_until_next(elapsed, self._timeout, self._loop_lag())
             self._due = self._last_beat + pause
             await self._pause(max(0.0, self._due - self._loop.time()))
             if activity.is_cancelled():
                 return
-            self.observe()
-            activity.heartbeat(self._progress.details())
-            self._attempt.last = self._loop.time()
+            self.record()
             if self._progress.stamp_due.is_set():
                 self._progress.stamp_due.clear()
-                stamp_progress()
+                stamp_progress(self.sent_within)
+            pause = self._cadence.record_every(self._timeout)
 
     def _loop_lag(self) -> float:
         return max(self._lag, worker_loop_lag.seconds)
 
     async def _pause(self, pause: float) -> None:
-        """Wait `pause`, or less when a notice to relay or a message to stamp comes: then beat
-        `NOTICE_DELAY` after the last beat."""
+        """Wait `pause`, or less when a message to stamp comes (then record at once) or a notice to
+        relay (then record `NOTICE_DELAY` after the last recording)."""
         notices = self._progress.notices
-        if pause <= NOTICE_DELAY.total_seconds():
-            await asyncio.sleep(pause)
-            return
         if notices is not None:
             notices.changed.clear()
         wakers = [self._progress.stamp_due] + ([notices.changed] if notices is not None else [])
@@ -189,14 +199,14 @@ class Ticker:
         finally:
             for wait in waits:
                 wait.cancel()
-        if not done:
+        if not done or self._progress.stamp_due.is_set():
             return
         soonest = self._last_beat + NOTICE_DELAY.total_seconds()
         await asyncio.sleep(max(0.0, min(soonest, self._due) - self._loop.time()))
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Ticker]:
-        """Heartbeat until the block exits, then account for the final silence."""
+        """Record until the block exits, then account for the final silence."""
         beating = asyncio.create_task(self._beat())
         try:
             yield self
@@ -207,9 +217,8 @@ class Ticker:
 
 @dataclass
 class _AttemptBeats:
-    """When, on the loop's clock, Temporal started this attempt and last heard from it."""
+    """When, on the loop's clock, Temporal last heard from this attempt (or started it)."""
 
-    started: float
     last: float
 
 
@@ -223,7 +232,7 @@ def _attempt_beats(loop: asyncio.AbstractEventLoop, timeout: float) -> _AttemptB
     if beats is None:
         waited = worker_clock.since_written(activity.info().started_time).total_seconds()
         started = loop.time() - min(max(waited, 0.0), 2 * timeout)
-        beats = _AttemptBeats(started, started)
+        beats = _AttemptBeats(started)
         _attempt.set(beats)
     return beats
 

@@ -9,7 +9,7 @@ caller as the inline call would have sent it. The leg's outcome carries the stre
 latest window too, for the notices no heartbeat carried before the leg ended.
 
 Heartbeat details are replaced, not appended, so each carries a window: the notices of
-the last `WINDOW_AGE`, at most `WINDOW_NOTICES` of them and `WINDOW_BYTES` in all; one
+the last `WINDOW_AGE` (longer when the SDK sends a leg's heartbeats further apart), at most `WINDOW_NOTICES` of them and `WINDOW_BYTES` in all; one
 message is cut to `MESSAGE_CHARS`. Every progress report stays in the window, as every log
 message does; over its count or size, a report a later one supersedes leaves first, then the
 oldest notice, so a tight progress loop never pushes out a log message. Each notice has a
@@ -49,6 +49,8 @@ class LegNotices:
 
     progress: bool
     """Whether the caller asked for progress (sent a `progressToken`)."""
+    age: float = WINDOW_AGE
+    """Seconds a notice stays in the window: at least as long as a heartbeat takes to carry it."""
     stream: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     _notices: deque[_Notice] = field(default_factory=deque)
@@ -91,7 +93,7 @@ class LegNotices:
 
     def _prune(self, now: float) -> None:
         notices = self._notices
-        while notices and now - notices[0].at > WINDOW_AGE:
+        while notices and now - notices[0].at > self.age:
             self._bytes -= notices.popleft().size
         while len(notices) > WINDOW_NOTICES or self._bytes > WINDOW_BYTES:
             dropped = _superseded_progress(notices) or notices[0]

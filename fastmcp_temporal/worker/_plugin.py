@@ -53,11 +53,6 @@ if TYPE_CHECKING:
 
 PLUGIN_NAME = "fastmcp_temporal.McpTasksPlugin"
 
-# Cancellation reaches a running tool on its next heartbeat the worker sends;
-# the SDK's default throttle (0.8 x heartbeat timeout) would delay it by seconds.
-# The leg's own ticker (`_heartbeat.py`) is its only heartbeat source and sets the
-# cadence Temporal records; this throttle only bounds bursts.
-HEARTBEAT_THROTTLE = timedelta(milliseconds=200)
 # A dead worker's sticky queue holds the workflow's next task this long.
 STICKY_TIMEOUT = timedelta(seconds=1)
 
@@ -105,8 +100,8 @@ class McpTasksPlugin(SimplePlugin):
                 " FASTMCP_TEMPORAL_TASK_QUEUE to the worker's queue."
             )
         require_codec(config["client"], settings)  # type: ignore[typeddict-item]
-        config["max_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
-        config["default_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
+        if settings.heartbeat_interval is not None:  # else the SDK's own throttle, as a bare activity's
+            config["max_heartbeat_throttle_interval"] = settings.heartbeat_interval
         config["sticky_queue_schedule_to_start_timeout"] = STICKY_TIMEOUT
         if config.get("max_concurrent_activities") is None and config.get("tuner") is None:
             config["tuner"] = loop_bound_tuner(config, settings.max_concurrent_activities, worker_loop_lag)
@@ -152,7 +147,7 @@ class McpTasksPlugin(SimplePlugin):
 
 def heartbeat_cadence(settings: TemporalTasksSettings) -> HeartbeatCadence:
     """How often the worker's legs heartbeat, from its settings."""
-    return HeartbeatCadence(interval=settings.heartbeat_interval, fast_period=settings.heartbeat_fast_period)
+    return HeartbeatCadence(interval=settings.heartbeat_interval)
 
 
 def deployment_config(settings: TemporalTasksSettings) -> WorkerDeploymentConfig | None:

@@ -14,7 +14,7 @@ Heartbeats add no history event, so a server that follows a task's history (or t
 feed) cannot see a new message; it re-reads a copy as often as the copy's progress has
 been changing. A message that comes after the leg's message stood still for
 `PROGRESS_STAMP_AFTER` (or after the leg began that long ago) is therefore stamped on the
-task: the leg heartbeats it at once, then signals the workflow (`PROGRESSED_SIGNAL`), whose
+task: the leg records it at once, then, once the SDK sent it, signals the workflow (`PROGRESSED_SIGNAL`), whose
 history and `McpTaskChangedAt` tell every server to re-read. A tool that reports steadily
 costs no signal past its first; one that reports after a long silence costs one signal
 (and its workflow task) per such message. A durable call's leg stamps nothing: its caller
@@ -24,6 +24,7 @@ hears its notices directly.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Iterator
@@ -47,9 +48,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 PROGRESS_STAMP_AFTER = timedelta(seconds=30)
-# The signal follows the heartbeat that carries the message by this much, so a server that
-# re-reads the task at the signal finds the message.
-_STAMP_AFTER_HEARTBEAT = timedelta(milliseconds=100)
 
 
 @dataclass
@@ -106,14 +104,16 @@ class LegProgress:
         return details
 
 
-def stamp_progress() -> None:
-    """Signal the running leg's workflow that its message changed, apart from the attempt, which
-    Temporal may cancel any moment; a failed signal only leaves the message to the next re-read."""
-    signal_apart(_stamp)
+def stamp_progress(after: float) -> None:
+    """Signal the running leg's workflow that its message changed, `after` seconds from now, once the
+    heartbeat that carries the message reached Temporal (so a server that re-reads the task at the
+    signal finds it), apart from the attempt, which Temporal may cancel any moment; a failed signal
+    only leaves the message to the next re-read."""
+    signal_apart(functools.partial(_stamp, after=after))
 
 
-async def _stamp(handle: WorkflowHandle[Any, Any]) -> None:
-    await asyncio.sleep(_STAMP_AFTER_HEARTBEAT.total_seconds())
+async def _stamp(handle: WorkflowHandle[Any, Any], after: float) -> None:
+    await asyncio.sleep(after)
     try:
         await handle.signal(PROGRESSED_SIGNAL)
     except RPCError as exc:
