@@ -47,9 +47,10 @@ from fastmcp_temporal import TemporalTasksSettings
 from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._changes import TaskChanges
+from fastmcp_temporal.server._closed_answers import _CLOSED_RECHECK_MAX, Closed
 from fastmcp_temporal.server._feed import Change
 from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, POLL_LOOP_SLACK
-from fastmcp_temporal.server._known import _CLOSED_RECHECK_MAX, Closed, KnownTasks
+from fastmcp_temporal.server._known import KnownTasks
 from fastmcp_temporal.server._quiet import LONG_POLL_PERIOD, Quiet, QuietTasks
 from fastmcp_temporal.server._watch import (
     _CLOSE_ONLY_FIRST_RECHECK,
@@ -504,7 +505,7 @@ async def test_the_close_ends_a_held_read_at_once_with_the_result_from_the_close
 
         done = await asyncio.wait_for(held, timeout=5)  # a re-read, at the first recheck, would fail
 
-        assert tasks.cached_closed("task-wf") is not None
+        assert tasks.closed.cached("task-wf") is not None
     assert (done.status, done.result) == ("completed", {"answer": 42})
     assert reread.fresh == []
 

@@ -9,7 +9,7 @@ role (the others reach it through its public names) and the CLI the top one, and
 shared top-level modules import no role. Some concerns have one home:
 - only the extension and the plugin run the start-up check of FastMCP's internals;
 - what a server knows of the tasks it reads (`server/_known.py`, `server/_watch.py`,
-  `server/_quiet.py`, and the change feed that tells it what changed, `server/_feed.py`)
+  `server/_quiet.py`, `server/_closed_answers.py`, and the change feed that tells it what changed, `server/_feed.py`)
   is the server's alone;
 - the `tasks/*` handlers (`server/_handlers.py`) are the extension's alone;
 - a task's memo is written at creation from its facts (`server/_facts.py`) alone.
@@ -156,7 +156,7 @@ def test_only_the_extension_and_the_plugin_run_the_upstream_check() -> None:
 
 def test_nothing_outside_the_server_imports_what_it_knows_of_tasks() -> None:
     modules = _modules()
-    known_tasks = {f"fastmcp_temporal.server.{name}" for name in ("_known", "_watch", "_quiet", "_feed")}
+    known_tasks = {f"fastmcp_temporal.server.{name}" for name in ("_known", "_watch", "_quiet", "_feed", "_closed_answers")}
     for name, path in modules.items():
         if not _within(name, "server"):
             leaks = _imports(path, modules) & known_tasks

@@ -50,9 +50,10 @@ from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._answers import submit_answers, validated_answer
 from fastmcp_temporal.server._backend import Backend, UnreadablePayloadError
 from fastmcp_temporal.server._changes import TaskChanges
+from fastmcp_temporal.server._closed_answers import Closed
 from fastmcp_temporal.server._creation import StartedWorkflow
 from fastmcp_temporal.server._feed import ChangeFeed
-from fastmcp_temporal.server._known import Closed, KnownTasks, described
+from fastmcp_temporal.server._known import KnownTasks, described
 from fastmcp_temporal.server._scope import current_caller, task_not_found, workflow_id
 from fastmcp_temporal.server._stalled import EXPIRED_REASON, StalledTasks
 from fastmcp_temporal.server._status import mcp_status
@@ -128,7 +129,7 @@ class TaskMethods:
     async def get(self, task_id: str) -> GetTaskResult:
         await self._clock.read_once(self._backend.client)  # before a remembered close's TTL is checked
         key = self.key_of(task_id)
-        if (closed := self._known.cached_closed(key)) is not None:
+        if (closed := self._known.closed.cached(key)) is not None:
             return self._closed_result(task_id, closed)
         closed_answer = partial(self._closed_result, task_id)
         return await self._known.answer(key, closed_answer, partial(self._reread, task_id), current_caller())
@@ -136,7 +137,7 @@ class TaskMethods:
     async def answer_now(self, task_id: str) -> GetTaskResult:
         """What a read answers now, without holding it or counting it as a client's (a pushed status)."""
         await self._clock.read_once(self._backend.client)
-        if (closed := self._known.cached_closed(self.key_of(task_id))) is not None:
+        if (closed := self._known.closed.cached(self.key_of(task_id))) is not None:
             return self._closed_result(task_id, closed)
         return await self._reread(task_id, False)
 
@@ -259,7 +260,7 @@ class TaskMethods:
         """The closed task's final answer: the remembered one while its run is the latest, else
         read, and remembered when small enough."""
         key = self.key_of(task.task_id)  # a legacy task's too
-        if (closed := self._known.confirmed_close(key, task.description.run_id)) is not None:
+        if (closed := self._known.closed.confirmed(key, task.description.run_id)) is not None:
             return closed
         status, fields = await self._closed_state(task)
         expires_at, run_id = _expires_at(task.description, task.memo), task.description.run_id

@@ -25,10 +25,8 @@ close answers them at once from its event, progress once its copy is due a re-re
 new task (`Watch.recheck`) show an ask.
 
 Concurrent reads of one task share one `describe()`. A closed task is answered from a
-bounded cache (`Closed`) until its TTL ends on Temporal's clock (`TemporalClock`, which every
-event a watch reads moves on); an operator can start a closed workflow again
-(a reset), so a remembered close is re-checked one poll interval after it was last found
-current, then at doubling intervals up to `_CLOSED_RECHECK_MAX`. At most `watched_tasks`
+bounded cache (`_closed_answers`) until its TTL ends on Temporal's clock (`TemporalClock`,
+which every event a watch reads moves on). At most `watched_tasks`
 tasks are followed by long polls (each is one of the namespace's long polls, which Temporal
 caps; a refusal pauses following new tasks for `_REFUSED_PAUSE`), and where the namespace
 stamps changes at most as many as cost less than the change feed (`_fed`); past that, tasks
@@ -43,7 +41,7 @@ server, is signalled by the task's key (`TaskChanges.changed`), which wakes the 
 it and the listen streams that follow it.
 
 One watch's state and the decisions made from it (`Watch`, and the constants named above
-but `_CLOSE_ONLY_FOR`, `_CLOSED_RECHECK_MAX` and `_REFUSED_PAUSE`) are in `_watch`; this
+but `_CLOSE_ONLY_FOR` and `_REFUSED_PAUSE`) are in `_watch`; this
 module does the I/O. Everything here is keyed by workflow id, never by task id: the task
 methods derive the key from the caller's scope and pass in what re-reads or answers a task,
 so this module needs no scope and imports nothing of theirs.
@@ -52,10 +50,8 @@ so this module needs no scope and imports nothing of theirs.
 from __future__ import annotations
 
 import asyncio
-import json
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from functools import partial
 from typing import Any
@@ -74,6 +70,7 @@ from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._changes import TaskChanges
+from fastmcp_temporal.server._closed_answers import CLOSED_CACHE_MAX_RESULT_CHARS, Closed, ClosedAnswers
 from fastmcp_temporal.server._fed import follow_feed, long_polls_cheaper_than_the_feed
 from fastmcp_temporal.server._feed import ChangeFeed
 from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, HeldReads, holdable
@@ -81,12 +78,6 @@ from fastmcp_temporal.server._quiet import QuietTasks
 from fastmcp_temporal.server._watch import Known, Shown, Timing, Watch, shown_of
 from fastmcp_temporal.workflows.models import TaskMemo, TaskOutcome
 
-# Closed tasks answered from memory: at most this many, each result at most this big.
-_CLOSED_CACHE_ENTRIES = 1_000
-_CLOSED_CACHE_MAX_RESULT_CHARS = 64 * 1024
-# A remembered close is re-checked for a new run (a reset) one poll interval after it was
-# known current, then after twice as long each time the run is the same, up to this.
-_CLOSED_RECHECK_MAX = timedelta(minutes=1)
 # Temporal refused a long poll (its cap on concurrent long polls per namespace): follow
 # no new task for this long.
 _REFUSED_PAUSE = timedelta(minutes=1)
@@ -97,31 +88,6 @@ _CLOSE_ONLY_FOR = timedelta(seconds=2)
 _LONG_POLL_TAIL = timedelta(seconds=1)
 
 Described = tuple[WorkflowExecutionDescription, TaskMemo]  # one `describe()`, and the memo it read
-
-
-@dataclass(frozen=True)
-class Closed:
-    """What a closed run of a task answers until its TTL ends, while it is the workflow's latest.
-
-    A run never changes once closed, but an operator can start the workflow again (a reset):
-    a read `recheck` seconds after `checked_at` describes the workflow to compare its run.
-    """
-
-    status: TaskStatus
-    fields: dict[str, Any]
-    timing: Timing
-    expires_at: datetime
-    run_id: str
-    checked_at: float  # event-loop time `run_id` was last known to be the latest run
-    recheck: float
-
-    def due(self, now: float) -> bool:
-        return now - self.checked_at >= self.recheck
-
-    def confirmed(self, now: float) -> Closed:
-        """Still the latest run at `now`: re-checked after twice as long next time."""
-        recheck = min(2 * self.recheck, _CLOSED_RECHECK_MAX.total_seconds())
-        return replace(self, checked_at=now, recheck=recheck)
 
 
 # What the task methods pass in: a completed outcome's answer (None: expired unanswered), a
@@ -153,7 +119,7 @@ class KnownTasks:
         self._clock = clock  # Temporal's: a remembered close expires by it, and every event read sets it
         self._settings = settings
         self._outcome_state = outcome_state
-        self._closed: OrderedDict[str, Closed] = OrderedDict()
+        self.closed = ClosedAnswers(clock)
         self._reads: dict[str, asyncio.Future[Described]] = {}
         self._watches: dict[str, Watch] = {}
         self._quiet = QuietTasks(settings.quiet_poll_interval, settings.quiet_tasks)
@@ -237,7 +203,7 @@ class KnownTasks:
             while (heard := self._heard(key)) is not None and _repeats(answer, shown):
                 due = heard.due(loop.time(), self._progress_refresh, self._read_recheck)
                 await asyncio.wait([changed], timeout=max(min(deadline, due) - loop.time(), 0))
-                if (cached := self.cached_closed(key)) is not None:
+                if (cached := self.closed.cached(key)) is not None:
                     return self.remember(key, closed(cached))
                 signalled, changed = changed.done(), next_change()
                 if not signalled and deadline <= due:
@@ -399,7 +365,7 @@ class KnownTasks:
         Anything else (failed, cancelled, expired, a stored result) reads describe.
         """
         payloads = event.workflow_execution_completed_event_attributes.result.payloads
-        if sum(payload.ByteSize() for payload in payloads) > _CLOSED_CACHE_MAX_RESULT_CHARS:
+        if sum(payload.ByteSize() for payload in payloads) > CLOSED_CACHE_MAX_RESULT_CHARS:
             return
         try:
             (outcome,) = await self._storeless.decode(payloads, [TaskOutcome])
@@ -439,24 +405,6 @@ class KnownTasks:
         if not done.cancelled():
             done.exception()  # every reader may have gone; the error is theirs, not the loop's
 
-    def cached_closed(self, key: str) -> Closed | None:
-        """The task's remembered close, unless its TTL has ended or its run is due a re-check."""
-        closed = self._closed.get(key)
-        if closed is not None and closed.expires_at < self._clock.now():
-            del self._closed[key]
-            return None
-        if closed is not None and closed.due(asyncio.get_running_loop().time()):
-            return None
-        return closed
-
-    def confirmed_close(self, key: str, run_id: str) -> Closed | None:
-        """The remembered close of `run_id`, which a `describe()` has just found the latest run."""
-        known = self._closed.get(key)
-        if known is None or known.run_id != run_id:
-            return None
-        self._closed[key] = known.confirmed(asyncio.get_running_loop().time())
-        return self._closed[key]
-
     def remember_closed(
         self,
         key: str,
@@ -466,17 +414,10 @@ class KnownTasks:
         expires_at: datetime,
         run_id: str,
     ) -> Closed:
-        """A closed run's answer, remembered (in place of an earlier run's) when its result is small
-        enough; first re-checked one poll interval on."""
-        now = asyncio.get_running_loop().time()
-        self._quiet.forget(key)  # a closed task asks for no other interval
-        closed = Closed(status, fields, timing, expires_at, run_id, now, timing.poll_interval_ms / 1000)
-        self._closed.pop(key, None)
-        if len(json.dumps(fields.get("result"), default=str)) <= _CLOSED_CACHE_MAX_RESULT_CHARS:
-            self._closed[key] = closed
-            while len(self._closed) > _CLOSED_CACHE_ENTRIES:
-                self._closed.popitem(last=False)
-        return closed
+        """A closed run's answer, remembered (`ClosedAnswers.remember`); a closed task asks for no
+        quiet interval."""
+        self._quiet.forget(key)
+        return self.closed.remember(key, status, fields, timing, expires_at, run_id)
 
 
 def _repeats(answer: GetTaskResult | None, shown: Shown) -> bool:
