@@ -41,7 +41,7 @@ from temporalio.client import Client as TemporalClient
 import fault_app
 from fastmcp_temporal.devserver import DevServer, free_port, start_dev_server
 from helpers.processes import PROCESS_DEADLINE, AttemptLog, Processes, answering_client
-from helpers.temporal import task_handle
+from helpers.temporal import checkpoint_recorded
 from helpers.waits import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
@@ -89,18 +89,6 @@ async def api_client(address: str, task_queue: str, **options: Any) -> AsyncIter
 
 
 # --- 1. a worker dies mid-tool -------------------------------------------------
-
-
-async def checkpoint_recorded(temporal: TemporalClient, task_id: str) -> None:
-    """Wait until a heartbeat of the task's running leg has carried a checkpoint to Temporal."""
-
-    async def recorded() -> bool:
-        pending = (await task_handle(temporal, task_id).describe()).raw_description.pending_activities
-        return any(leg.HasField("heartbeat_details") for leg in pending)
-
-    with anyio.fail_after(PROCESS_DEADLINE):
-        while not await recorded():
-            await anyio.sleep(0.1)
 
 
 async def test_killed_worker_leg_resumes_on_another_worker_from_its_checkpoint(

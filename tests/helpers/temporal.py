@@ -64,6 +64,18 @@ async def workflow_closed(
             await anyio.sleep(0.05)
 
 
+async def checkpoint_recorded(temporal: Client, task_id: str) -> None:
+    """Wait until a heartbeat of the task's running leg has carried a checkpoint to Temporal."""
+
+    async def recorded() -> bool:
+        pending = (await task_handle(temporal, task_id).describe()).raw_description.pending_activities
+        return any(leg.HasField("heartbeat_details") for leg in pending)
+
+    with anyio.fail_after(2 * DEADLINE):
+        while not await recorded():
+            await anyio.sleep(0.1)
+
+
 async def no_workflow_running(reach: TemporalTasksExtension | Client, task_queue: str | None = None) -> None:
     """Wait until Temporal's visibility lists no running workflow on `task_queue` (an extension's own
     by default); visibility lags behind the workflows."""
