@@ -42,7 +42,7 @@ WORKER_SETTINGS = {
     "workflow_runner": SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules("beartype")
     ),
-    "max_concurrent_activities": 50,
+    "max_concurrent_activities": 1000,
     "max_heartbeat_throttle_interval": timedelta(milliseconds=200),
     "default_heartbeat_throttle_interval": timedelta(milliseconds=200),
     "sticky_queue_schedule_to_start_timeout": timedelta(seconds=1),
