@@ -9,7 +9,10 @@ in production's shape:
     python bench/bare_engine.py --address 127.0.0.1:7233 --task-queue q --marks DIR
 
 (its Temporal calls served for Prometheus at `FASTMCP_TEMPORAL_METRICS_ADDRESS`, as this
-project's worker serves them).
+project's worker serves them). With `--sleepers` it is instead the worker of `BareSleep`
+(`scale.py --legs`): one activity that waits in silence, heartbeating through the SDK's own
+throttle as a hand-written long activity does, on the worker's defaults but for
+`max_concurrent_activities`.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ WORKER_SETTINGS = {
     "workflow_runner": SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules("beartype")
     ),
-    "max_concurrent_activities": 50,
+    "max_concurrent_activities": 1000,
     "max_heartbeat_throttle_interval": timedelta(milliseconds=200),
     "default_heartbeat_throttle_interval": timedelta(milliseconds=200),
     "sticky_queue_schedule_to_start_timeout": timedelta(seconds=1),
@@ -81,6 +84,30 @@ class BareActivities:
         except asyncio.CancelledError:
             self.marks.cancelled(key)
             raise
+
+    @activity.defn(name="bare_sleep")
+    async def sleep(self, key: str, seconds: float) -> str:
+        """Wait `seconds`, heartbeating every second (the SDK sends one per 0.8 x the heartbeat
+        timeout), its run marked at the start and the end as `scale_sleep`'s is."""
+        self.marks.ran(key, "leg")
+        deadline = asyncio.get_running_loop().time() + seconds
+        while (left := deadline - asyncio.get_running_loop().time()) > 0:
+            activity.heartbeat()
+            await asyncio.sleep(min(1.0, left))
+        self.marks.ran(key, "slept")
+        return f"done:{key}"
+
+
+def sleepers_worker(client: Client, task_queue: str, marks: Marks) -> Worker:
+    """The worker of `BareSleep`: Temporal's defaults, with as many slots as this project's worker."""
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[BareSleep],
+        activities=[BareActivities(marks).sleep],
+        workflow_runner=WORKER_SETTINGS["workflow_runner"],
+        max_concurrent_activities=WORKER_SETTINGS["max_concurrent_activities"],
+    )
 
 
 def bare_worker(client: Client, task_queue: str, marks: Marks) -> Worker:
@@ -156,6 +183,20 @@ class BareHold:
         return await workflow.execute_activity("bare_hold", key, result_type=str, **_options())
 
 
+@workflow.defn(name="BareSleep")
+class BareSleep:
+    """One activity waiting `seconds` with a given heartbeat timeout, as a long tool leg does."""
+
+    @workflow.run
+    async def run(self, key: str, seconds: float, heartbeat_timeout: float) -> str:
+        return await workflow.execute_activity(
+            "bare_sleep",
+            args=[key, seconds],
+            result_type=str,
+            **_options() | {"heartbeat_timeout": timedelta(seconds=heartbeat_timeout)},
+        )
+
+
 @workflow.defn(name="BareParked")
 class BareParked:
     """One leg, then wait for an answer as a task parked on input does (TTL 15 min)."""
@@ -181,7 +222,10 @@ async def _serve(args: argparse.Namespace) -> None:
     client = await Client.connect(
         args.address, runtime=metrics_runtime(os.environ["FASTMCP_TEMPORAL_METRICS_ADDRESS"])
     )
-    worker = bare_worker(client, args.task_queue, Marks(args.marks))
+    if args.sleepers:
+        worker = sleepers_worker(client, args.task_queue, Marks(args.marks))
+    else:
+        worker = bare_worker(client, args.task_queue, Marks(args.marks))
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, lambda: asyncio.ensure_future(worker.shutdown()))
@@ -193,4 +237,5 @@ if __name__ == "__main__":
     parser.add_argument("--address", required=True)
     parser.add_argument("--task-queue", required=True)
     parser.add_argument("--marks", type=Path, required=True)
+    parser.add_argument("--sleepers", action="store_true", help="run BareSleep only, at Temporal's defaults")
     asyncio.run(_serve(parser.parse_args()))

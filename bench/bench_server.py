@@ -17,9 +17,10 @@ does. The engine comes from the environment the benchmark sets:
 its result), on one temporalio client; the bare engine's worker runs the workflows. A
 third, `bare_status`, answers "working" without Temporal: a status read's MCP cost.
 
-`scale.py`'s tools (`scale_park`, `scale_leg`) log every body run in `BENCH_MARKS`, so the
-bench can tell which bodies ran twice after it killed every worker; a leg reports progress
-every `BENCH_PROGRESS_S` seconds (default 10) until the bench releases it.
+`scale.py`'s tools (`scale_park`, `scale_leg`, `scale_sleep`) log every body run in `BENCH_MARKS`,
+so the bench can tell which bodies ran twice; a `scale_leg` reports progress every
+`BENCH_PROGRESS_S` seconds (default 10) until the bench releases it, a `scale_sleep` waits in
+silence for as long as it is told.
 
 `freshness.py`'s tool (`fresh`) runs its body a given time, then closes, asks or reports
 progress, marking the moment just before in `BENCH_MARKS`; the bench times from that mark
@@ -246,7 +247,8 @@ def build(kind: str, marks: Marks) -> FastMCP:
 
 
 def add_scale_tools(mcp: FastMCP, marks: Marks) -> None:
-    """`scale_park`, parked on input at once, and `scale_leg`, a leg that reports progress until released.
+    """`scale_park`, parked on input at once, `scale_leg`, a leg that reports progress until released,
+    and `scale_sleep`, a leg that waits a given time in silence (`scale.py --legs`).
 
     Both answer `answered:<key>` once their ask is answered; a released leg asks (`then="ask"`)
     or returns `done:<key>` (any other `then`), leaving an `asking` or `closing` mark just before.
@@ -285,6 +287,15 @@ def add_scale_tools(mcp: FastMCP, marks: Marks) -> None:
             quiet += 1
         marks.mark(key, "asking" if then == "ask" else "closing")
         return ask_ok() if then == "ask" else f"done:{key}"
+
+    @mcp.tool(task=True)
+    async def scale_sleep(key: str, seconds: float) -> str:
+        """A waiting leg: sleeps `seconds` (I/O-bound, reports nothing), then returns `done:<key>`; its
+        start and end are marked (`leg`, `slept`)."""
+        marks.ran(key, "leg")
+        await asyncio.sleep(seconds)
+        marks.ran(key, "slept")
+        return f"done:{key}"
 
 
 def add_fresh_tool(mcp: FastMCP, marks: Marks) -> None:

@@ -25,6 +25,7 @@ _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 _STARTUP_DEADLINE = 60.0
 _RPC_SAMPLE = re.compile(r"^temporal_(?:long_)?request(?:_total)?\{([^}]*)\} (\S+)$", re.MULTILINE)
 _OPERATION = re.compile(r'operation="([^"]+)"')
+_SERVER_SAMPLE = re.compile(r"^(\w+)\{([^}]*)\} (\S+)$", re.MULTILINE)
 # What a request is for, by operation; anything else is `other`. The SDK counts a history long
 # poll (`wait_new_event`) as an ordinary request, so `history` holds long polls and plain reads.
 _KINDS = {
@@ -112,6 +113,37 @@ async def temporal_calls(endpoints: list[str]) -> dict[str, int]:
                 operation = _OPERATION.search(labels)
                 totals[operation.group(1) if operation else "?"] += int(float(value))
     return dict(totals)
+
+
+async def dev_server_counts(metrics_url: str) -> dict[str, dict[str, float]]:
+    """What a dev server started with a metrics port counts so far, from its own metrics.
+
+    `actions`: its billable estimate (`action`, namespace default), under `all`;
+    `requests`: the frontend's requests by operation (`service_requests`); `pending`: the
+    frontend's long-running requests in flight by operation as the last one arrived
+    (`service_pending_requests`, what it holds against `frontend.namespaceCount`);
+    `resource_exhausted`: the frontend's refusals by cause.
+
+    Args:
+        metrics_url: the server's `http://127.0.0.1:<metrics port>/metrics`.
+    """
+    async with httpx.AsyncClient(timeout=10) as http:
+        text = (await http.get(metrics_url)).text
+    counts: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for name, labels, value in _SERVER_SAMPLE.findall(text):
+        found = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        if name == "action" and found.get("namespace") == "default":
+            counts["actions"]["all"] += float(value)
+        elif found.get("service_name") != "frontend":
+            continue
+        elif name == "service_requests":
+            counts["requests"][found.get("operation", "?")] += float(value)
+        elif name == "service_pending_requests":  # a gauge, recorded as each such request arrives
+            operation = found.get("operation", "?")
+            counts["pending"][operation] = max(counts["pending"][operation], float(value))
+        elif name == "service_errors_resource_exhausted":
+            counts["resource_exhausted"][found.get("resource_exhausted_cause", "?")] += float(value)
+    return {kind: dict(values) for kind, values in counts.items()}
 
 
 def request_kind(operation: str) -> str:

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/scale.py [--tasks 10000] [--warmup 60] [--window 300] [--clients 2]
         [--reads-in-flight N] [--probes 10] [--progress 10] [--heartbeat-timeout 30] [--out FILE]
+    .venv/bin/python bench/scale.py --legs 1000 [--leg-seconds 120] [--sample 50] [--window 300]
 
 Starts its own file-backed dev server (sqlite), 2 API servers (`bench_server.py`,
 `worker=False`) and 2 `fastmcp-temporal worker bench/bench_server.py` processes, each
@@ -48,6 +49,20 @@ times a second (`--heartbeat-timeout 5` measures that). Then:
    own result (a cancelled probe: read as cancelled), and every body must have run once,
    except legs alive at the kill (twice).
 
+**`--legs N`** runs another scenario on the same shape: N `scale_sleep` legs that wait
+`--leg-seconds` (120) in silence, submitted over both API servers to workers at their default
+`max_concurrent_activities`, with the extension's default `heartbeat_timeout` (5 s); the clients
+read `--sample` (50) of them at their advertised interval until they complete. Once every leg
+runs, until the first is due to end (at most `--window` s), it measures from the dev server's
+own metrics (started with a metrics port) the billed Actions (`action`) and the frontend's
+requests per second by operation, and the long polls it held, beside each process's SDK
+requests, CPU and RSS. Then every task must complete with its own result, each body run once,
+with no attempt timed out or retried in Temporal's histories and no starved-loop warning in
+the workers' logs. Right after, on the same dev server, bare Temporal runs the same N: N
+`BareSleep` workflows, each one activity waiting as long with the same heartbeat timeout
+through the SDK's throttle, on 2 `bare_engine.py --sleepers` workers, measured alike.
+Writes `bench/results/legs-N.json` (or `--out`).
+
 Memory per 1,000 parked tasks per process is measured as the parked half is submitted.
 Writes `bench/results/scale.json` only with every default (a smaller run writes `--out`,
 a file name under bench/results, or nothing). Everything started is stopped at the end.
@@ -71,7 +86,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-from deploy import Backends, engine_env, start_api_server, start_worker, terminate  # bench/ is on sys.path
+from deploy import (  # bench/ is on sys.path
+    Backends,
+    endpoint,
+    engine_env,
+    spawn,
+    start_api_server,
+    start_worker,
+    terminate,
+    worker_command,
+)
 from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp_tasks.client import call_tool_task
@@ -87,9 +111,11 @@ from fastmcp_tasks.client_models import (
 from freshness import spread
 from marks import Marks
 from mcp_types import Result
-from procs import cpu_seconds, per_task_per_30s_by_kind, process_tree, rss_mb, temporal_calls
+from procs import cpu_seconds, dev_server_counts, per_task_per_30s_by_kind, process_tree, rss_mb, temporal_calls
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client as TemporalClient
 
-from fastmcp_temporal.devserver import DevServer, start_dev_server
+from fastmcp_temporal.devserver import DevServer, free_port, start_dev_server
 
 RESULTS = Path(__file__).parent / "results"
 SERVERS = WORKERS = 2
@@ -110,6 +136,10 @@ PROBES = {
 }
 PROBE_GRACE_S = 120  # how long past the window reads go on for a probe whose change no read has shown
 DEADLINE_S = 600  # for anything the bench waits on
+# `--legs`: the window ends this long before the first leg is due to end; the legs' default
+# heartbeat_timeout (the extension's own default).
+LEGS_MARGIN_S = 5.0
+LEGS_HEARTBEAT_TIMEOUT_S = 5.0
 # Longer than a run at 10,000 tasks (about 25 min on 2 cores): with the default 15 min the first
 # parked tasks expired before the bench answered them.
 TASK_TTL_S = 7200
@@ -156,9 +186,10 @@ class Fleet:
         self.env = engine_env("temporal", backends, state, None) | {
             "BENCH_PROGRESS_S": str(args.progress),
             "FASTMCP_TEMPORAL_HEARTBEAT_TIMEOUT": str(args.heartbeat_timeout),
-            "FASTMCP_TEMPORAL_MAX_CONCURRENT_ACTIVITIES": str(args.tasks // 2 + 10),  # all legs on one
             "FASTMCP_TEMPORAL_TASK_TTL": str(TASK_TTL_S),
         }
+        if not args.legs:  # every leg fits on one worker; `--legs` measures the default
+            self.env["FASTMCP_TEMPORAL_MAX_CONCURRENT_ACTIVITIES"] = str(args.tasks // 2 + 10)
         self.marks = Marks(Path(self.env["BENCH_MARKS"]))
         self.processes: dict[str, asyncio.subprocess.Process] = {}
         self.metrics: dict[str, str] = {}
@@ -729,6 +760,230 @@ async def run(args: argparse.Namespace, state: Path) -> dict[str, Any]:
         dev.stop()
 
 
+# --- `--legs N`: waiting legs running at once, beside bare Temporal at the same N -------------
+
+
+def build_sleepers(n: int, prefix: str) -> list[Task]:
+    """`n` waiting legs (`scale_sleep`), none of which asks or is released."""
+    return [Task(f"{prefix}{i}", "scale_sleep", "") for i in range(n)]
+
+
+async def run_legs(args: argparse.Namespace, state: Path) -> dict[str, Any]:
+    """This project's `--legs` waiting legs on the fleet, then bare Temporal's on the same dev server."""
+    metrics_port = free_port()
+    dev = await asyncio.to_thread(
+        start_dev_server, db_path=state / "temporal.db", ui=False, metrics_port=metrics_port
+    )
+    server_metrics = f"http://127.0.0.1:{metrics_port}/metrics"
+    fleet = Fleet(dev, state, args)
+    report: dict[str, Any] = {"settings": {k: v for k, v in vars(args).items() if k != "out"}}
+    try:
+        await fleet.start()
+        report["ours"] = await ours_legs(fleet, args, server_metrics)
+        print(json.dumps(report["ours"]), flush=True)
+        await fleet.stop()
+        report["bare"] = await bare_legs(dev, state, args, server_metrics)
+        print(json.dumps(report["bare"]), flush=True)
+    finally:
+        await fleet.stop()
+        dev.stop()
+    report["ours_vs_bare"] = {
+        key: round(report["ours"]["window"][key] / report["bare"]["window"][key], 2)
+        for key in ("actions_per_s", "frontend_requests_per_s")
+        if report["bare"]["window"][key]
+    }
+    return report
+
+
+async def ours_legs(fleet: Fleet, args: argparse.Namespace, server_metrics: str) -> dict[str, Any]:
+    """Submit the legs over the API servers, read a sample with real clients, measure while all run."""
+    legs = build_sleepers(args.legs, "s")
+    sample = legs[:: max(1, len(legs) // args.sample)][: args.sample]
+    readers = await Readers(fleet.urls, args.clients, len(sample)).__aenter__()
+    try:
+        began = time.monotonic()
+
+        async def one(task: Task) -> None:
+            arguments = {"key": task.key, "seconds": args.leg_seconds}
+            task.task_id = (await call_tool_task(readers.client(), task.tool, arguments)).task_id
+
+        failures = [r for r in await _bounded_all([lambda t=t: one(t) for t in legs]) if isinstance(r, Exception)]
+        if failures:
+            raise RuntimeError(f"{len(failures)} submits failed; the first: {failures[0]!r}")
+        submitted = time.monotonic() - began
+        polling = Polling(readers, sample)
+        with polling:
+            pids = fleet.pids() | {"bench": [os.getpid()]}
+            window = await legs_window(fleet.marks, legs, args, pids, fleet.metrics, server_metrics)
+            await _all_slept(fleet.marks, legs, time.monotonic() + args.leg_seconds + DEADLINE_S)
+            finals = await _finals(readers, legs, time.monotonic() + DEADLINE_S)
+            await _sample_seen_closing(sample, time.monotonic() + PROBE_GRACE_S)
+            await polling.drain()
+    finally:
+        await readers.__aexit__(None, None, None)
+    logs = [path.read_text(errors="replace") for path in fleet.state.glob("worker-*.log")]
+    return {
+        "submit_s": round(submitted, 1),
+        "window": window,
+        "completed": sum(f.status == "completed" and _text(f) == f"done:{t.key}" for t, f in zip(legs, finals)),
+        "sample_read": {
+            "tasks": len(sample),
+            "read_errors": polling.errors,
+            "first_read_error": polling.first_error,
+            "completed_seen": sum("completed" in t.seen for t in sample),
+        },
+        **_body_runs(fleet.marks, legs, set()),
+        **await attempts_in_temporal(fleet.dev.address, fleet.env["FASTMCP_TEMPORAL_TASK_QUEUE"]),
+        "worker_log_starved_warnings": sum(log.count("event loop is starved") for log in logs),
+        "worker_log_gave_up": sum(log.count("Temporal gave up on the attempt") for log in logs),
+        "worker_log_follow_failures": sum(log.count("could not follow its task") for log in logs),
+    }
+
+
+async def _sample_seen_closing(sample: list[Task], deadline: float) -> None:
+    """Return once the sample's readers have each seen their task complete, or at `deadline`."""
+    while any("completed" not in t.seen for t in sample) and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+
+
+async def bare_legs(dev: DevServer, state: Path, args: argparse.Namespace, server_metrics: str) -> dict[str, Any]:
+    """The same legs as bare Temporal's: `BareSleep` workflows on 2 `bare_engine.py --sleepers` workers."""
+    folder = state / "bare"
+    (folder / "marks").mkdir(parents=True)
+    env = engine_env("bare", Backends(dev.address, process_tree(dev.pid), None, []), folder, None)
+    queue = env["FASTMCP_TEMPORAL_TASK_QUEUE"]
+    workers: dict[str, asyncio.subprocess.Process] = {}
+    metrics: dict[str, str] = {}
+    command = [*(worker_command("bare", env) or []), "--sleepers"]
+    try:
+        for i in range(WORKERS):
+            metrics[f"worker-{i}"] = endpoint()
+            log = folder / f"worker-{i}.log"
+            workers[f"worker-{i}"] = await spawn(command, env | {"FASTMCP_TEMPORAL_METRICS_ADDRESS": metrics[f"worker-{i}"]}, log)
+        client = await TemporalClient.connect(dev.address)
+        legs = build_sleepers(args.legs, "b")
+        began = time.monotonic()
+
+        async def start(task: Task) -> Any:
+            run = [task.key, args.leg_seconds, args.heartbeat_timeout]
+            return await client.start_workflow("BareSleep", args=run, id=f"bare/{task.key}", task_queue=queue)
+
+        handles = await _bounded_all([lambda t=t: start(t) for t in legs])
+        if failures := [h for h in handles if isinstance(h, Exception)]:
+            raise RuntimeError(f"{len(failures)} bare starts failed; the first: {failures[0]!r}")
+        submitted = time.monotonic() - began
+        pids = {role: [p.pid] for role, p in workers.items()} | {"dev server": process_tree(dev.pid)}
+        marks = Marks(folder / "marks")
+        window = await legs_window(marks, legs, args, pids, metrics, server_metrics)
+        results = await _bounded_all([lambda h=h: h.result() for h in handles])
+    finally:
+        for process in workers.values():
+            await terminate(process)
+    return {
+        "submit_s": round(submitted, 1),
+        "window": window,
+        "completed": sum(r == f"done:{t.key}" for t, r in zip(legs, results)),
+        **_body_runs(marks, legs, set()),
+        **await attempts_in_temporal(dev.address, queue),
+    }
+
+
+async def legs_window(
+    marks: Marks,
+    legs: list[Task],
+    args: argparse.Namespace,
+    pids: dict[str, list[int]],
+    sdk_metrics: dict[str, str],
+    server_metrics: str,
+) -> dict[str, Any]:
+    """Once every leg runs, measure until the first is due to end (at most `--window` s): the dev
+    server's billed Actions and requests by operation, each process's SDK requests, CPU and RSS."""
+    deadline = time.monotonic() + DEADLINE_S
+    while (running := _running(marks, legs)) < len(legs):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"only {running} of {len(legs)} legs ever ran at once")
+        await asyncio.sleep(1)
+    first_start = min(min(marks.runs()[(leg.key, "leg")]) for leg in legs)
+    seconds = min(args.window, first_start + args.leg_seconds - LEGS_MARGIN_S - time.monotonic())
+    before = await dev_server_counts(server_metrics)
+    before_sdk = {role: Counter(await temporal_calls([url])) for role, url in sdk_metrics.items()}
+    before_cpu = {role: cpu_seconds(p) for role, p in pids.items()}
+    began = time.monotonic()
+    await asyncio.sleep(seconds / 2)
+    middle = await dev_server_counts(server_metrics)
+    await asyncio.sleep(began + seconds - time.monotonic())
+    elapsed = time.monotonic() - began
+    after = await dev_server_counts(server_metrics)
+    sdk = {role: Counter(await temporal_calls([url])) - before_sdk[role] for role, url in sdk_metrics.items()}
+    cpu = {role: (cpu_seconds(p) - before_cpu[role]) / elapsed for role, p in pids.items()}
+    running_at_end = _running(marks, legs)
+
+    def rate(kind: str) -> dict[str, float]:
+        grown = Counter(after.get(kind, {})) - Counter(before.get(kind, {}))
+        return {key: round(n / elapsed, 2) for key, n in sorted(grown.items()) if n}
+
+    requests = rate("requests")
+    actions = rate("actions").get("all", 0.0)
+    return {
+        "legs_running_at_start": len(legs),
+        "legs_running_at_end": running_at_end,
+        "elapsed_s": round(elapsed, 1),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "actions_per_s": actions,
+        "actions_per_leg_per_30s": round(actions * 30 / len(legs), 3),
+        "frontend_requests_per_s": round(sum(requests.values()), 1),
+        "frontend_requests_per_leg_per_30s": round(sum(requests.values()) * 30 / len(legs), 3),
+        "frontend_requests_per_s_by_operation": requests,
+        "frontend_long_requests_in_flight_mid_window": middle.get("pending", {}),
+        "frontend_resource_exhausted": rate("resource_exhausted"),
+        "sdk_requests_per_s_by_process": {
+            role: {op: round(n / elapsed, 2) for op, n in sorted(ops.items()) if n} for role, ops in sdk.items()
+        },
+        "cpu_cores_by_process": {role: round(c, 3) for role, c in cpu.items()},
+        "rss_mb_by_process": await settled_rss(pids),
+    }
+
+
+async def _all_slept(marks: Marks, legs: list[Task], deadline: float) -> None:
+    """Return once every leg's body has ended (read from the marks, not from Temporal)."""
+    while True:
+        runs = marks.runs()
+        if all((leg.key, "slept") in runs for leg in legs) or time.monotonic() > deadline:
+            return
+        await asyncio.sleep(1)
+
+
+def _running(marks: Marks, legs: list[Task]) -> int:
+    """How many of `legs` have started their body and not ended it."""
+    runs = marks.runs()
+    return sum(len(runs.get((leg.key, "leg"), [])) > len(runs.get((leg.key, "slept"), [])) for leg in legs)
+
+
+async def attempts_in_temporal(address: str, task_queue: str) -> dict[str, int]:
+    """Across the histories of every workflow on `task_queue`: attempts Temporal timed out, and
+    attempts past the first it started."""
+    client = await TemporalClient.connect(address)
+    ids = [w.id async for w in client.list_workflows(f"TaskQueue = '{task_queue}'")]
+
+    async def counted(workflow_id: str) -> tuple[int, int]:
+        history = await client.get_workflow_handle(workflow_id).fetch_history()
+        timed_out = retried = 0
+        for event in history.events:
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+                timed_out += 1
+            elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+                retried += event.activity_task_started_event_attributes.attempt > 1
+        return timed_out, retried
+
+    counts = await _bounded_all([lambda w=w: counted(w) for w in ids])
+    return {
+        "workflows_in_temporal": len(ids),
+        "activity_attempts_timed_out": sum(c[0] for c in counts if isinstance(c, tuple)),
+        "activity_attempts_after_the_first": sum(c[1] for c in counts if isinstance(c, tuple)),
+        "histories_unread": sum(not isinstance(c, tuple) for c in counts),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -755,17 +1010,28 @@ def main() -> None:
         "--progress", type=float, default=10.0, help="seconds between a leg's progress reports"
     )
     parser.add_argument(
-        "--heartbeat-timeout", type=float, default=30.0, help="the legs' heartbeat_timeout, seconds"
+        "--heartbeat-timeout",
+        type=float,
+        default=None,
+        help="the legs' heartbeat_timeout, seconds (default: 30; with --legs, the extension's 5)",
     )
+    parser.add_argument(
+        "--legs", type=int, default=0, help="instead: this many waiting legs at once, then bare Temporal's"
+    )
+    parser.add_argument("--leg-seconds", type=float, default=120.0, help="with --legs: how long each waits")
+    parser.add_argument("--sample", type=int, default=50, help="with --legs: tasks the clients read")
     parser.add_argument(
         "--out", default=None, help="file name under bench/results (default: scale.json, full runs only)"
     )
     args = parser.parse_args()
     full = all(getattr(args, k) == parser.get_default(k) for k in vars(args))
+    if args.heartbeat_timeout is None:
+        args.heartbeat_timeout = LEGS_HEARTBEAT_TIMEOUT_S if args.legs else 30.0
     with tempfile.TemporaryDirectory(prefix="fastmcp-temporal-scale-") as workdir:
-        report = asyncio.run(run(args, Path(workdir)))
+        scenario = run_legs if args.legs else run
+        report = asyncio.run(scenario(args, Path(workdir)))
     print(json.dumps(report, indent=2))
-    out = args.out or ("scale.json" if full else None)
+    out = args.out or ("scale.json" if full else f"legs-{args.legs}.json" if args.legs else None)
     if out:
         RESULTS.mkdir(exist_ok=True)
         (RESULTS / out).write_text(json.dumps(report, indent=2) + "\n")

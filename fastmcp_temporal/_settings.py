@@ -132,7 +132,12 @@ class TemporalTasksSettings(BaseSettings):
     maximum_attempts: int = Field(
         default=5, ge=0, description="Attempts per leg after crashes or timeouts; 0 is unlimited."
     )
-    max_concurrent_activities: int = Field(default=50, ge=1, description="Tool legs one worker runs at once.")
+    max_concurrent_activities: int = Field(
+        default=1000,
+        ge=1,
+        description="Tool legs one worker runs at once, at most: past the first few, only as many as its "
+        "event loop keeps up with, so waiting (I/O-bound) legs fill it and computing ones stop well short.",
+    )
     max_activities_per_second: float | None = Field(
         default=None,
         gt=0,

@@ -6,7 +6,8 @@ heartbeat margin (every slice is short: no tool blocks the loop, there are just 
 them). Every task completes, each body starts once, and Temporal timed out no attempt.
 
 A worker built to take them all at once (its own `max_concurrent_activities`) starves its
-loop: it warns that it is starved, and blames no tool.
+loop: it warns that it is starved, and blames no tool. A worker at default settings runs many
+waiting (I/O-bound) legs at once: Temporal sees them all started together.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import anyio
 import pytest
 from fastmcp import Client, FastMCP
 from fastmcp_tasks.client import call_tool_task
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client as TemporalClient
 from temporalio.worker import Worker
 
@@ -38,6 +39,9 @@ SLICES = 40
 STARVING_LEGS = 40
 STARVING_SLICES = 5
 DEADLINE = 240
+# Waiting legs a worker at default settings runs at once: more than the former default's 50.
+WAITING_LEGS = 80
+WAITING_DEADLINE = 45
 
 
 def _compute(seconds: float) -> None:
@@ -118,3 +122,37 @@ async def test_a_worker_that_takes_more_legs_than_its_loop_keeps_up_with_says_it
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert [w for w in warnings if "event loop is starved" in w], warnings
     assert not [w for w in warnings if "blocked the event loop" in w]
+
+
+async def started_legs(temporal: TemporalClient, task_ids: list[str]) -> int:
+    """How many of the tasks' legs Temporal shows as started (a worker runs them), right now."""
+    descriptions = [await task_handle(temporal, task_id).describe() for task_id in task_ids]
+    return sum(
+        leg.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+        for description in descriptions
+        for leg in description.raw_description.pending_activities
+    )
+
+
+async def test_a_worker_at_default_settings_runs_many_waiting_legs_at_once(make_extension) -> None:
+    extension = make_extension()
+    release = asyncio.Event()
+
+    async def wait_for_release(job: int) -> int:
+        await release.wait()
+        return job
+
+    server = server_with(extension, wait_for_release)
+    async with Client(server) as client:
+        tasks = [await call_tool_task(client, "wait_for_release", {"job": job}) for job in range(WAITING_LEGS)]
+        assert extension.client is not None
+        task_ids = [task.task_id for task in tasks]
+        started = 0
+        with anyio.move_on_after(WAITING_DEADLINE):
+            while (started := await started_legs(extension.client, task_ids)) < WAITING_LEGS:
+                await anyio.sleep(0.5)
+        release.set()
+        statuses = [(await task.wait(timeout=DEADLINE)).status for task in tasks]
+
+    assert started == WAITING_LEGS, f"only {started} of {WAITING_LEGS} waiting legs ran at once"
+    assert statuses == ["completed"] * WAITING_LEGS

@@ -10,7 +10,9 @@ tool body itself:
   `CancelledError` of its own completes the task once with the masked `isError`, and
   the worker keeps running tasks;
 - `checkpoint()` with a value Temporal cannot store raises `TypeError` at the call;
-- the default heartbeat cadence keeps a one-hour leg under 1,000 heartbeats.
+- the default heartbeat cadence keeps a one-hour leg under 1,000 heartbeats;
+- legs past the frontend's cap on concurrent long polls (`frontend.namespaceCount`, on a
+  dev server of their own) ask to follow their task once a minute, not in a retry loop.
 """
 
 from __future__ import annotations
@@ -20,18 +22,21 @@ import logging
 import time
 from datetime import timedelta
 
+import anyio
 import pytest
 from fastmcp import Client
 from fastmcp_tasks.client import call_tool_task
 from temporalio.api.enums.v1 import EventType
+from temporalio.worker import Worker
 
-from fastmcp_temporal import checkpoint
+from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension, checkpoint
+from fastmcp_temporal.devserver import start_dev_server
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.worker._heartbeat import SDK_THROTTLE_SHARE, HeartbeatCadence
 from fastmcp_temporal.worker._plugin import heartbeat_cadence
 from fastmcp_temporal.workflows.models import LEG_OUTCOME_SIGNAL
 from helpers.servers import server_with
-from helpers.temporal import task_handle
+from helpers.temporal import TemporalRequests, task_handle
 
 pytestmark = pytest.mark.anyio
 
@@ -148,3 +153,45 @@ def test_the_workers_heartbeat_interval_caps_the_sdk_throttle(monkeypatch) -> No
     assert cadence == HeartbeatCadence(timedelta(seconds=20))
     assert (cadence.window(timeout=60), cadence.window(timeout=5)) == (20, 4)
     assert cadence.record_every(timeout=60) < cadence.window(timeout=60)
+
+
+# A frontend that holds this many long polls per operation at once refuses the rest (enough
+# for the worker's own task queue polls).
+LONG_POLL_CAP = 10
+CAPPED_LEGS = 20
+CAPPED_WINDOW = 20  # seconds over which the legs' requests to follow their tasks are counted
+
+
+async def test_legs_past_the_frontends_long_poll_cap_do_not_retry_their_follow_in_a_loop(tmp_path) -> None:
+    dev = await asyncio.to_thread(
+        start_dev_server,
+        db_path=tmp_path / "temporal.db",
+        ui=False,
+        dynamic_config={"frontend.namespaceCount": str(LONG_POLL_CAP)},
+    )
+    try:
+        settings = {"address": dev.address, "task_queue": "capped", "heartbeat_timeout": timedelta(seconds=2)}
+        release = asyncio.Event()
+
+        async def wait_for_release(job: int) -> int:
+            await release.wait()
+            return job
+
+        api = server_with(TemporalTasksExtension(worker=False, **settings), wait_for_release)
+        hosted = server_with(TemporalTasksExtension(**settings), wait_for_release)
+        requests = TemporalRequests()
+        temporal = await requests.connect(dev.address, plugins=[McpTasksPlugin(hosted)])
+        async with Worker(temporal, task_queue="capped"), Client(api) as client:
+            tasks = [await call_tool_task(client, "wait_for_release", {"job": job}) for job in range(CAPPED_LEGS)]
+            with anyio.fail_after(DEADLINE):  # every leg has asked once
+                while (before := requests.count()["GetWorkflowExecutionHistory"]) < CAPPED_LEGS:
+                    await asyncio.sleep(0.1)
+            await asyncio.sleep(CAPPED_WINDOW)
+            follows = requests.count()["GetWorkflowExecutionHistory"] - before
+            release.set()
+            statuses = [(await task.wait(timeout=DEADLINE)).status for task in tasks]
+    finally:
+        dev.stop()
+
+    assert statuses == ["completed"] * CAPPED_LEGS
+    assert follows <= 2 * CAPPED_LEGS, f"{follows} requests to follow {CAPPED_LEGS} legs in {CAPPED_WINDOW} s"

@@ -111,6 +111,7 @@ def start_dev_server(
     startup_timeout: float = 30.0,
     dynamic_config: Mapping[str, str] | None = None,
     binary: Path | None = None,
+    metrics_port: int | None = None,
 ) -> DevServer:
     """Start a dev server and return once it is ready.
 
@@ -124,6 +125,8 @@ def start_dev_server(
     added to ``FAIR_TASK_QUEUES`` and wins over it (``"matching.enableFairness": "false"``
     makes a server that dispatches first come, first served).
     ``binary`` is the ``temporal`` CLI to run (see ``find_temporal_binary``).
+    ``metrics_port`` serves the server's own Prometheus metrics (its ``action`` count, the billable
+    estimate, and requests by operation) at ``http://127.0.0.1:<metrics_port>/metrics``.
     """
     binary = find_temporal_binary(binary)
     port = port or free_port()
@@ -133,6 +136,8 @@ def start_dev_server(
         log_path = log_path or db_path.parent / "temporal.log"
         make_private(db_path.parent, db_path.name)
     command = _command(binary, port=port, ui_port=ui_port, namespace=namespace, db_path=db_path)
+    if metrics_port is not None:
+        command += ["--metrics-port", str(metrics_port)]
     for name, value in {**FAIR_TASK_QUEUES, **(dynamic_config or {})}.items():
         command += ["--dynamic-config-value", f"{name}={value}"]
     with output_file(log_path) as output:

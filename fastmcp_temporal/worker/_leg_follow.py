@@ -7,7 +7,10 @@ its run's history for the close event alone (`HISTORY_EVENT_FILTER_TYPE_CLOSE_EV
 read, never a billed Action, answered by the frontend when the run closes or empty when its
 long poll expires, with no page of events in between. At the close the attempt stops the
 body at once (`_attempts`), without waiting for a heartbeat's answer. A poll that fails
-leaves the cancel to the next heartbeat, and is tried again after a pause.
+leaves the cancel to the next heartbeat, and is tried again after a pause. The frontend caps
+the long polls it holds per namespace (`frontend.namespaceCount`, history long polls among
+them): a leg it refuses hears a cancel from its heartbeats and asks again only
+`_REFUSED_PAUSE` later, so legs past the cap cost one request a minute, not a retry loop.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ logger = logging.getLogger(__name__)
 _LONG_POLL_DEADLINE = timedelta(minutes=1)
 # After a failed poll, the next one waits this long.
 _RETRY_AFTER = timedelta(seconds=5)
+# After the frontend refused a poll for its cap on concurrent long polls, the next one waits this long.
+_REFUSED_PAUSE = timedelta(minutes=1)
 
 
 @asynccontextmanager
@@ -61,7 +66,9 @@ async def _until_closed(closed: Callable[[], None]) -> None:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 closed()  # the run is gone already
                 return
-            if exc.status != RPCStatusCode.DEADLINE_EXCEEDED:
+            if exc.status == RPCStatusCode.RESOURCE_EXHAUSTED:
+                await asyncio.sleep(_REFUSED_PAUSE.total_seconds())
+            elif exc.status != RPCStatusCode.DEADLINE_EXCEEDED:
                 logger.info("A leg could not follow its task for a cancel (%s); a heartbeat carries it.", exc.message)
                 await asyncio.sleep(_RETRY_AFTER.total_seconds())
             continue

@@ -188,13 +188,14 @@ class TemporalRequests:
         self._runtime = Runtime(telemetry=TelemetryConfig(metrics=self._buffer))
         self._totals: Counter[str] = Counter()
 
-    async def connect(self, address: str) -> Client:
+    async def connect(self, address: str, **options: Any) -> Client:
         """A client whose every request is counted.
 
         Args:
             address: host:port of the Temporal frontend.
+            options: more of `Client.connect`'s options (its plugins, ...).
         """
-        return await Client.connect(address, runtime=self._runtime)
+        return await Client.connect(address, runtime=self._runtime, **options)
 
     def count(self) -> Counter[str]:
         """Requests so far, by operation (`DescribeWorkflowExecution`, ...)."""
