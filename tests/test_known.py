@@ -57,6 +57,7 @@ from fastmcp_temporal.server._watch import (
     _CLOSE_ONLY_RECHECK,
     _PROGRESS_RECHECK_MIN,
     _WATCH_IDLE,
+    _HEARTBEAT_LANDS,
     _WORKFLOW_TASK_RECHECK,
     SAFETY_REREAD,
     Known,
@@ -197,6 +198,27 @@ async def test_running_legs_progress_is_reread_once_the_copy_is_as_old_as_it_had
 
     assert followed.current(109.9, PROGRESS_REFRESH, read_recheck=1.0) is followed.known
     assert followed.current(110.0, PROGRESS_REFRESH, read_recheck=1.0) is None
+
+
+async def test_progress_is_reread_just_after_the_legs_next_heartbeat_lands() -> None:
+    """A leg's heartbeats land once per throttle window (4 s at a 5 s heartbeat timeout): a re-read
+    between two finds nothing new, so one due for progress waits for the next heartbeat."""
+    found = await description(legs=((STARTED, b"step 7"),))
+    leg = found.raw_description.pending_activities[0]
+    temporal_now = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    leg.last_heartbeat_time.FromDatetime(temporal_now - timedelta(seconds=1))
+    leg.activity_options.heartbeat_timeout.FromTimedelta(timedelta(seconds=5))
+    lands = _HEARTBEAT_LANDS.total_seconds()
+
+    followed = watch()
+    followed.learned(found, TaskMemo(), read_at=100.0, temporal_now=temporal_now)  # progress just moved
+    assert followed.progress_due(PROGRESS_REFRESH) == pytest.approx(100.0 + 3 + lands)
+    followed.known = replace(known(found, read_at=100.0, progress_since=90.0), temporal_read_at=temporal_now)
+    assert followed.progress_due(PROGRESS_REFRESH) == pytest.approx(100.0 + 11 + lands)  # stood still 10 s
+
+    leg.last_heartbeat_time.FromDatetime(temporal_now - timedelta(seconds=9))  # off its grid: as before
+    followed.known = replace(known(found, read_at=100.0), temporal_read_at=temporal_now)
+    assert followed.progress_due(PROGRESS_REFRESH) == 100.0 + _PROGRESS_RECHECK_MIN.total_seconds()
 
 
 async def test_a_task_running_no_leg_is_never_reread_for_progress() -> None:
