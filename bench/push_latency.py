@@ -25,8 +25,8 @@ client reading `tasks/get` as `fastmcp.Client` polls (from 20 ms, doubling up to
 server makes for each task (its `describe()`s and history reads, counted around the SDK call,
 by workflow id; the worker's own long polls for a leg's close are not reads of a task). All
 at once, each leg `PROGRESS_LEG_S` long: legs reporting every second (a poller and a
-listener each), chatty legs (10 messages a second, three clients each: two pollers and a
-listener), legs silent for most of a minute and then reporting once (a poller and a
+listener each), legs reporting every 10 s (the same), chatty legs (10 messages a second,
+three clients each: two pollers and a listener), legs silent for most of a minute and then reporting once (a poller and a
 listener), silent legs read by one poller, and legs nobody reads. Targets: p95 <= 5 s; a
 silent leg <= 1 read per task per 30 s, a chatty one <= 1 `describe()` per task per 2 s, an
 unread one none.
@@ -228,6 +228,7 @@ class Leg:
 PROGRESS_CASES: dict[str, tuple[int, dict[str, float], list[str]]] = {
     # case: (legs, the tool's arguments, readers per leg)
     "every_second": (3, {"every": 1.0}, ["poll", "listen"]),
+    "every_10s": (3, {"every": 10.0}, ["poll", "listen"]),
     "chatty": (2, {"every": 0.1}, ["poll", "poll", "listen"]),
     "after_silence": (4, {"every": 15.0, "silent_first": 40.0}, ["poll", "listen"]),
     "silent": (2, {"every": 0.0}, ["poll"]),
