@@ -67,6 +67,7 @@ from fastmcp_temporal.server._watch import (
     _progress_age,
     shown_of,
 )
+from fastmcp_temporal.worker._progress import PROGRESS_STAMP_AFTER
 from fastmcp_temporal.workflows.models import PROGRESSED_SIGNAL, TaskMemo, TaskOutcome
 from fastmcp_temporal.workflows.task import CHANGED_AT_ATTRIBUTE
 
@@ -200,9 +201,10 @@ async def test_running_legs_progress_is_reread_once_the_copy_is_as_old_as_it_had
     assert followed.current(110.0, PROGRESS_REFRESH, read_recheck=1.0) is None
 
 
-async def test_progress_is_reread_just_after_the_legs_next_heartbeat_lands() -> None:
+async def test_progress_is_reread_just_after_each_heartbeat_until_a_new_message_would_be_stamped() -> None:
     """A leg's heartbeats land once per throttle window (4 s at a 5 s heartbeat timeout): a re-read
-    between two finds nothing new, so one due for progress waits for the next heartbeat."""
+    between two finds nothing new, so a copy is re-read right after each heartbeat while a new
+    message would not be stamped, then every `progress_refresh`, on the same grid."""
     found = await description(legs=((STARTED, b"step 7"),))
     leg = found.raw_description.pending_activities[0]
     temporal_now = datetime(2025, 1, 1, tzinfo=timezone.utc)
@@ -213,8 +215,11 @@ async def test_progress_is_reread_just_after_the_legs_next_heartbeat_lands() -> 
     followed = watch()
     followed.learned(found, TaskMemo(), read_at=100.0, temporal_now=temporal_now)  # progress just moved
     assert followed.progress_due(PROGRESS_REFRESH) == pytest.approx(100.0 + 3 + lands)
-    followed.known = replace(known(found, read_at=100.0, progress_since=90.0), temporal_read_at=temporal_now)
-    assert followed.progress_due(PROGRESS_REFRESH) == pytest.approx(100.0 + 11 + lands)  # stood still 10 s
+    followed.known = replace(known(found, read_at=100.0, progress_since=80.0), temporal_read_at=temporal_now)
+    assert followed.progress_due(PROGRESS_REFRESH) == pytest.approx(100.0 + 3 + lands)  # stood still 20 s
+    unstamped = PROGRESS_STAMP_AFTER.total_seconds() + 4  # and the window that carries a stamped message
+    followed.known = replace(known(found, read_at=100.0, progress_since=100.0 - unstamped), temporal_read_at=temporal_now)
+    assert followed.progress_due(PROGRESS_REFRESH) == pytest.approx(100.0 + 31 + lands)  # the stamp tells
 
     leg.last_heartbeat_time.FromDatetime(temporal_now - timedelta(seconds=9))  # off its grid: as before
     followed.known = replace(known(found, read_at=100.0), temporal_read_at=temporal_now)

@@ -22,11 +22,13 @@ within `_PROGRESS_RECHECK_MIN` of the stamp is re-read once more, in case the he
 carries the message landed just after it.
 
 A leg's heartbeats reach Temporal on a grid: the SDK sends one per throttle window
-(`SDK_THROTTLE_SHARE` of the leg's heartbeat timeout), at the window's end. So a re-read due
-for progress is moved on to just after the next heartbeat lands (`_after_a_heartbeat`,
-placed from the leg's last heartbeat on Temporal's clock): a re-read between two heartbeats
-finds nothing new, and one right after a heartbeat shows its message within
-`_HEARTBEAT_LANDS` of its landing, at one `describe()` per window while progress changes.
+(`SDK_THROTTLE_SHARE` of the leg's heartbeat timeout), at the window's end (`_HeartbeatGrid`,
+placed from the leg's last heartbeat on Temporal's clock). Where the grid is known, a copy is
+re-read just after each heartbeat lands while a new message would not be stamped (its
+progress stood still for less than `PROGRESS_STAMP_AFTER` and a window), so any message
+shows within `_HEARTBEAT_LANDS` of the heartbeat that carries it, at one `describe()` per
+window however often it changes; then every `progress_refresh`, the stamp telling of a new
+message. A re-read between two heartbeats would find nothing new.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal.server._feed import Change
 from fastmcp_temporal.server._holds import POLL_LOOP_SLACK, holdable
 from fastmcp_temporal.worker._heartbeat import SDK_THROTTLE_SHARE
+from fastmcp_temporal.worker._progress import PROGRESS_STAMP_AFTER
 from fastmcp_temporal.workflows.models import PROGRESSED_SIGNAL, TaskMemo, TaskOutcome
 from fastmcp_temporal.workflows.task import CHANGED_AT_ATTRIBUTE
 
@@ -206,7 +209,10 @@ class Watch:
         if known.read_at - self.progressed_at < _PROGRESS_RECHECK_MIN.total_seconds():
             # read right after a stamp: its heartbeat may have reached Temporal just after the read
             return known.read_at + _PROGRESS_RECHECK_MIN.total_seconds()
-        return _after_a_heartbeat(known, known.read_at + _progress_age(known, progress_refresh))
+        grid = _heartbeat_grid(known)
+        if grid is None:
+            return known.read_at + _progress_age(known, progress_refresh)
+        return grid.landing_after(known.read_at + _progress_age_on_grid(known, grid, progress_refresh))
 
     def _unstamped_due(self, known: Known, progress_refresh: float) -> float:
         """When a fed copy of a task with no leg running is due a re-read for what the feed cannot
@@ -307,11 +313,23 @@ def _progress_age(known: Known, progress_refresh: float) -> float:
     return min(max(still, fresh), progress_refresh)
 
 
-def _after_a_heartbeat(known: Known, due: float) -> float:
-    """`due` (event-loop time), moved on to just after the running leg's next heartbeat lands at or
-    after it, on the grid of its last heartbeat; `due` itself when the grid is unknown or stale."""
+@dataclass(frozen=True)
+class _HeartbeatGrid:
+    """When a running leg's heartbeats land (event-loop time): one `landed`, then one a `window`."""
+
+    landed: float
+    window: float
+
+    def landing_after(self, due: float) -> float:
+        """Just after the first heartbeat that lands at or after `due`."""
+        return self.landed + max(0, math.ceil((due - self.landed) / self.window)) * self.window
+
+
+def _heartbeat_grid(known: Known) -> _HeartbeatGrid | None:
+    """The running leg's heartbeat grid, from its last heartbeat in the copy on Temporal's clock, plus
+    `_HEARTBEAT_LANDS`; None when unknown, or stale (a retry, a stalled loop)."""
     if known.temporal_read_at is None:
-        return due
+        return None
     for leg in known.description.raw_description.pending_activities:
         window = SDK_THROTTLE_SHARE * leg.activity_options.heartbeat_timeout.ToTimedelta().total_seconds()
         if leg.state != PendingActivityState.PENDING_ACTIVITY_STATE_STARTED or window <= 0:
@@ -320,10 +338,19 @@ def _after_a_heartbeat(known: Known, due: float) -> float:
             continue
         age = (known.temporal_read_at - leg.last_heartbeat_time.ToDatetime(tzinfo=timezone.utc)).total_seconds()
         if not 0 <= age <= _GRID_WINDOWS * window:
-            return due
-        landed = known.read_at - age + _HEARTBEAT_LANDS.total_seconds()
-        return landed + max(0, math.ceil((due - landed) / window)) * window
-    return due
+            return None
+        return _HeartbeatGrid(known.read_at - age + _HEARTBEAT_LANDS.total_seconds(), window)
+    return None
+
+
+def _progress_age_on_grid(known: Known, grid: _HeartbeatGrid, progress_refresh: float) -> float:
+    """How old known progress may be when read, for a leg whose heartbeat grid is known: at its next
+    heartbeat while a new message would not be stamped (the progress stood still for less than
+    `PROGRESS_STAMP_AFTER` and the window that carries a stamped one), then `progress_refresh`."""
+    still = known.read_at - known.progress_since
+    if still < PROGRESS_STAMP_AFTER.total_seconds() + grid.window:
+        return _PROGRESS_RECHECK_MIN.total_seconds()
+    return progress_refresh
 
 
 def _round_left(description: WorkflowExecutionDescription, memo: TaskMemo, timing: Timing, now: datetime) -> float:
