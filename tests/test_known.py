@@ -55,9 +55,9 @@ from fastmcp_temporal.server._quiet import LONG_POLL_PERIOD, Quiet, QuietTasks
 from fastmcp_temporal.server._watch import (
     _CLOSE_ONLY_FIRST_RECHECK,
     _CLOSE_ONLY_RECHECK,
+    _HEARTBEAT_LANDS,
     _PROGRESS_RECHECK_MIN,
     _WATCH_IDLE,
-    _HEARTBEAT_LANDS,
     _WORKFLOW_TASK_RECHECK,
     SAFETY_REREAD,
     Known,
