@@ -138,6 +138,12 @@ def scrape(metrics_url: str) -> str:
         return response.read().decode()
 
 
+def heartbeats_recorded(metrics_url: str) -> float:
+    """Heartbeats the frontend has answered since it started, in every namespace, from its own metrics."""
+    return sample(scrape(metrics_url), "service_requests", operation="RecordActivityTaskHeartbeat",
+                  service_name="frontend")
+
+
 def counts(text: str, namespace: str) -> dict[str, float]:
     """Billed Actions, heartbeats and history reads of `namespace` so far, from a scrape of the dev server."""
     namespace = namespace.replace("-", "_")  # as Prometheus labels spell it
