@@ -1,22 +1,28 @@
 """What a long tool leg bills in Actions beside bare Temporal, and how fast a cancel reaches it.
 
-    .venv/bin/python bench/heartbeat_cost.py [--seconds 60] [--rounds 10] [--out FILE]
+    .venv/bin/python bench/heartbeat_cost.py [--seconds 60] [--rounds 24] [--legs 0] [--out FILE]
 
-Starts its own in-memory dev server with its Prometheus endpoint on, a FastMCP server with
-the embedded worker (default settings: `heartbeat_timeout` 5 s), driven through a real
-`fastmcp.Client`, and beside it a bare Temporal worker whose workflow runs one activity
+Starts its own in-memory dev server with its Prometheus endpoint on, FastMCP servers with
+the embedded worker (default settings: `heartbeat_timeout` 5 s), driven through real
+`fastmcp.Client`s, and beside them bare Temporal workers whose workflow runs one activity
 with the same heartbeat timeout, heartbeating through the SDK's own throttle:
 
-1. **Actions per task**, from the dev server's `action` metric (its billable estimate), one
-   task at a time for `--seconds`: a silent leg and one reporting progress every second, for
-   each engine. The 10-minute leg is modelled from the measured heartbeat rate. With them,
-   the history reads per task per 30 s (every `GetWorkflowExecutionHistory` the frontend
-   served: the worker's long poll for a cancel, the server's and the client's reads).
+1. **Actions per task**, from the dev server's `action` metric (its billable estimate), for
+   one task of `--seconds` per shape: a silent leg and one reporting progress every second,
+   for each engine. The four shapes run at once, each in a namespace of its own, so each
+   namespace's counters are its one task's. With them, the history reads per task per 30 s
+   (every `GetWorkflowExecutionHistory` the frontend served: the worker's long poll for a
+   cancel, the server's and the client's reads) and, apart, the worker's long polls for its
+   leg's close (counted around the call the worker makes).
 2. **Cancel delivery at any age.** `--rounds` legs run at once, each cancelled at its own
-   moment spread over the first 50 s; the latency is from just before `tasks/cancel` to
-   the body seeing `CancelledError` (same process, same clock). Target: <= 1 s p95.
+   moment spread over the first 50 s, alternately by `tasks/cancel` and by an operator's
+   `WorkflowHandle.cancel()`; the latency is from just before the request to the body
+   seeing `CancelledError` (same process, same clock). Target: <= 1 s p95.
+3. **The cancel road at many legs** (`--legs N`): N silent legs run at once for `--seconds`;
+   the worker's close long polls per leg per 30 s, and how many were in flight at most.
 
-Writes the figures to `--out` (default `bench/results/heartbeat_cost.json`).
+Writes the figures to `--out` (default `bench/results/heartbeat_cost.json`), with the load average
+at its start and end.
 Everything started is stopped in `finally`.
 """
 
@@ -41,7 +47,10 @@ import anyio
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
 from temporalio import activity, workflow
+from temporalio.api.enums.v1 import HistoryEventFilterType
+from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
 from temporalio.client import Client as TemporalClient
+from temporalio.service import WorkflowService
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from fastmcp_temporal import TemporalTasksExtension
@@ -53,14 +62,53 @@ HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 # Counters reach the metrics endpoint this long after the request that moved them.
 _SETTLE = 2.0
 _CANCEL_AGES = (0.2, 50.0)
+# Each measured shape runs in a namespace of its own, so the dev server's counters of it are its own.
+SHAPES = {"silent": "ours-silent", "progress_every_second": "ours-progress",
+          "bare_silent": "bare-silent", "bare_progress_every_second": "bare-progress"}
+CANCELS_NAMESPACE = "default"
+
+
+class CloseLongPolls:
+    """The worker's long polls for its legs' close, counted around the call `_leg_follow` makes."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        original = WorkflowService.get_workflow_execution_history
+        polls = self
+
+        async def counted(service: WorkflowService, req: GetWorkflowExecutionHistoryRequest,
+                          *args: object, **kwargs: object) -> object:
+            closing = req.history_event_filter_type == HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT
+            if not (closing and activity.in_activity()):  # a server's follow of a task, not a leg's
+                return await original(service, req, *args, **kwargs)
+            polls.sent += 1
+            polls.in_flight += 1
+            polls.most_in_flight = max(polls.most_in_flight, polls.in_flight)
+            try:
+                return await original(service, req, *args, **kwargs)
+            finally:
+                polls.in_flight -= 1
+
+        WorkflowService.get_workflow_execution_history = counted  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            WorkflowService.get_workflow_execution_history = original  # type: ignore[method-assign]
 
 
 @contextmanager
 def dev_server_with_metrics() -> Iterator[tuple[str, str]]:
-    """An in-memory dev server on loopback; yields its address and metrics URL."""
+    """An in-memory dev server on loopback, with a namespace per shape; yields its address and metrics URL."""
     port, metrics = free_port(), free_port()
     command = [str(find_temporal_binary()), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
     command += ["--port", str(port), "--metrics-port", str(metrics), "--log-level", "error"]
+    for namespace in SHAPES.values():
+        command += ["--namespace", namespace]
     for name, kind in SEARCH_ATTRIBUTES.items():
         command += ["--search-attribute", f"{name}={kind}"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -91,20 +139,20 @@ def scrape(metrics_url: str) -> str:
 
 
 def heartbeats_recorded(metrics_url: str) -> float:
-    """Heartbeats the frontend has answered since it started, from its own metrics."""
+    """Heartbeats the frontend has answered since it started, in every namespace, from its own metrics."""
     return sample(scrape(metrics_url), "service_requests", operation="RecordActivityTaskHeartbeat",
                   service_name="frontend")
 
 
-def counts(metrics_url: str) -> dict[str, float]:
-    """Billed Actions, heartbeats and history long polls so far, from the dev server's metrics."""
-    text = scrape(metrics_url)
+def counts(text: str, namespace: str) -> dict[str, float]:
+    """Billed Actions, heartbeats and history reads of `namespace` so far, from a scrape of the dev server."""
+    namespace = namespace.replace("-", "_")  # as Prometheus labels spell it
     return {
-        "actions": sample(text, "action", namespace="default"),
+        "actions": sample(text, "action", namespace=namespace),
         "heartbeats": sample(text, "service_requests", operation="RecordActivityTaskHeartbeat",
-                             service_name="frontend"),
+                             service_name="frontend", namespace=namespace),
         "history_reads": sample(text, "client_requests", operation="HistoryClientGetWorkflowExecutionHistory",
-                                service_name="frontend"),
+                                service_name="frontend", namespace=namespace),
     }
 
 
@@ -130,10 +178,10 @@ class BareLongLeg:
         )
 
 
-def build_server(address: str, events: dict[str, float]) -> FastMCP:
-    """A server whose `hold` tool logs when it starts and when a cancel reaches it."""
+def build_server(address: str, namespace: str, events: dict[str, float]) -> FastMCP:
+    """A server whose `hold` tool logs when it starts (and its workflow) and when a cancel reaches it."""
     extension = TemporalTasksExtension(
-        address=address, task_queue="heartbeat-cost", heartbeat_timeout=HEARTBEAT_TIMEOUT,
+        address=address, namespace=namespace, task_queue="heartbeat-cost", heartbeat_timeout=HEARTBEAT_TIMEOUT,
         shutdown_grace=timedelta(0), ui=False,
     )
     server = FastMCP("heartbeat-cost")
@@ -142,6 +190,7 @@ def build_server(address: str, events: dict[str, float]) -> FastMCP:
     @server.tool(task=True)
     async def hold(key: str, seconds: float, report_every: float, ctx: Context) -> str:
         events[f"{key}:start"] = time.monotonic()
+        workflows[key] = activity.info().workflow_id
         try:
             step, deadline = 0, time.monotonic() + seconds
             while time.monotonic() < deadline:
@@ -157,94 +206,138 @@ def build_server(address: str, events: dict[str, float]) -> FastMCP:
     return server
 
 
+workflows: dict[str, str] = {}  # the hold tool's key -> its task's workflow id
+
+
 async def until(check: object, timeout: float = 120) -> None:
     with anyio.fail_after(timeout):
         while not check():  # type: ignore[operator]
             await anyio.sleep(0.01)
 
 
-async def one_task(metrics_url: str, run: object) -> dict[str, float]:
-    """What one task run by `run` moved in the dev server's counters."""
-    before = counts(metrics_url)
-    await run()  # type: ignore[operator]
+async def price(address: str, metrics_url: str, seconds: float, polls: CloseLongPolls) -> dict:
+    """One task of each shape, all at once, each in its own namespace; what each moved in its counters."""
+    events: dict[str, float] = {}
+
+    async def ours(namespace: str, report_every: float) -> None:
+        async with Client(build_server(address, namespace, events)) as client:
+            task = await call_tool_task(client, "hold", {"key": uuid.uuid4().hex, "seconds": seconds,
+                                                          "report_every": report_every})
+            await task.wait(timeout=seconds + 120)
+
+    async def bare(namespace: str, report_every: float) -> None:
+        temporal = await TemporalClient.connect(address, namespace=namespace)
+        async with Worker(temporal, task_queue="bare-long-leg", workflows=[BareLongLeg], activities=[bare_long_leg],
+                          workflow_runner=UnsandboxedWorkflowRunner()):
+            await temporal.execute_workflow("BareLongLeg", args=[seconds, report_every], id=uuid.uuid4().hex,
+                                            task_queue="bare-long-leg")
+
+    runs = {"silent": lambda: ours(SHAPES["silent"], 0),
+            "progress_every_second": lambda: ours(SHAPES["progress_every_second"], 1.0),
+            "bare_silent": lambda: bare(SHAPES["bare_silent"], 0),
+            "bare_progress_every_second": lambda: bare(SHAPES["bare_progress_every_second"], 1.0)}
+    before_text, polls_before = scrape(metrics_url), polls.sent
+    async with anyio.create_task_group() as group:
+        for run in runs.values():
+            group.start_soon(run)
     await anyio.sleep(_SETTLE)
-    after = counts(metrics_url)
-    return {name: after[name] - before[name] for name in after}
-
-
-async def price(client: Client, temporal: TemporalClient, metrics_url: str, seconds: float) -> dict:
-    async def ours(report_every: float) -> None:
-        task = await call_tool_task(client, "hold", {"key": uuid.uuid4().hex, "seconds": seconds,
-                                                      "report_every": report_every})
-        await task.wait(timeout=seconds + 120)
-
-    async def bare(report_every: float) -> None:
-        await temporal.execute_workflow("BareLongLeg", args=[seconds, report_every], id=uuid.uuid4().hex,
-                                        task_queue="bare-long-leg")
-
-    shapes = {}
-    for name, run in (("silent", lambda: ours(0)), ("progress_every_second", lambda: ours(1.0)),
-                      ("bare_silent", lambda: bare(0)), ("bare_progress_every_second", lambda: bare(1.0))):
-        shapes[name] = await one_task(metrics_url, run)
+    after_text = scrape(metrics_url)
+    shapes: dict[str, dict] = {}
+    for name, namespace in SHAPES.items():
+        before, after = counts(before_text, namespace), counts(after_text, namespace)
+        shapes[name] = {measure: after[measure] - before[measure] for measure in after}
         print(f"{name:28} {shapes[name]}")
-    for name in list(shapes):
-        per_second = shapes[name]["heartbeats"] / seconds
-        shapes[name]["modelled_10_min_actions"] = round(shapes[name]["actions"] - shapes[name]["heartbeats"]
-                                                       + per_second * 600)
-        shapes[name]["history_reads_per_30s"] = round(shapes[name]["history_reads"] * 30 / seconds, 2)
+    close_polls = polls.sent - polls_before
+    for name, shape in shapes.items():
+        per_second = shape["heartbeats"] / seconds
+        shape["modelled_10_min_actions"] = round(shape["actions"] - shape["heartbeats"] + per_second * 600)
+        shape["history_reads_per_30s"] = round(shape["history_reads"] * 30 / seconds, 2)
     for ours_name in ("silent", "progress_every_second"):
-        bare_shape = shapes[f"bare_{ours_name}"]
-        shapes[ours_name]["actions_vs_bare"] = round(shapes[ours_name]["actions"] / bare_shape["actions"], 2)
-        shapes[ours_name]["modelled_10_min_vs_bare"] = round(
-            shapes[ours_name]["modelled_10_min_actions"] / bare_shape["modelled_10_min_actions"], 2)
+        shape, bare_shape = shapes[ours_name], shapes[f"bare_{ours_name}"]
+        shape["close_long_polls_per_30s"] = round(close_polls / 2 * 30 / seconds, 2)  # two legs of ours ran
+        shape["actions_vs_bare"] = round(shape["actions"] / bare_shape["actions"], 2)
+        shape["modelled_10_min_vs_bare"] = round(shape["modelled_10_min_actions"] / bare_shape["modelled_10_min_actions"], 2)
     return shapes
 
 
-async def cancel_latency(client: Client, rounds: int, events: dict[str, float]) -> dict[str, float]:
-    latencies: list[float] = []
+def summary(latencies: list[float]) -> dict[str, float]:
+    latencies = sorted(latencies)
+    p95 = latencies[min(len(latencies) - 1, round(0.95 * (len(latencies) - 1)))]
+    return {"n": len(latencies), "p50_ms": round(statistics.median(latencies) * 1000), "p95_ms": round(p95 * 1000),
+            "max_ms": round(latencies[-1] * 1000)}
+
+
+async def cancel_latency(client: Client, temporal: TemporalClient, rounds: int, events: dict[str, float]) -> dict:
+    """`rounds` legs at once, cancelled at ages spread over `_CANCEL_AGES`, alternately through
+    `tasks/cancel` and an operator's `WorkflowHandle.cancel()`."""
+    latencies: dict[str, list[tuple[float, float]]] = {"tasks/cancel": [], "WorkflowHandle.cancel": []}
     low, high = _CANCEL_AGES
     ages = [low + (high - low) * i / max(rounds - 1, 1) for i in range(rounds)]
 
-    async def one(age: float) -> None:
+    async def one(age: float, road: str) -> None:
         key = uuid.uuid4().hex
         task = await call_tool_task(client, "hold", {"key": key, "seconds": 3600, "report_every": 0})
         await until(lambda: f"{key}:start" in events)
         await anyio.sleep(max(0.0, events[f"{key}:start"] + age - time.monotonic()))
         sent = time.monotonic()
-        await task.cancel()
+        if road == "tasks/cancel":
+            await task.cancel()
+        else:
+            await temporal.get_workflow_handle(workflows[key]).cancel()
         await until(lambda: f"{key}:cancelled" in events)
-        latencies.append(events[f"{key}:cancelled"] - sent)
+        latencies[road].append((age, events[f"{key}:cancelled"] - sent))
 
     async with anyio.create_task_group() as group:
-        for age in ages:
-            group.start_soon(one, age)
-    latencies.sort()
-    p95 = latencies[min(len(latencies) - 1, round(0.95 * (len(latencies) - 1)))]
-    figures = {"rounds": rounds, "ages_s": [round(a, 1) for a in ages], "p50_ms": round(statistics.median(latencies) * 1000),
-               "p95_ms": round(p95 * 1000), "max_ms": round(latencies[-1] * 1000)}
-    print(f"tasks/cancel -> CancelledError at ages {low:g}-{high:g} s: {figures}   (target p95 <= 1,000 ms)")
+        for n, age in enumerate(ages):
+            group.start_soon(one, age, list(latencies)[n % 2])
+    every = [latency for rows in latencies.values() for _, latency in rows]
+    figures = {"rounds": rounds, "ages_s": [round(a, 1) for a in ages], "all": summary(every)}
+    figures |= {road: summary([latency for _, latency in rows]) for road, rows in latencies.items()}
+    figures["by_age_ms"] = sorted((round(age, 1), round(latency * 1000)) for rows in latencies.values()
+                                  for age, latency in rows)
+    print(f"cancel -> CancelledError at ages {low:g}-{high:g} s: {figures}   (target p95 <= 1,000 ms)")
+    return figures
+
+
+async def many_legs(client: Client, legs: int, seconds: float, polls: CloseLongPolls,
+                    events: dict[str, float]) -> dict:
+    """`legs` silent legs at once for `seconds`: the worker's close long polls per leg per 30 s, and
+    the most in flight at once."""
+    keys = [uuid.uuid4().hex for _ in range(legs)]
+    sent_before = polls.sent
+    tasks = [await call_tool_task(client, "hold", {"key": key, "seconds": seconds, "report_every": 0}) for key in keys]
+    await until(lambda: all(f"{key}:start" in events for key in keys), timeout=300)
+    polls.most_in_flight = polls.in_flight
+    for task in tasks:
+        await task.wait(timeout=seconds + 300)
+    figures = {"legs": legs, "leg_s": seconds,
+               "close_long_polls_per_leg_per_30s": round((polls.sent - sent_before) / legs * 30 / seconds, 2),
+               "most_in_flight": polls.most_in_flight}
+    print(f"{legs} legs at once: {figures}")
     return figures
 
 
 async def main(options: argparse.Namespace) -> None:
     events: dict[str, float] = {}
-    with dev_server_with_metrics() as (address, metrics_url):
+    polls = CloseLongPolls()
+    with dev_server_with_metrics() as (address, metrics_url), polls.counting():
         await wait_ready(address)
-        temporal = await TemporalClient.connect(address)
-        bare = Worker(temporal, task_queue="bare-long-leg", workflows=[BareLongLeg], activities=[bare_long_leg],
-                      workflow_runner=UnsandboxedWorkflowRunner())
-        async with bare, Client(build_server(address, events)) as client:
-            shapes = await price(client, temporal, metrics_url, options.seconds)
-            cancels = await cancel_latency(client, options.rounds, events) if options.rounds else None
+        shapes = await price(address, metrics_url, options.seconds, polls) if options.seconds else None
+        temporal = await TemporalClient.connect(address, namespace=CANCELS_NAMESPACE)
+        async with Client(build_server(address, CANCELS_NAMESPACE, events)) as client:
+            cancels = await cancel_latency(client, temporal, options.rounds, events) if options.rounds else None
+            legs = await many_legs(client, options.legs, options.seconds, polls, events) if options.legs else None
     result = {"load_average_at_start": options.load, "leg_s": options.seconds,
-              "heartbeat_timeout_s": HEARTBEAT_TIMEOUT.total_seconds(), "per_task": shapes, "cancel": cancels}
+              "heartbeat_timeout_s": HEARTBEAT_TIMEOUT.total_seconds(), "per_task": shapes, "cancel": cancels,
+              "many_legs": legs, "load_average_at_end": round(os.getloadavg()[0], 2)}
     options.out.write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=60, help="length of each measured leg")
-    parser.add_argument("--rounds", type=int, default=10, help="cancel rounds (0 skips)")
+    parser.add_argument("--seconds", type=float, default=60, help="length of each measured leg (0 skips the price)")
+    parser.add_argument("--rounds", type=int, default=24, help="cancel rounds (0 skips)")
+    parser.add_argument("--legs", type=int, default=0, help="silent legs run at once for the cancel road's cost")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "heartbeat_cost.json")
     options = parser.parse_args()
     options.load = round(os.getloadavg()[0], 2)

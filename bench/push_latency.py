@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/push_latency.py [--rounds 20] [--batch 50] [--watched-tasks N]
         [--out bench/results/push_latency.json]
+    .venv/bin/python bench/push_latency.py --progress [--out bench/results/push_latency-progress.json]
 
 Starts its own dev server and one FastMCP server with the extension and its embedded
 worker, served over streamable HTTP on loopback; the Python `mcp` client calls a task
@@ -16,18 +17,34 @@ time (one task on the server), then `--batch` tasks at once whose ends are sprea
 listened task is followed through the change feed (one visibility query per
 `change_feed_interval` for the tasks that changed), as a server past its long-poll cap
 follows its tasks. Target, from the change in Temporal: p50 <= 0.3 s, p95 <= 1 s (issue 38).
+
+`--progress` measures a running leg's progress instead: from `ctx.report_progress` with a new
+message (same process, same clock) to the first read that shows it or a later one, for a
+client reading `tasks/get` as `fastmcp.Client` polls (from 20 ms, doubling up to the advertised
+`pollIntervalMs`) and for one listening on `subscriptions/listen`; and the Temporal reads this
+server makes for each task (its `describe()`s and history reads, counted around the SDK call,
+by workflow id; the worker's own long polls for a leg's close are not reads of a task). All
+at once, each leg `PROGRESS_LEG_S` long: legs reporting every second (a poller and a
+listener each), legs reporting every 10 s (the same), chatty legs (10 messages a second,
+three clients each: two pollers and a listener), legs silent for most of a minute and then reporting once (a poller and a
+listener), silent legs read by one poller, and legs nobody reads. Targets: p95 <= 5 s; a
+silent leg <= 1 read per task per 30 s, a chatty one <= 1 `describe()` per task per 2 s, an
+unread one none.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
 from datetime import timezone
 from pathlib import Path
 from typing import Any
@@ -36,7 +53,13 @@ import anyio
 from fastmcp import Client, Context, FastMCP
 from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp_tasks.client import call_tool_task
-from fastmcp_tasks.client_models import UpdateTaskRequest, UpdateTaskRequestParams
+from fastmcp_tasks.client_models import (
+    ClientGetTaskResult,
+    GetTaskRequest,
+    GetTaskRequestParams,
+    UpdateTaskRequest,
+    UpdateTaskRequestParams,
+)
 from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp_types import (
     ElicitRequest,
@@ -49,16 +72,24 @@ from mcp_types import (
     SubscriptionsListenResult,
 )
 from pydantic import ConfigDict
+from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client as TemporalClient
+from temporalio.service import WorkflowService
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver import start_dev_server
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 
 SPREAD = 5.0
+PROGRESS_LEG_S = 120.0
+# Reads are counted over each leg's life, and apart from this age on, past a new task's first reads.
+STEADY_FROM_S = 60.0
+# A message sent this close to its leg's end may be read first in the task's close: not sampled.
+_UNSAMPLED_TAIL_S = 10.0
 temporal: TemporalClient
 returned: dict[tuple[str, str], float] = {}  # (key, "ask" | "close") -> when the body returned
+reported: dict[str, dict[int, float]] = {}  # a `reports` leg's key -> its message number -> when reported
 
 
 class _Params(NotificationParams):
@@ -132,6 +163,198 @@ async def change_times(task_id: str, asked_at: float) -> tuple[float, float]:
     return ask, close
 
 
+async def reports(key: str, seconds: float, every: float, silent_first: float, ctx: Context) -> str:
+    """Silent for `silent_first`, then reports `<key> <n>` every `every` seconds for `seconds` (silent: 0)."""
+    await anyio.sleep(silent_first)
+    sent = reported.setdefault(key, {})
+    deadline = time.time() + seconds
+    while (left := deadline - time.time()) > 0:
+        if every:
+            sent[len(sent) + 1] = time.time()
+            await ctx.report_progress(len(sent), None, f"{key} {len(sent)}")
+        await anyio.sleep(min(every or left, left))
+    return "done"
+
+
+class ServerReads:
+    """This process's Temporal reads of each task (`describe()` and history), counted around the SDK
+    call by workflow id; a leg's long poll for its close runs in its activity and is left out."""
+
+    def __init__(self) -> None:
+        self.by_workflow: dict[str, Counter[str]] = defaultdict(Counter)
+
+    async def snapshot_after(self, seconds: float, into: dict[str, Counter[str]]) -> None:
+        await anyio.sleep(seconds)
+        into.update({workflow: Counter(counts) for workflow, counts in self.by_workflow.items()})
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        originals = {name: getattr(WorkflowService, name) for name in _READS}
+
+        def counted(name: str) -> Any:
+            original = originals[name]
+
+            async def call(service: WorkflowService, req: Any, *args: Any, **kwargs: Any) -> Any:
+                if not activity.in_activity():
+                    self.by_workflow[req.execution.workflow_id][_READS[name]] += 1
+                return await original(service, req, *args, **kwargs)
+
+            return call
+
+        for name in _READS:
+            setattr(WorkflowService, name, counted(name))
+        try:
+            yield
+        finally:
+            for name, original in originals.items():
+                setattr(WorkflowService, name, original)
+
+
+_READS = {"describe_workflow_execution": "describe", "get_workflow_execution_history": "history"}
+
+
+@dataclass
+class Leg:
+    """One `reports` task of a progress case, and what each of its readers saw: (when, message)."""
+
+    case: str
+    key: str
+    arguments: dict[str, float]
+    readers: list[str]
+    task_id: str = ""
+    seen: dict[str, list[tuple[float, str | None]]] = field(default_factory=dict)
+
+
+PROGRESS_CASES: dict[str, tuple[int, dict[str, float], list[str]]] = {
+    # case: (legs, the tool's arguments, readers per leg)
+    "every_second": (3, {"every": 1.0}, ["poll", "listen"]),
+    "every_10s": (3, {"every": 10.0}, ["poll", "listen"]),
+    "chatty": (2, {"every": 0.1}, ["poll", "poll", "listen"]),
+    "after_silence": (4, {"every": 15.0, "silent_first": 40.0}, ["poll", "listen"]),
+    "silent": (2, {"every": 0.0}, ["poll"]),
+    "unread": (2, {"every": 0.0}, []),
+}
+
+
+async def poll_like_fastmcp(url: str, task_id: str, seen: list[tuple[float, str | None]]) -> None:
+    """`tasks/get` as `fastmcp.Client` polls: from 20 ms, doubling up to the advertised interval."""
+    async with Client(StreamableHttpTransport(url)) as client:
+        backoff = 0.02
+        while True:
+            status = await client.session.send_request(
+                GetTaskRequest(params=GetTaskRequestParams(task_id=task_id)), ClientGetTaskResult)
+            seen.append((time.time(), status.status_message))
+            if status.status in ("completed", "failed", "cancelled"):
+                return
+            ceiling = (status.poll_interval_ms or 5000) / 1000
+            delay, backoff = min(backoff, ceiling), min(backoff * 2, ceiling)
+            await anyio.sleep(delay)
+
+
+class Listened(ClientExtension):
+    """The statuses one listening client is pushed for its task: (when, message)."""
+
+    identifier = "com.example/push-bench-progress"
+
+    def __init__(self, seen: list[tuple[float, str | None]]) -> None:
+        self.seen = seen
+        self.closed = anyio.Event()
+
+    def notifications(self) -> list[NotificationBinding[Any]]:
+        return [NotificationBinding(method="notifications/tasks", params_type=_Params, handler=self._arrived)]
+
+    async def _arrived(self, params: _Params) -> None:
+        extra = params.model_extra or {}
+        self.seen.append((time.time(), extra.get("statusMessage")))
+        if extra["status"] in ("completed", "failed", "cancelled"):
+            self.closed.set()
+
+
+async def listen_until_closed(url: str, task_id: str, seen: list[tuple[float, str | None]]) -> None:
+    listened = Listened(seen)
+    async with Client(StreamableHttpTransport(url), extensions=[listened]) as client:
+        async with anyio.create_task_group() as group:
+            group.start_soon(listen, client, task_id)
+            await listened.closed.wait()
+            group.cancel_scope.cancel()
+
+
+def message_latencies(leg: Leg, reader: str) -> tuple[list[float], int]:
+    """Per message (but the last `_UNSAMPLED_TAIL_S`'s): from its report to the first read showing it
+    or a later one; and how many of them no read showed."""
+    sent = reported.get(leg.key, {})
+    if not sent:
+        return [], 0
+    shown = [(at, int(message.rsplit(" ", 1)[1])) for at, message in leg.seen[reader]
+             if message and message.startswith(f"{leg.key} ")]
+    last = max(sent.values())
+    latencies, unseen = [], 0
+    for number, at in sent.items():
+        if at > last - _UNSAMPLED_TAIL_S and number != 1:
+            continue
+        first = next((seen_at for seen_at, seen_number in shown if seen_number >= number), None)
+        if first is None:
+            unseen += 1
+        else:
+            latencies.append(first - at)
+    return latencies, unseen
+
+
+async def progress_study(url: str, reads: ServerReads) -> dict[str, Any]:
+    """Every progress case at once; latencies by case and reader, Temporal reads per task."""
+    legs = [Leg(case, f"{case}-{n}", {"seconds": PROGRESS_LEG_S, "silent_first": 0.0, **arguments}, readers)
+            for case, (count, arguments, readers) in PROGRESS_CASES.items() for n in range(count)]
+    for leg in legs:
+        if leg.case == "after_silence":  # one message each, at ages spread over 5 s
+            leg.arguments["silent_first"] += 5 * int(leg.key.rsplit("-", 1)[1]) / 4
+            leg.arguments["seconds"] = 15.0  # and stays open 15 s, so its message is read before its close
+        leg.seen = {f"{reader}-{i}": [] for i, reader in enumerate(leg.readers)}
+    async with Client(StreamableHttpTransport(url)) as submitter:
+        for leg in legs:
+            leg.task_id = (await call_tool_task(submitter, "reports", {"key": leg.key, **leg.arguments})).task_id
+        began = time.time()
+        steady_from: dict[str, Counter[str]] = {}
+        async with anyio.create_task_group() as group:
+            group.start_soon(reads.snapshot_after, STEADY_FROM_S, steady_from)
+            for leg in legs:
+                for reader, seen in leg.seen.items():
+                    read = poll_like_fastmcp if reader.startswith("poll") else listen_until_closed
+                    group.start_soon(read, url, leg.task_id, seen)
+            group.start_soon(anyio.sleep, PROGRESS_LEG_S + 2)  # the unread legs' run, unread
+        elapsed = time.time() - began
+    return {case: _case_figures([leg for leg in legs if leg.case == case], reads.by_workflow, steady_from, elapsed)
+            for case in PROGRESS_CASES}
+
+
+def _case_figures(legs: list[Leg], reads: dict[str, Counter[str]], steady_from: dict[str, Counter[str]],
+                  elapsed: float) -> dict[str, Any]:
+    figures: dict[str, Any] = {"legs": len(legs), "readers_per_leg": legs[0].readers, "arguments": legs[0].arguments}
+    for kind in ("poll", "listen"):
+        latencies: list[float] = []
+        unseen = 0
+        for leg in legs:
+            for reader in leg.seen:
+                if reader.startswith(kind):
+                    some, missed = message_latencies(leg, reader)
+                    latencies += some
+                    unseen += missed
+        if latencies or unseen:
+            figures[f"{kind}_latency"] = {**summary(latencies), "unseen": unseen}
+    for window, seconds, before in (("whole_life", elapsed, {}), ("after_60s", elapsed - STEADY_FROM_S, steady_from)):
+        counts: Counter[str] = Counter()
+        for leg in legs:
+            workflow = workflow_id(ANONYMOUS_SCOPE_TAG, leg.task_id)
+            counts.update(reads.get(workflow, Counter()))
+            counts.subtract(before.get(workflow, Counter()))
+        figures[f"reads_{window}"] = {
+            "seconds": round(seconds),
+            "per_task": {kind: counts[kind] / len(legs) for kind in _READS.values()},
+            "describe_per_task_per_2s": round(counts["describe"] / len(legs) * 2 / seconds, 3),
+            "reads_per_task_per_30s": round(sum(counts.values()) / len(legs) * 30 / seconds, 2),
+        }
+    return figures
+
+
 @asynccontextmanager
 async def serving(address: str, settings: dict[str, Any]) -> AsyncIterator[str]:
     import uvicorn
@@ -139,6 +362,7 @@ async def serving(address: str, settings: dict[str, Any]) -> AsyncIterator[str]:
     server = FastMCP("push-bench")
     server.add_extension(TemporalTasksExtension(address=address, task_queue="push-bench", **settings))
     server.tool(asks_then_sleeps, task=True)
+    server.tool(reports, task=True)
     sock = socket.create_server(("127.0.0.1", 0))
     web = uvicorn.Server(uvicorn.Config(server.http_app(), log_level="warning", lifespan="on"))
     async with anyio.create_task_group() as group:
@@ -150,16 +374,27 @@ async def serving(address: str, settings: dict[str, Any]) -> AsyncIterator[str]:
 
 
 def summary(seconds: list[float]) -> dict[str, float]:
+    if not seconds:
+        return {"n": 0}
     ms = sorted(s * 1000 for s in seconds)
     return {"n": len(ms), "p50_ms": round(statistics.median(ms), 1),
             "p95_ms": round(ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))], 1), "max_ms": round(ms[-1], 1)}
 
 
-async def main(address: str, rounds: int, batch: int, out: Path, settings: dict[str, Any]) -> None:
+async def main(address: str, rounds: int, batch: int, out: Path, settings: dict[str, Any], progress: bool) -> None:
     global temporal
     temporal = await TemporalClient.connect(address)
     arrivals = Arrivals()
-    results: dict[str, Any] = {"settings": settings}
+    results: dict[str, Any] = {"settings": settings, "load_average_at_start": round(os.getloadavg()[0], 2)}
+    if progress:
+        reads = ServerReads()
+        with reads.counting():
+            async with serving(address, settings) as url:
+                results["progress"] = await progress_study(url, reads)
+        results["load_average_at_end"] = round(os.getloadavg()[0], 2)
+        out.write_text(json.dumps(results, indent=2) + "\n")
+        json.dump(results, sys.stdout, indent=2)
+        return
     async with serving(address, settings) as url:
         client = Client(StreamableHttpTransport(url), extensions=[arrivals])
         async with client:
@@ -184,11 +419,14 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--watched-tasks", type=int, help="the setting: tasks past it are followed through the feed")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "push_latency.json")
+    parser.add_argument("--progress", action="store_true", help="measure a running leg's progress instead")
+    parser.add_argument("--out", type=Path, help="default: bench/results/push_latency.json (-progress.json)")
     args = parser.parse_args()
+    results = Path(__file__).parent / "results"
+    args.out = args.out or results / ("push_latency-progress.json" if args.progress else "push_latency.json")
     settings = {} if args.watched_tasks is None else {"watched_tasks": args.watched_tasks}
     dev = start_dev_server(ui=False)
     try:
-        anyio.run(main, dev.address, args.rounds, args.batch, args.out, settings)
+        anyio.run(main, dev.address, args.rounds, args.batch, args.out, settings, args.progress)
     finally:
         dev.stop()

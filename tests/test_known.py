@@ -55,6 +55,7 @@ from fastmcp_temporal.server._quiet import LONG_POLL_PERIOD, Quiet, QuietTasks
 from fastmcp_temporal.server._watch import (
     _CLOSE_ONLY_FIRST_RECHECK,
     _CLOSE_ONLY_RECHECK,
+    _HEARTBEAT_LANDS,
     _PROGRESS_RECHECK_MIN,
     _WATCH_IDLE,
     _WORKFLOW_TASK_RECHECK,
@@ -66,6 +67,7 @@ from fastmcp_temporal.server._watch import (
     _progress_age,
     shown_of,
 )
+from fastmcp_temporal.worker._progress import PROGRESS_STAMP_AFTER
 from fastmcp_temporal.workflows.models import PROGRESSED_SIGNAL, TaskMemo, TaskOutcome
 from fastmcp_temporal.workflows.task import CHANGED_AT_ATTRIBUTE
 
@@ -197,6 +199,31 @@ async def test_running_legs_progress_is_reread_once_the_copy_is_as_old_as_it_had
 
     assert followed.current(109.9, PROGRESS_REFRESH, read_recheck=1.0) is followed.known
     assert followed.current(110.0, PROGRESS_REFRESH, read_recheck=1.0) is None
+
+
+async def test_progress_is_reread_just_after_each_heartbeat_until_a_new_message_would_be_stamped() -> None:
+    """A leg's heartbeats land once per throttle window (4 s at a 5 s heartbeat timeout): a re-read
+    between two finds nothing new, so a copy is re-read right after each heartbeat while a new
+    message would not be stamped, then every `progress_refresh`, on the same grid."""
+    found = await description(legs=((STARTED, b"step 7"),))
+    leg = found.raw_description.pending_activities[0]
+    temporal_now = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    leg.last_heartbeat_time.FromDatetime(temporal_now - timedelta(seconds=1))
+    leg.activity_options.heartbeat_timeout.FromTimedelta(timedelta(seconds=5))
+    lands = _HEARTBEAT_LANDS.total_seconds()
+
+    followed = watch()
+    followed.learned(found, TaskMemo(), read_at=100.0, temporal_now=temporal_now)  # progress just moved
+    assert followed.progress_due(PROGRESS_REFRESH) == pytest.approx(100.0 + 3 + lands)
+    followed.known = replace(known(found, read_at=100.0, progress_since=80.0), temporal_read_at=temporal_now)
+    assert followed.progress_due(PROGRESS_REFRESH) == pytest.approx(100.0 + 3 + lands)  # stood still 20 s
+    unstamped = PROGRESS_STAMP_AFTER.total_seconds() + 4  # and the window that carries a stamped message
+    followed.known = replace(known(found, read_at=100.0, progress_since=100.0 - unstamped), temporal_read_at=temporal_now)
+    assert followed.progress_due(PROGRESS_REFRESH) == pytest.approx(100.0 + 31 + lands)  # the stamp tells
+
+    leg.last_heartbeat_time.FromDatetime(temporal_now - timedelta(seconds=9))  # off its grid: as before
+    followed.known = replace(known(found, read_at=100.0), temporal_read_at=temporal_now)
+    assert followed.progress_due(PROGRESS_REFRESH) == 100.0 + _PROGRESS_RECHECK_MIN.total_seconds()
 
 
 async def test_a_task_running_no_leg_is_never_reread_for_progress() -> None:

@@ -12,28 +12,34 @@ tool body itself:
 - `checkpoint()` with a value Temporal cannot store raises `TypeError` at the call;
 - the default heartbeat cadence keeps a one-hour leg under 1,000 heartbeats;
 - legs past the frontend's cap on concurrent long polls (`frontend.namespaceCount`, on a
-  dev server of their own) ask to follow their task once a minute, not in a retry loop.
+  dev server of their own) ask to follow their task once a minute, not in a retry loop;
+- a new message is recorded for the SDK's next heartbeat at once, not at the leg's next
+  recording (driven by the SDK's `ActivityEnvironment`, which hands each recording over).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import anyio
 import pytest
 from fastmcp import Client
 from fastmcp_tasks.client import call_tool_task
 from temporalio.api.enums.v1 import EventType
+from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
 from fastmcp_temporal import McpTasksPlugin, TemporalTasksExtension, checkpoint
-from fastmcp_temporal.devserver import start_dev_server
 from fastmcp_temporal._settings import TemporalTasksSettings
-from fastmcp_temporal.worker._heartbeat import SDK_THROTTLE_SHARE, HeartbeatCadence
+from fastmcp_temporal.connection._temporal_clock import worker_clock
+from fastmcp_temporal.devserver import start_dev_server
+from fastmcp_temporal.worker._heartbeat import SDK_THROTTLE_SHARE, HeartbeatCadence, Ticker
 from fastmcp_temporal.worker._plugin import heartbeat_cadence
+from fastmcp_temporal.worker._progress import LegProgress
 from fastmcp_temporal.workflows.models import LEG_OUTCOME_SIGNAL
 from helpers.servers import server_with
 from helpers.temporal import TemporalRequests, task_handle
@@ -195,3 +201,29 @@ async def test_legs_past_the_frontends_long_poll_cap_do_not_retry_their_follow_i
 
     assert statuses == ["completed"] * CAPPED_LEGS
     assert follows <= 2 * CAPPED_LEGS, f"{follows} requests to follow {CAPPED_LEGS} legs in {CAPPED_WINDOW} s"
+async def test_a_new_message_is_recorded_at_once_not_at_the_legs_next_recording() -> None:
+    """At a 10-minute heartbeat timeout a leg records every 2 minutes; its attempt started 5 minutes
+    ago, so it records at once, and a new message then is recorded long before the next tick."""
+    environment = ActivityEnvironment()
+    started = datetime.now(timezone.utc) - timedelta(minutes=5)
+    environment.info = dataclasses.replace(
+        environment.info, heartbeat_timeout=timedelta(minutes=10), started_time=started
+    )
+    worker_clock.saw(datetime.now(timezone.utc))
+    recorded: list[str] = []
+    environment.on_heartbeat = lambda *details: recorded.append(details[0]["statusMessage"])
+    progress = LegProgress(message="first")
+
+    async def until(message: str) -> None:
+        async with asyncio.timeout(DEADLINE / 2):
+            while message not in recorded:
+                await asyncio.sleep(0.01)
+
+    async def leg() -> None:
+        async with Ticker("tool", progress, HeartbeatCadence()).running():
+            await until("first")
+            await progress.set_message("second")
+            await until("second")
+
+    await environment.run(leg)
+    assert recorded == ["first", "second"]

@@ -20,13 +20,23 @@ stillness longer than `worker._progress.PROGRESS_STAMP_AFTER` needs no re-read: 
 stamps it on the task (`PROGRESSED_SIGNAL`), an event `saw` takes as a change; a copy read
 within `_PROGRESS_RECHECK_MIN` of the stamp is re-read once more, in case the heartbeat that
 carries the message landed just after it.
+
+A leg's heartbeats reach Temporal on a grid: the SDK sends one per throttle window
+(`SDK_THROTTLE_SHARE` of the leg's heartbeat timeout), at the window's end (`_HeartbeatGrid`,
+placed from the leg's last heartbeat on Temporal's clock). Where the grid is known, a copy is
+re-read just after each heartbeat lands while a new message would not be stamped (its
+progress stood still for less than `PROGRESS_STAMP_AFTER` and a window), so any message
+shows within `_HEARTBEAT_LANDS` of the heartbeat that carries it, at one `describe()` per
+window however often it changes; then every `progress_refresh`, the stamp telling of a new
+message. A re-read between two heartbeats would find nothing new.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType, PendingActivityState, PendingWorkflowTaskState
@@ -36,6 +46,8 @@ from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionSta
 from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal.server._feed import Change
 from fastmcp_temporal.server._holds import POLL_LOOP_SLACK, holdable
+from fastmcp_temporal.worker._heartbeat import SDK_THROTTLE_SHARE
+from fastmcp_temporal.worker._progress import PROGRESS_STAMP_AFTER
 from fastmcp_temporal.workflows.models import PROGRESSED_SIGNAL, TaskMemo, TaskOutcome
 from fastmcp_temporal.workflows.task import CHANGED_AT_ATTRIBUTE
 
@@ -55,6 +67,11 @@ _STAMP_PRECISION = timedelta(milliseconds=1)
 # A running leg's progress is re-read once the known copy is as old as it had stood still:
 # at least this, at most `progress_refresh`.
 _PROGRESS_RECHECK_MIN = timedelta(seconds=2)
+# A heartbeat sent at its window's end shows in a `describe()` this long after the grid says.
+_HEARTBEAT_LANDS = timedelta(milliseconds=300)
+# A leg whose last heartbeat is older than this many windows is off its grid (a retry, a stalled
+# loop): its re-reads are not moved.
+_GRID_WINDOWS = 2
 # While a new task's close alone is followed, a held read first re-reads it this long after
 # it began: most of a burst's queued tasks close before, and a tool that asks at once shows
 # its ask by then.
@@ -108,6 +125,7 @@ class Known:
     read_at: float
     progress_since: float  # since when its legs' heartbeat details have read the same
     round_ends: float = float("inf")  # when a parked task's TTL timer fires (event-loop time), if fed
+    temporal_read_at: datetime | None = None  # `read_at` on Temporal's clock, to place its legs' heartbeats
 
     @property
     def events(self) -> int:
@@ -191,7 +209,10 @@ class Watch:
         if known.read_at - self.progressed_at < _PROGRESS_RECHECK_MIN.total_seconds():
             # read right after a stamp: its heartbeat may have reached Temporal just after the read
             return known.read_at + _PROGRESS_RECHECK_MIN.total_seconds()
-        return known.read_at + _progress_age(known, progress_refresh)
+        grid = _heartbeat_grid(known)
+        if grid is None:
+            return known.read_at + _progress_age(known, progress_refresh)
+        return grid.landing_after(known.read_at + _progress_age_on_grid(known, grid, progress_refresh))
 
     def _unstamped_due(self, known: Known, progress_refresh: float) -> float:
         """When a fed copy of a task with no leg running is due a re-read for what the feed cannot
@@ -212,7 +233,7 @@ class Watch:
     ) -> None:
         """What a `describe()` started at `read_at` (`temporal_now` on Temporal's clock) found; while
         the close alone is followed, it answers for `close_only_recheck`, which it sets anew."""
-        self.known = _known(description, memo, read_at, self.known)
+        self.known = _known(description, memo, read_at, self.known, temporal_now)
         if self.fed and temporal_now is not None:
             round_left = _round_left(description, memo, self.timing, temporal_now)
             self.known = replace(self.known, round_ends=read_at + round_left)
@@ -292,6 +313,46 @@ def _progress_age(known: Known, progress_refresh: float) -> float:
     return min(max(still, fresh), progress_refresh)
 
 
+@dataclass(frozen=True)
+class _HeartbeatGrid:
+    """When a running leg's heartbeats land (event-loop time): one `landed`, then one a `window`."""
+
+    landed: float
+    window: float
+
+    def landing_after(self, due: float) -> float:
+        """Just after the first heartbeat that lands at or after `due`."""
+        return self.landed + max(0, math.ceil((due - self.landed) / self.window)) * self.window
+
+
+def _heartbeat_grid(known: Known) -> _HeartbeatGrid | None:
+    """The running leg's heartbeat grid, from its last heartbeat in the copy on Temporal's clock, plus
+    `_HEARTBEAT_LANDS`; None when unknown, or stale (a retry, a stalled loop)."""
+    if known.temporal_read_at is None:
+        return None
+    for leg in known.description.raw_description.pending_activities:
+        window = SDK_THROTTLE_SHARE * leg.activity_options.heartbeat_timeout.ToTimedelta().total_seconds()
+        if leg.state != PendingActivityState.PENDING_ACTIVITY_STATE_STARTED or window <= 0:
+            continue
+        if not leg.HasField("last_heartbeat_time"):
+            continue
+        age = (known.temporal_read_at - leg.last_heartbeat_time.ToDatetime(tzinfo=timezone.utc)).total_seconds()
+        if not 0 <= age <= _GRID_WINDOWS * window:
+            return None
+        return _HeartbeatGrid(known.read_at - age + _HEARTBEAT_LANDS.total_seconds(), window)
+    return None
+
+
+def _progress_age_on_grid(known: Known, grid: _HeartbeatGrid, progress_refresh: float) -> float:
+    """How old known progress may be when read, for a leg whose heartbeat grid is known: at its next
+    heartbeat while a new message would not be stamped (the progress stood still for less than
+    `PROGRESS_STAMP_AFTER` and the window that carries a stamped one), then `progress_refresh`."""
+    still = known.read_at - known.progress_since
+    if still < PROGRESS_STAMP_AFTER.total_seconds() + grid.window:
+        return _PROGRESS_RECHECK_MIN.total_seconds()
+    return progress_refresh
+
+
 def _round_left(description: WorkflowExecutionDescription, memo: TaskMemo, timing: Timing, now: datetime) -> float:
     """Seconds until a parked task's TTL timer fires, from the stamp that published its asks
     (inf when nothing is asked): its firing adds no stamp, and a stalled task's read ends it."""
@@ -321,10 +382,12 @@ def _progressed(event: HistoryEvent) -> bool:
 
 
 def _known(
-    description: WorkflowExecutionDescription, memo: TaskMemo, read_at: float, before: Known | None
+    description: WorkflowExecutionDescription, memo: TaskMemo, read_at: float, before: Known | None,
+    temporal_read_at: datetime | None = None,
 ) -> Known:
-    """What a `describe()` started at `read_at` found, carrying over since when progress stood still."""
-    known = Known(description, memo, read_at, progress_since=read_at)
+    """What a `describe()` started at `read_at` (`temporal_read_at` on Temporal's clock) found, carrying
+    over since when progress stood still."""
+    known = Known(description, memo, read_at, progress_since=read_at, temporal_read_at=temporal_read_at)
     if before is not None and before.progress == known.progress and before.read_at <= read_at:
         return replace(known, progress_since=before.progress_since)
     return known

@@ -17,10 +17,12 @@ ends sooner costs no heartbeat at all, and the first beat (sent at once, as the 
 to it) keeps half a window of room for a busy loop. A cancel does not wait for a heartbeat:
 the worker follows each leg's workflow for its close (`_leg_follow`).
 
-A durable call's leg that relays notices to its caller (`_notices`) records within
-`NOTICE_DELAY` of a new notice, and a task's leg records at once a message after a stillness,
-which it stamps on its task (`_progress`) once the window that sends it has ended: neither
-costs a heartbeat more, as the core sends them at its window's end.
+A leg records a new message, and a durable call's leg a new notice it relays to its caller
+(`_notices`), within `NOTICE_DELAY`, so the heartbeat that ends the window carries it; a
+task's leg records at once a message after a stillness, which it stamps on its task
+(`_progress`) once the window that sends it has ended. None costs a heartbeat more, as the
+core sends one per window whatever was recorded in it; before its first recording a leg
+waits for none of them, so a leg that ends within half a window still costs no heartbeat.
 
 The ticker also measures its own silences: the core goes no longer between two sends than
 a window or the longest gap between two recordings, so a gap longer than the heartbeat
@@ -172,9 +174,11 @@ class Ticker:
 
     async def _beat(self) -> None:
         pause = self._cadence.first_record(self._timeout)
+        recorded = False
         while True:
             self._due = self._last_beat + pause
-            await self._pause(max(0.0, self._due - self._loop.time()))
+            await self._pause(max(0.0, self._due - self._loop.time()), messages=recorded)
+            recorded = True
             if activity.is_cancelled():
                 return
             self.record()
@@ -186,13 +190,15 @@ class Ticker:
     def _loop_lag(self) -> float:
         return max(self._lag, worker_loop_lag.seconds)
 
-    async def _pause(self, pause: float) -> None:
-        """Wait `pause`, or less when a message to stamp comes (then record at once) or a notice to
-        relay (then record `NOTICE_DELAY` after the last recording)."""
-        notices = self._progress.notices
+    async def _pause(self, pause: float, *, messages: bool) -> None:
+        """Wait `pause`, or less when a message to stamp comes (then record at once), or a notice to
+        relay or (with `messages`) a new message (then record `NOTICE_DELAY` after the last recording)."""
+        notices, changed = self._progress.notices, self._progress.message_changed
+        changed.clear()
         if notices is not None:
             notices.changed.clear()
         wakers = [self._progress.stamp_due] + ([notices.changed] if notices is not None else [])
+        wakers += [changed] if messages else []
         waits = [asyncio.ensure_future(waker.wait()) for waker in wakers]
         try:
             done, _ = await asyncio.wait(waits, timeout=pause, return_when=asyncio.FIRST_COMPLETED)

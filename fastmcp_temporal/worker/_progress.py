@@ -67,6 +67,8 @@ class LegProgress:
     """When (`time.monotonic()`) the message last changed, or the leg began."""
     stamp_due: asyncio.Event = field(default_factory=asyncio.Event)
     """Set by a message to stamp: the ticker heartbeats it, then signals the workflow."""
+    message_changed: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set by a new message: the ticker records it soon, so the SDK's next heartbeat carries it."""
 
     async def set_total(self, total: int) -> None:
         self.total = total
@@ -80,6 +82,7 @@ class LegProgress:
             if self.stamps and now - self.message_since >= PROGRESS_STAMP_AFTER.total_seconds():
                 self.stamp_due.set()
             self.message_since = now
+            self.message_changed.set()
         self.message = message
 
     @classmethod
