@@ -111,7 +111,14 @@ from fastmcp_tasks.client_models import (
 from freshness import spread
 from marks import Marks
 from mcp_types import Result
-from procs import cpu_seconds, dev_server_counts, per_task_per_30s_by_kind, process_tree, rss_mb, temporal_calls
+from procs import (
+    cpu_seconds,
+    dev_server_counts,
+    per_task_per_30s_by_kind,
+    process_tree,
+    rss_mb,
+    temporal_calls,
+)
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client as TemporalClient
 
