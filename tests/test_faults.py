@@ -41,7 +41,7 @@ from temporalio.client import Client as TemporalClient
 import fault_app
 from fastmcp_temporal.devserver import DevServer, free_port, start_dev_server
 from helpers.processes import PROCESS_DEADLINE, AttemptLog, Processes, answering_client
-from helpers.temporal import checkpoint_recorded
+from helpers.temporal import checkpoint_recorded, task_handle
 from helpers.waits import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
@@ -103,7 +103,7 @@ async def test_killed_worker_leg_resumes_on_another_worker_from_its_checkpoint(
             timeout=PROCESS_DEADLINE,
             what="the tool to checkpoint",
         )
-        await checkpoint_recorded(await TemporalClient.connect(temporal_server.address), task.task_id)
+        await checkpoint_recorded(task_handle(await TemporalClient.connect(temporal_server.address), task.task_id))
         (first,) = attempts.starts("job")
         victim = next(w for w in workers if w.pid == first["pid"])
         processes.kill(victim)
@@ -143,7 +143,7 @@ async def test_killed_mcp_server_restarted_on_its_port_keeps_its_tasks(
             timeout=PROCESS_DEADLINE,
             what="the tool to checkpoint",
         )
-        await checkpoint_recorded(await TemporalClient.connect(temporal_server.address), running.task_id)
+        await checkpoint_recorded(task_handle(await TemporalClient.connect(temporal_server.address), running.task_id))
 
     processes.kill(server)
     restarted = processes.http_server(temporal_server.address, task_queue, port)

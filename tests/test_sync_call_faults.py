@@ -30,6 +30,7 @@ from fastmcp_temporal.devserver import DevServer, free_port
 from fastmcp_temporal.workflows.models import TaskOutcome
 from helpers.processes import PROCESS_DEADLINE, AttemptLog, Processes, answering_client
 from helpers.servers import NoTasksClient
+from helpers.temporal import checkpoint_recorded
 from helpers.waits import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
@@ -128,10 +129,10 @@ async def test_a_durable_calls_workflow_completes_after_its_server_is_killed_and
                 timeout=PROCESS_DEADLINE,
                 what="the tool to checkpoint",
             )
+            handle = await the_call_workflow(await TemporalClient.connect(temporal_server.address), task_queue)
+            await checkpoint_recorded(handle)
             processes.kill(server)
 
-    temporal = await TemporalClient.connect(temporal_server.address)
-    handle = await the_call_workflow(temporal, task_queue)
     assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
     restarted = processes.http_server(temporal_server.address, task_queue, port)
     with anyio.fail_after(PROCESS_DEADLINE):

@@ -22,7 +22,7 @@ from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal.devserver import DevServer, free_port
 from helpers.processes import PROCESS_DEADLINE, AttemptLog, Processes, answering_client
-from helpers.temporal import checkpoint_recorded, no_workflow_running
+from helpers.temporal import checkpoint_recorded, no_workflow_running, task_handle
 from helpers.waits import eventually
 from helpers.wire import accept, tasks_get, tasks_update
 
@@ -57,7 +57,7 @@ async def test_tasks_of_the_previous_release_finish_on_this_one(
         for task in parked:
             await _status(client, task.task_id, "input_required")
         await eventually(lambda: attempts.progress("c") >= 3, what="the count to checkpoint")
-        await checkpoint_recorded(await TemporalClient.connect(temporal_server.address), counting.task_id)
+        await checkpoint_recorded(task_handle(await TemporalClient.connect(temporal_server.address), counting.task_id))
     processes.kill(old)
 
     new = processes.http_server(temporal_server.address, task_queue, new_port)

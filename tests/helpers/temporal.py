@@ -64,11 +64,12 @@ async def workflow_closed(
             await anyio.sleep(0.05)
 
 
-async def checkpoint_recorded(temporal: Client, task_id: str) -> None:
-    """Wait until a heartbeat of the task's running leg has carried a checkpoint to Temporal."""
+async def checkpoint_recorded(workflow: WorkflowHandle[Any, Any]) -> None:
+    """Wait until a heartbeat of the workflow's running leg has carried a checkpoint to Temporal:
+    legs heartbeat sparsely, so a kill as soon as the body checkpointed can leave none behind."""
 
     async def recorded() -> bool:
-        pending = (await task_handle(temporal, task_id).describe()).raw_description.pending_activities
+        pending = (await workflow.describe()).raw_description.pending_activities
         return any(leg.HasField("heartbeat_details") for leg in pending)
 
     with anyio.fail_after(2 * DEADLINE):
