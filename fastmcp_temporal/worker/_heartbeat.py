@@ -172,9 +172,8 @@ class Ticker:
             "and the leg delivers its outcome once anyway"
         )
 
-    async def _beat(self) -> None:
-        pause = self._cadence.first_record(self._timeout)
-        recorded = False
+    async def _beat(self, *, recorded: bool) -> None:
+        pause = self._cadence.record_every(self._timeout) if recorded else self._cadence.first_record(self._timeout)
         while True:
             self._due = self._last_beat + pause
             await self._pause(max(0.0, self._due - self._loop.time()), messages=recorded)
@@ -212,8 +211,13 @@ class Ticker:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Ticker]:
-        """Record until the block exits, then account for the final silence."""
-        beating = asyncio.create_task(self._beat())
+        """Record until the block exits, then account for the final silence. An attempt whose start
+        waited for a busy loop past its first recording records at once: its beat task, and the SDK's
+        task that hands a recording to the core, would each wait for another turn of that loop."""
+        overdue = self._loop.time() >= self._attempt.last + self._cadence.first_record(self._timeout)
+        if overdue:
+            self.record()
+        beating = asyncio.create_task(self._beat(recorded=overdue))
         try:
             yield self
         finally:
