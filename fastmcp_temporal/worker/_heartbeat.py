@@ -12,9 +12,10 @@ own thread, so when a heartbeat reaches Temporal does not depend on this event l
 The ticker only *records* (`activity.heartbeat`, local and unbilled), `RECORDS_PER_WINDOW`
 times a window, so a recording waits in the core whenever a window ends although the loop
 turns late; a loop late by most of a window still costs no attempt. Its first recording
-comes `_FIRST_RECORD_SHARE` of a window after Temporal started the attempt, so a leg that
-ends sooner costs no heartbeat at all, and the first beat (sent at once, as the loop gets
-to it) keeps half a window of room for a busy loop. A cancel does not wait for a heartbeat:
+comes `_FIRST_RECORD_SHARE` of a window after Temporal started the attempt (at once when the
+attempt's start waited longer than that for a busy loop), so a leg that ends sooner costs no
+heartbeat at all, and the first beat (sent at once, as the loop gets to it) keeps half a
+window of room for a busy loop. A cancel does not wait for a heartbeat:
 the worker follows each leg's workflow for its close (`_leg_follow`).
 
 A leg records a new message, and a durable call's leg a new notice it relays to its caller
