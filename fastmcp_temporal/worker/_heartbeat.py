@@ -133,6 +133,9 @@ class Ticker:
     def record(self) -> None:
         """Hand the newest details to the SDK now; its core sends them at its window's end."""
         self.observe()
+        self._progress.message_changed.clear()
+        if self._progress.notices is not None:
+            self._progress.notices.changed.clear()
         activity.heartbeat(self._progress.details())
         self._attempt.last = self._loop.time()
 
@@ -192,11 +195,9 @@ class Ticker:
 
     async def _pause(self, pause: float, *, messages: bool) -> None:
         """Wait `pause`, or less when a message to stamp comes (then record at once), or a notice to
-        relay or (with `messages`) a new message (then record `NOTICE_DELAY` after the last recording)."""
+        relay or (with `messages`) a new message (then record `NOTICE_DELAY` after the last recording);
+        a change since the last recording wakes it at once."""
         notices, changed = self._progress.notices, self._progress.message_changed
-        changed.clear()
-        if notices is not None:
-            notices.changed.clear()
         wakers = [self._progress.stamp_due] + ([notices.changed] if notices is not None else [])
         wakers += [changed] if messages else []
         waits = [asyncio.ensure_future(waker.wait()) for waker in wakers]
