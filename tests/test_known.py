@@ -66,6 +66,7 @@ from fastmcp_temporal.server._watch import (
     _progress_age,
     shown_of,
 )
+from fastmcp_temporal.worker._progress import PROGRESS_STAMP_AFTER
 from fastmcp_temporal.workflows.models import PROGRESSED_SIGNAL, TaskMemo, TaskOutcome
 from fastmcp_temporal.workflows.task import CHANGED_AT_ATTRIBUTE
 
@@ -214,6 +215,16 @@ async def test_how_old_silent_progress_may_be_is_how_long_it_stood_still_within_
         _progress_age(known(found, read_at=100.0, progress_since=0.0), PROGRESS_REFRESH)
         == PROGRESS_REFRESH
     )
+
+
+async def test_progress_still_for_as_long_as_a_new_message_would_be_stamped_is_reread_only_at_the_refresh() -> None:
+    """The leg stamps its next message: a long `progress_refresh` is a backstop, not a schedule that doubles up to it."""
+    found = await description(legs=((STARTED, b"step"),))
+    stamped_after = PROGRESS_STAMP_AFTER.total_seconds()
+    backstop = 4 * stamped_after
+    almost = known(found, read_at=100.0, progress_since=100.0 - stamped_after + 1)
+    assert _progress_age(almost, backstop) == stamped_after - 1
+    assert _progress_age(known(found, read_at=100.0, progress_since=100.0 - stamped_after), backstop) == backstop
 
 
 async def test_a_stamped_message_is_a_change_and_a_copy_read_right_after_it_is_reread_once_more() -> None:

@@ -14,12 +14,13 @@ Progress (a running leg's heartbeat details) adds no history event, so only a `d
 sees it. A copy is re-read once it is as old as its progress had stood still, at least
 `_PROGRESS_RECHECK_MIN` and at most `progress_refresh`: progress that changes reaches a
 reader about as late as it had stood still before, at one `describe()` per re-read however
-many read it (a held read ends after one such re-read, so each read costs at most one), and
-a long silent leg, the common long tool, costs a `describe()` per `progress_refresh`. A message after a
-stillness longer than `worker._progress.PROGRESS_STAMP_AFTER` needs no re-read: the leg
-stamps it on the task (`PROGRESSED_SIGNAL`), an event `saw` takes as a change; a copy read
+many read it (a held read ends after one such re-read, so each read costs at most one). A
+message after a stillness longer than `worker._progress.PROGRESS_STAMP_AFTER` needs no
+re-read: the leg stamps it on the task (`PROGRESSED_SIGNAL`), an event `saw` takes as a change; a copy read
 within `_PROGRESS_RECHECK_MIN` of the stamp is re-read once more, in case the heartbeat that
-carries the message landed just after it.
+carries the message landed just after it. So a copy whose progress stood still that long is
+re-read only at `progress_refresh`, a backstop for a worker that does not stamp: a long silent
+leg, the common long tool, costs a `describe()` per `progress_refresh`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionSta
 from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal.server._feed import Change
 from fastmcp_temporal.server._holds import POLL_LOOP_SLACK, holdable
+from fastmcp_temporal.worker._progress import PROGRESS_STAMP_AFTER
 from fastmcp_temporal.workflows.models import PROGRESSED_SIGNAL, TaskMemo, TaskOutcome
 from fastmcp_temporal.workflows.task import CHANGED_AT_ATTRIBUTE
 
@@ -53,7 +55,7 @@ _WORKFLOW_TASK_RECHECK = timedelta(seconds=2)
 # Stamps compare to within this (a stamp may round through visibility).
 _STAMP_PRECISION = timedelta(milliseconds=1)
 # A running leg's progress is re-read once the known copy is as old as it had stood still:
-# at least this, at most `progress_refresh`.
+# at least this, at most `PROGRESS_STAMP_AFTER` (then at `progress_refresh`).
 _PROGRESS_RECHECK_MIN = timedelta(seconds=2)
 # While a new task's close alone is followed, a held read first re-reads it this long after
 # it began: most of a burst's queued tasks close before, and a tool that asks at once shows
@@ -285,11 +287,13 @@ def _close_only_recheck(previous: float, description: WorkflowExecutionDescripti
 def _progress_age(known: Known, progress_refresh: float) -> float:
     """How old known progress may be when read: as old as it had stood still, at least
     `_PROGRESS_RECHECK_MIN`, at most `progress_refresh`. A message after a longer stillness
-    than `PROGRESS_STAMP_AFTER` is stamped (`progressed`), so progress that stood still longer
-    is re-read only as a backstop, for a leg on a worker that does not stamp."""
-    fresh = _PROGRESS_RECHECK_MIN.total_seconds()
+    than `PROGRESS_STAMP_AFTER` is stamped (`progressed`), so progress that stood still that
+    long is re-read only as a backstop, at `progress_refresh`, for a leg on a worker that does
+    not stamp."""
     still = known.read_at - known.progress_since
-    return min(max(still, fresh), progress_refresh)
+    if still >= PROGRESS_STAMP_AFTER.total_seconds():
+        return progress_refresh
+    return min(max(still, _PROGRESS_RECHECK_MIN.total_seconds()), progress_refresh)
 
 
 def _round_left(description: WorkflowExecutionDescription, memo: TaskMemo, timing: Timing, now: datetime) -> float:
