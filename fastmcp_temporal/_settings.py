@@ -358,9 +358,11 @@ class TemporalTasksSettings(BaseSettings):
         "reads from what it knows. Where the namespace has McpTaskChangedAt, it long-polls no more tasks than "
         "cost less than its change feed (one visibility query per change_feed_interval for all of them; a "
         "long poll is a request per 20 s: 80 tasks at the default interval) and follows the rest through the "
-        "feed; elsewhere reads past this many describe() them every time (0: always). Each long poll is one of the "
-        "namespace's concurrent long polls, which Temporal caps (frontend.namespaceCount): keep the sum over "
-        "all servers below that cap. See [Reads at scale](performance.md#reads-at-scale).",
+        "feed; once the feed follows any task, it follows new tasks too, and long-polled ones from their long "
+        "poll's next expiry, since a long poll beside it only adds its own requests; elsewhere reads past "
+        "this many describe() them every time (0: always). Each long poll is one of the namespace's "
+        "concurrent long polls, which Temporal caps (frontend.namespaceCount): keep the sum over all servers "
+        "below that cap. See [Reads at scale](performance.md#reads-at-scale).",
     )
     quiet_poll_interval: timedelta = Field(
         default=timedelta(0),

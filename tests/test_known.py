@@ -282,6 +282,20 @@ async def test_a_fed_copy_is_reread_for_what_the_feed_cannot_list() -> None:
     assert parked.due(100.0, refresh, read_recheck=1.0) == 100.0 + safety
 
 
+async def test_a_long_polled_copy_moved_to_the_feed_still_answers_until_its_round_ends() -> None:
+    """Its long poll saw every event until the move: no re-read then, but the feed lists no TTL."""
+    parked_at = datetime(2026, 12, 5, 12, 0, tzinfo=timezone.utc)
+    asks = TaskMemo(input_requests={"k": {"method": "elicitation/create"}})
+    moved = watch()
+    moved.learned(await description(changed_at=parked_at), asks, read_at=100.0, temporal_now=parked_at)
+    assert moved.due(110.0, PROGRESS_REFRESH, read_recheck=1.0) == float("inf")
+
+    moved.to_the_feed(110.0, temporal_now=parked_at + timedelta(seconds=10))
+    ends = 100.0 + TIMING.ttl_ms / 1000 + 0.5
+    assert moved.current(ends - 0.01, PROGRESS_REFRESH, read_recheck=1.0) is moved.known
+    assert moved.due(110.0, PROGRESS_REFRESH, read_recheck=1.0) == pytest.approx(ends)
+
+
 async def test_a_describe_carries_over_since_when_progress_stood_still_until_it_moves() -> None:
     followed = watch()
     step_one = await description(legs=((STARTED, b"step 1"),))

@@ -216,10 +216,21 @@ class Watch:
         the close alone is followed, it answers for `close_only_recheck`, which it sets anew."""
         self.known = _known(description, memo, read_at, self.known)
         if self.fed and temporal_now is not None:
-            round_left = _round_left(description, memo, self.timing, temporal_now)
-            self.known = replace(self.known, round_ends=read_at + round_left)
+            self._knows_round_end(read_at, temporal_now)
         if self.close_only:
             self.close_only_recheck = _close_only_recheck(self.close_only_recheck, description)
+
+    def to_the_feed(self, now: float, temporal_now: datetime) -> None:
+        """Followed through the feed from `now` (`temporal_now` on Temporal's clock), after a long poll
+        that saw every event until then: what is known still answers, now knowing its round's end."""
+        self.fed = True
+        if self.known is not None:
+            self._knows_round_end(now, temporal_now)
+
+    def _knows_round_end(self, now: float, temporal_now: datetime) -> None:
+        assert self.known is not None
+        round_left = _round_left(self.known.description, self.known.memo, self.timing, temporal_now)
+        self.known = replace(self.known, round_ends=now + round_left)
 
     def saw(self, event: HistoryEvent, now: float) -> bool:
         """Note what a history event changes for reads; whether held reads should look again
