@@ -380,6 +380,20 @@ async def test_a_change_signalled_wakes_the_reads_held_on_that_task_alone() -> N
     assert changes._next == {} and not changes._readers  # nothing kept once no read waits
 
 
+async def test_a_wait_on_a_change_cancelled_as_the_change_comes_ends_cancelled() -> None:
+    """A listen stream or a question's round cancelled just as its task changes stops: the
+    cancellation is not taken for the change (`asyncio.wait_for` did so before Python 3.12)."""
+    changes = TaskChanges()
+    with changes.following(["a"]) as signalled:
+        waiter = asyncio.create_task(signalled.wait(60))
+        await asyncio.sleep(0)  # the waiter waits
+        changes.changed("a")
+        await asyncio.sleep(0)  # the event's own wait has returned, the waiter not resumed yet
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+
+
 @pytest.mark.parametrize(
     ("poll_interval_ms", "idle_after"), [(5_000, _WATCH_IDLE.total_seconds()), (60_000, 180.0)]
 )
