@@ -747,6 +747,14 @@ def test_the_advertised_interval_is_the_tasks_own_until_quiet_and_never_for_a_cl
     assert off.advertised(PARKED, off.quiet_after("t", PARKED, now=10 * CAP), now=10 * CAP) is PARKED
 
 
+def test_a_server_with_quiet_off_remembers_nothing_of_the_tasks_it_answers() -> None:
+    """The default: an entry per task read would only grow memory, up to `quiet_tasks`."""
+    off = QuietTasks(timedelta(0), REMEMBERED)
+    for n in range(10):
+        off.quiet_after(f"t{n}", PARKED, now=float(n))
+    assert len(off) == 0
+
+
 def test_a_quiet_task_read_here_further_apart_than_a_long_poll_lasts_is_let_go() -> None:
     quiet = QuietTasks(timedelta(seconds=CAP), REMEMBERED)
     for now in range(0, int(CAP) + 11, 10):
