@@ -20,15 +20,16 @@ read latency, and the poll intervals the last reads advertised (how late a chang
 reach a client). Requests and completed reads are counted between the same two instants.
 In the window's middle half, `--probes` running tasks are cancelled, each at a random
 moment, through the worker's server (another server than the readers'): it reports how
-long each cancel took to show at its client, and every read begun after a cancel was
+long each cancel took to show at its client (a held read may show it before the canceller
+has its acknowledgement: 0), and every read begun after a cancel was
 acknowledged that still showed the task running (`stale_reads`, which must be 0: a
 change reaches the next poll). A client stops reading a task once it shows cancelled.
 
 - `describe`: `watched_tasks=0` and `quiet_poll_interval=0`, a `describe()` per read every
   5 s: what every read of a task older than 30 s cost before reads were watched;
-- `watched`: one long poll of each task's history per server (`watched_tasks` is
-  `--watched-tasks`, by default `--tasks`: every task watched), `quiet_poll_interval=0`:
-  every read 5 s apart, as before quiet tasks advertised longer intervals;
+- `watched`: every task followed (`watched_tasks` is `--watched-tasks`, by default `--tasks`),
+  by a long poll of its history while the server follows fewer than cost less than its change
+  feed, else through the feed; `quiet_poll_interval=0`, the default;
 - `quiet`: as `watched`, with `quiet_poll_interval` (`--quiet-poll-interval`, by default
   `QUIET_POLL_INTERVAL`, the setting's default until it became opt-in): a quiet task
   advertises a longer interval, and its watch is let go once its reads on a server come
@@ -158,17 +159,21 @@ class Reads:
 
 
 def _probe_report(reads: Reads, cancelled_at: dict[str, float]) -> dict[str, Any]:
-    """How long each cancel took to reach its client's reads, and the reads begun after it that missed it."""
+    """How long each cancel took to reach its client's reads (the first answer showing it, of a read
+    held across it or begun after it; 0 when it came before the canceller's acknowledgement), and
+    the reads begun after it that missed it."""
     shown, stale = [], 0
     for task_id, acked in cancelled_at.items():
         after = [(began, ended, status) for began, ended, status in reads.probed[task_id] if began >= acked]
         stale += sum(status != "cancelled" for _, _, status in after)
-        shown += [ended - acked for _, ended, status in after[:1] if status == "cancelled"]
+        seen = [ended for _, ended, status in reads.probed[task_id] if status == "cancelled"]
+        shown += [max(0.0, seen[0] - acked)] if seen else []
     return {
         "probes": len(cancelled_at),
         "probes_shown": len(shown),
         "stale_reads": stale,
         "cancel_shown_s_p50": round(statistics.median(shown), 2) if shown else None,
+        "cancel_shown_s_p95": round(statistics.quantiles(shown, n=20)[18], 2) if len(shown) > 1 else None,
         "cancel_shown_s_max": round(max(shown), 2) if shown else None,
     }
 

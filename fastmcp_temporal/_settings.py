@@ -335,12 +335,13 @@ class TemporalTasksSettings(BaseSettings):
         "[how a waiting client's polls are spared](performance.md#the-latest-full-run-both-shapes).",
     )
     progress_refresh: timedelta = Field(
-        default=timedelta(seconds=30),
+        default=timedelta(minutes=2),
         description="Longest a tasks/get answers a running leg's progress as this server last read it, once "
         "that progress has stood still; progress that changes is re-read sooner (after as long as it stood "
         "still, at least 2 s), and a message after 30 s of stillness is stamped on the task by the leg, so it "
-        "shows at once. A backstop for legs on workers older than that stamp: lower shows their messages "
-        "sooner, at more describe() calls. See [Reads at scale](performance.md#reads-at-scale).",
+        "shows at once: progress still that long is re-read only at this, a backstop for legs on workers older "
+        "than that stamp. Lower shows their messages sooner, at more describe() calls (a silent leg costs one "
+        "per this, per server reading it). See [Reads at scale](performance.md#reads-at-scale).",
     )
     listen_streams_per_caller: int = Field(
         default=256,
@@ -357,9 +358,11 @@ class TemporalTasksSettings(BaseSettings):
         "reads from what it knows. Where the namespace has McpTaskChangedAt, it long-polls no more tasks than "
         "cost less than its change feed (one visibility query per change_feed_interval for all of them; a "
         "long poll is a request per 20 s: 80 tasks at the default interval) and follows the rest through the "
-        "feed; elsewhere reads past this many describe() them every time (0: always). Each long poll is one of the "
-        "namespace's concurrent long polls, which Temporal caps (frontend.namespaceCount): keep the sum over "
-        "all servers below that cap. See [Reads at scale](performance.md#reads-at-scale).",
+        "feed; once the feed follows any task, it follows new tasks too, and long-polled ones from their long "
+        "poll's next expiry, since a long poll beside it only adds its own requests; elsewhere reads past "
+        "this many describe() them every time (0: always). Each long poll is one of the namespace's "
+        "concurrent long polls, which Temporal caps (frontend.namespaceCount): keep the sum over all servers "
+        "below that cap. See [Reads at scale](performance.md#reads-at-scale).",
     )
     quiet_poll_interval: timedelta = Field(
         default=timedelta(0),

@@ -300,3 +300,36 @@ async def test_a_server_long_polls_only_as_many_tasks_as_cost_less_than_the_feed
         with anyio.fail_after(DEADLINE):
             while requests.count()[LIST] == listed:  # held reads: the feed is queried meanwhile, every 10 s
                 await tasks_get(through_api, tasks[2].task_id)
+
+
+async def test_once_the_feed_follows_a_task_the_long_polled_ones_move_to_it_when_their_long_polls_expire(
+    temporal_server: DevServer, task_queue: str, make_extension: Callable[..., TemporalTasksExtension]
+) -> None:
+    """While the feed follows any task its queries cost the same however many it follows, so a
+    long poll beside it only adds a request per 20 s: at Temporal's expiry of their long polls
+    the first two tasks move to the feed, and a cancel through the other server still shows."""
+    requests = TemporalRequests()
+    client = await requests.connect(temporal_server.address)
+    long_polls = HistoryLongPolls(client)
+    api = server_with(
+        TemporalTasksExtension(
+            client=client, task_queue=task_queue, worker=False, change_feed_interval=timedelta(seconds=10)
+        ),
+        parks,
+        name="api",
+    )
+    async with Client(server_with(make_extension(), parks, name="worker")) as worker, Client(api) as through_api:
+        tasks = [await call_tool_task(worker, "parks") for _ in range(3)]
+        for task in tasks:
+            await _shows(through_api, task.task_id, "input_required")
+        ids = [anonymous_workflow_id(task.task_id) for task in tasks]
+        assert [long_polls.in_flight(workflow_id) for workflow_id in ids] == [1, 1, 0]
+
+        with anyio.fail_after(DEADLINE * 2):  # Temporal ends a long poll after 20 s
+            while any(long_polls.in_flight(workflow_id) for workflow_id in ids):
+                for task in tasks:  # read, so their watches stay
+                    await tasks_get(through_api, task.task_id)
+
+        await tasks_cancel(worker, tasks[0].task_id)
+        await _shows(through_api, tasks[0].task_id, "cancelled")
+        assert [long_polls.in_flight(workflow_id) for workflow_id in ids] == [0, 0, 0]

@@ -243,6 +243,16 @@ async def test_how_old_silent_progress_may_be_is_how_long_it_stood_still_within_
     )
 
 
+async def test_progress_still_for_as_long_as_a_new_message_would_be_stamped_is_reread_only_at_the_refresh() -> None:
+    """The leg stamps its next message: a long `progress_refresh` is a backstop, not a schedule that doubles up to it."""
+    found = await description(legs=((STARTED, b"step"),))
+    stamped_after = PROGRESS_STAMP_AFTER.total_seconds()
+    backstop = 4 * stamped_after
+    almost = known(found, read_at=100.0, progress_since=100.0 - stamped_after + 1)
+    assert _progress_age(almost, backstop) == stamped_after - 1
+    assert _progress_age(known(found, read_at=100.0, progress_since=100.0 - stamped_after), backstop) == backstop
+
+
 async def test_a_stamped_message_is_a_change_and_a_copy_read_right_after_it_is_reread_once_more() -> None:
     """A leg's `progressed` signal ends the copy like an ask would; a copy read within a second of
     it is re-read a second later (its heartbeat may have landed just after), later ones age as usual."""
@@ -296,6 +306,20 @@ async def test_a_fed_copy_is_reread_for_what_the_feed_cannot_list() -> None:
     assert parked.due(100.0, refresh, read_recheck=1.0) == pytest.approx(min(100.0 + ttl + 0.5, 100.0 + safety))
     parked.learned(await description(changed_at=parked_at), asks, read_at=100.0)  # no clock read: safety alone
     assert parked.due(100.0, refresh, read_recheck=1.0) == 100.0 + safety
+
+
+async def test_a_long_polled_copy_moved_to_the_feed_still_answers_until_its_round_ends() -> None:
+    """Its long poll saw every event until the move: no re-read then, but the feed lists no TTL."""
+    parked_at = datetime(2026, 12, 5, 12, 0, tzinfo=timezone.utc)
+    asks = TaskMemo(input_requests={"k": {"method": "elicitation/create"}})
+    moved = watch()
+    moved.learned(await description(changed_at=parked_at), asks, read_at=100.0, temporal_now=parked_at)
+    assert moved.due(110.0, PROGRESS_REFRESH, read_recheck=1.0) == float("inf")
+
+    moved.to_the_feed(110.0, temporal_now=parked_at + timedelta(seconds=10))
+    ends = 100.0 + TIMING.ttl_ms / 1000 + 0.5
+    assert moved.current(ends - 0.01, PROGRESS_REFRESH, read_recheck=1.0) is moved.known
+    assert moved.due(110.0, PROGRESS_REFRESH, read_recheck=1.0) == pytest.approx(ends)
 
 
 async def test_a_describe_carries_over_since_when_progress_stood_still_until_it_moves() -> None:
@@ -354,6 +378,20 @@ async def test_a_change_signalled_wakes_the_reads_held_on_that_task_alone() -> N
         assert a.done() and not b.done()
         assert next_a() is not a  # the next change is a new one
     assert changes._next == {} and not changes._readers  # nothing kept once no read waits
+
+
+async def test_a_wait_on_a_change_cancelled_as_the_change_comes_ends_cancelled() -> None:
+    """A listen stream or a question's round cancelled just as its task changes stops: the
+    cancellation is not taken for the change (`asyncio.wait_for` did so before Python 3.12)."""
+    changes = TaskChanges()
+    with changes.following(["a"]) as signalled:
+        waiter = asyncio.create_task(signalled.wait(60))
+        await asyncio.sleep(0)  # the waiter waits
+        changes.changed("a")
+        await asyncio.sleep(0)  # the event's own wait has returned, the waiter not resumed yet
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
 
 
 @pytest.mark.parametrize(
@@ -707,6 +745,14 @@ def test_the_advertised_interval_is_the_tasks_own_until_quiet_and_never_for_a_cl
     assert len(quiet) == 0
     off = QuietTasks(timedelta(0), REMEMBERED)
     assert off.advertised(PARKED, off.quiet_after("t", PARKED, now=10 * CAP), now=10 * CAP) is PARKED
+
+
+def test_a_server_with_quiet_off_remembers_nothing_of_the_tasks_it_answers() -> None:
+    """The default: an entry per task read would only grow memory, up to `quiet_tasks`."""
+    off = QuietTasks(timedelta(0), REMEMBERED)
+    for n in range(10):
+        off.quiet_after(f"t{n}", PARKED, now=float(n))
+    assert len(off) == 0
 
 
 def test_a_quiet_task_read_here_further_apart_than_a_long_poll_lasts_is_let_go() -> None:

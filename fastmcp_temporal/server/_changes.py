@@ -28,6 +28,17 @@ class Signalled:
         self.event.clear()
         return taken
 
+    async def wait(self, seconds: float) -> None:
+        """Until a key is signalled (or the server stops), or `seconds` have passed. Not
+        `asyncio.wait_for`, which before Python 3.12 can swallow a cancellation that comes as the
+        event is set: the waiter goes on as if signalled, and whoever cancelled it to end it waits on it
+        for ever."""
+        waiting = asyncio.ensure_future(self.event.wait())
+        try:
+            await asyncio.wait({waiting}, timeout=max(seconds, 0))
+        finally:
+            waiting.cancel()
+
 
 class TaskChanges:
     """Change signals by workflow id, delivered to the reads held on those tasks and the streams

@@ -6,7 +6,10 @@ Where the namespace has `McpTaskChangedAt`, a server's `ChangeFeed` follows any 
 tasks at one visibility query per `change_feed_interval` while any is followed, so the cost
 grows with the changes, not the tasks. A server so long-polls only as many tasks as cost
 less than the feed (`long_polls_cheaper_than_the_feed`: 80 at the default 250 ms), and at
-most `watched_tasks`; it follows the rest through the feed.
+most `watched_tasks`; it follows the rest through the feed. Once the feed follows any task its
+queries are paid whatever it follows, so a long poll beside it only adds its own requests: new
+tasks are then fed too, and a long-polled one moves to the feed when its long poll next expires
+(`_known.KnownTasks`), until the feed follows none.
 
 The feed lists what a task stamps (an ask, the end of a round, a partial answer, a cancel,
 a stamped progress message) and its close; `Watch.fed_change` decides whether the copy a

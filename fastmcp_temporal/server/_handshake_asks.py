@@ -157,22 +157,11 @@ async def until(
                 await tell(answer)
             if methods.changes.closed.is_set():
                 raise MCPError(INTERNAL_ERROR, "The server is stopping: call tasks/result again on another.")
-            await _signalled_or_after(signalled.event, _RECHECK)
+            await signalled.wait(_RECHECK)
             signalled.take()
     if tell is not None:
         await tell(answer)
     return answer
-
-
-async def _signalled_or_after(event: asyncio.Event, seconds: float) -> None:
-    """Returns once `event` is set or `seconds` have passed. Not `asyncio.wait_for`, which before
-    Python 3.12 can swallow a cancellation that comes as the event is set: the round that cancels
-    this wait once its question is answered then waited on it for ever."""
-    waiting = asyncio.ensure_future(event.wait())
-    try:
-        await asyncio.wait({waiting}, timeout=seconds)
-    finally:
-        waiting.cancel()
 
 
 async def ask_round(

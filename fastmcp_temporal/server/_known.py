@@ -30,7 +30,8 @@ which every event a watch reads moves on). At most `watched_tasks`
 tasks are followed by long polls (each is one of the namespace's long polls, which Temporal
 caps; a refusal pauses following new tasks for `_REFUSED_PAUSE`), and where the namespace
 stamps changes at most as many as cost less than the change feed (`_fed`); past that, tasks
-are followed through the feed, else, and when a long poll fails, reads describe the task
+are followed through the feed (and, while it follows any, every task, each long poll moving to
+it at its next expiry), else, and when a long poll fails, reads describe the task
 every time. A task no read asked about for `_WATCH_IDLE` is
 let go, and, where `quiet_poll_interval` is set, so is a quiet one whose reads here come
 further apart than a long poll lasts: its answers advertise a longer poll interval, and a
@@ -113,6 +114,7 @@ class KnownTasks:
         self._client = client
         self._feed = feed  # follows tasks past `_long_poll_cap` long polls, where the namespace stamps changes
         self._long_polled = 0
+        self._fed = 0  # watches followed through the feed now
         cheaper = settings.watched_tasks if feed is None else long_polls_cheaper_than_the_feed(feed.interval)
         self._long_poll_cap = min(settings.watched_tasks, cheaper)
         self._changes = changes  # signalled by each event a watch sees that changes an answer, and each write
@@ -287,7 +289,8 @@ class KnownTasks:
     ) -> Watch | None:
         """Start following a task: by a long poll of its history while fewer tasks are long-polled
         than `watched_tasks` and than cost less than the change feed
-        (`_fed.long_polls_cheaper_than_the_feed`), else through the feed, where the namespace has it.
+        (`_fed.long_polls_cheaper_than_the_feed`) and the feed follows none, else through the feed,
+        where the namespace has it.
 
         Nor by a long poll for a while after Temporal refused one: each is one of the
         namespace's concurrent long polls, which Temporal caps (`frontend.namespaceCount`).
@@ -295,15 +298,15 @@ class KnownTasks:
         for a long poll to cost less than a `describe()` per read (`_quiet.Quiet.let_go`).
         """
         now = asyncio.get_running_loop().time()
-        fed = self._long_polled >= self._long_poll_cap or now < self._follow_after
+        fed = self._long_polled >= self._long_poll_cap or self._fed > 0 or now < self._follow_after
         if not self._settings.watched_tasks or (fed and self._feed is None):
             return None
         if self._quiet.let_go(key, timing.poll_interval_ms):
             return None
         watch = Watch(handle, timing, now, run_id, close_only=close_only and not fed, fed=fed)
         if fed:
-            after = self._clock.now() - self._settings.change_feed_lag
-            follow = asyncio.create_task(follow_feed(self._feed, watch, after, partial(self._changes.changed, key)))
+            self._fed += 1
+            follow = asyncio.create_task(self._follow_feed(key, watch))
         else:
             self._long_polled += 1
             follow = asyncio.create_task(self._follow_history(key, watch))
@@ -355,7 +358,22 @@ class KnownTasks:
                 return
             if not response.history.events and watch.idle(loop.time()):
                 return
+            if not response.history.events and self._fed > 0:
+                return await self._to_the_feed(key, watch)
             request.next_page_token = response.next_page_token
+
+    async def _to_the_feed(self, key: str, watch: Watch) -> None:
+        """Follow a long-polled task through the feed from now on: while the feed follows any task,
+        its queries cost the same however many it follows, and a long poll only adds its own."""
+        self._long_polled -= 1
+        self._fed += 1
+        watch.to_the_feed(asyncio.get_running_loop().time(), self._clock.now())
+        await self._follow_feed(key, watch)
+
+    def _follow_feed(self, key: str, watch: Watch) -> Awaitable[None]:
+        assert self._feed is not None  # only a server with a feed follows a task through it
+        after = self._clock.now() - self._settings.change_feed_lag
+        return follow_feed(self._feed, watch, after, partial(self._changes.changed, key))
 
     async def _remember_outcome(self, key: str, watch: Watch, event: HistoryEvent) -> None:
         """Cache a completed task's answer from its close event, when small enough.
@@ -377,7 +395,9 @@ class KnownTasks:
             self.remember_closed(key, *state, watch.timing, expires_at, watch.run_id)
 
     def _unwatch(self, key: str, follow: asyncio.Task[None], ended: Watch) -> None:
-        if not ended.fed:
+        if ended.fed:
+            self._fed -= 1
+        else:
             self._long_polled -= 1
         watch = self._watches.get(key)
         if watch is not None and watch.follow is follow:

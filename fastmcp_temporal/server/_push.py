@@ -181,20 +181,16 @@ class _Stream:
             await self._acknowledge(list(answers))
             live = await self._push(answers)
             while live and not methods.changes.closed.is_set():
-                await self._until_due(live, signalled.event)
+                await signalled.wait(self._until_due(live))
                 changed = {keys[key] for key in signalled.take()}
                 now = asyncio.get_running_loop().time()
                 answers = await self._read([t for t in live if t in changed or self._due[t] <= now])
                 still_live = await self._push(answers)
                 live = [task_id for task_id in live if task_id not in answers or task_id in still_live]
 
-    async def _until_due(self, live: list[str], signalled: asyncio.Event) -> None:
-        """Until a task is signalled, or one is due a re-read."""
-        timeout = min(self._due[task_id] for task_id in live) - asyncio.get_running_loop().time()
-        try:
-            await asyncio.wait_for(signalled.wait(), timeout=max(timeout, 0))
-        except asyncio.TimeoutError:
-            pass
+    def _until_due(self, live: list[str]) -> float:
+        """Seconds until one of the live tasks is due a re-read."""
+        return min(self._due[task_id] for task_id in live) - asyncio.get_running_loop().time()
 
     async def _read(self, task_ids: list[str], *, drop_unreadable: bool = False) -> dict[str, GetTaskResult | None]:
         """Each task's answer now; a task no longer found is dropped, one Temporal failed to read is

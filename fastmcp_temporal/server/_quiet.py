@@ -19,9 +19,10 @@ task, a `describe()` per read costs that server less than the long poll, and is 
 of such a task is let go (`Quiet.let_go`), freeing a `watched_tasks` slot for a younger,
 interactive task, until its answer changes.
 
-Each server decides alone, from the answers it gave: `QuietTasks` remembers one small
-entry per running task it answered, at most `quiet_tasks` of them (least recently read
-first out; a task forgotten starts again from its own interval). Every decision is a
+Each server decides alone, from the answers it gave: `QuietTasks` remembers, while
+`quiet_poll_interval` is set, one small entry per running task it answered, at most
+`quiet_tasks` of them (least recently read first out; a task forgotten starts again from
+its own interval). Every decision is a
 function of an entry and the time passed in, with no I/O (unit-tested in tests/test_known.py).
 """
 
@@ -76,7 +77,10 @@ class QuietTasks:
         return len(self._entries)
 
     def quiet_after(self, key: str, answer: GetTaskResult, now: float) -> Quiet | None:
-        """The task's quiet once `answer` is given at `now`, noted for the next (None: it has closed)."""
+        """The task's quiet once `answer` is given at `now`, noted for the next (None: it has closed, or
+        quiet is off: nothing is noted)."""
+        if self._cap == 0:
+            return None
         if answer.status in _TERMINAL:
             self._entries.pop(key, None)
             return None

@@ -14,12 +14,13 @@ Progress (a running leg's heartbeat details) adds no history event, so only a `d
 sees it. A copy is re-read once it is as old as its progress had stood still, at least
 `_PROGRESS_RECHECK_MIN` and at most `progress_refresh`: progress that changes reaches a
 reader about as late as it had stood still before, at one `describe()` per re-read however
-many read it (a held read ends after one such re-read, so each read costs at most one), and
-a long silent leg, the common long tool, costs a `describe()` per `progress_refresh`. A message after a
-stillness longer than `worker._progress.PROGRESS_STAMP_AFTER` needs no re-read: the leg
-stamps it on the task (`PROGRESSED_SIGNAL`), an event `saw` takes as a change; a copy read
+many read it (a held read ends after one such re-read, so each read costs at most one). A
+message after a stillness longer than `worker._progress.PROGRESS_STAMP_AFTER` needs no
+re-read: the leg stamps it on the task (`PROGRESSED_SIGNAL`), an event `saw` takes as a change; a copy read
 within `_PROGRESS_RECHECK_MIN` of the stamp is re-read once more, in case the heartbeat that
-carries the message landed just after it.
+carries the message landed just after it. So a copy whose progress stood still that long is
+re-read only at `progress_refresh`, a backstop for a worker that does not stamp: a long silent
+leg, the common long tool, costs a `describe()` per `progress_refresh`.
 
 A leg's heartbeats reach Temporal on a grid: the SDK sends one per throttle window
 (`SDK_THROTTLE_SHARE` of the leg's heartbeat timeout), at the window's end (`_HeartbeatGrid`,
@@ -65,7 +66,7 @@ _WORKFLOW_TASK_RECHECK = timedelta(seconds=2)
 # Stamps compare to within this (a stamp may round through visibility).
 _STAMP_PRECISION = timedelta(milliseconds=1)
 # A running leg's progress is re-read once the known copy is as old as it had stood still:
-# at least this, at most `progress_refresh`.
+# at least this, at most `PROGRESS_STAMP_AFTER` (then at `progress_refresh`).
 _PROGRESS_RECHECK_MIN = timedelta(seconds=2)
 # A heartbeat sent at its window's end shows in a `describe()` this long after the grid says.
 _HEARTBEAT_LANDS = timedelta(milliseconds=300)
@@ -235,10 +236,21 @@ class Watch:
         the close alone is followed, it answers for `close_only_recheck`, which it sets anew."""
         self.known = _known(description, memo, read_at, self.known, temporal_now)
         if self.fed and temporal_now is not None:
-            round_left = _round_left(description, memo, self.timing, temporal_now)
-            self.known = replace(self.known, round_ends=read_at + round_left)
+            self._knows_round_end(read_at, temporal_now)
         if self.close_only:
             self.close_only_recheck = _close_only_recheck(self.close_only_recheck, description)
+
+    def to_the_feed(self, now: float, temporal_now: datetime) -> None:
+        """Followed through the feed from `now` (`temporal_now` on Temporal's clock), after a long poll
+        that saw every event until then: what is known still answers, now knowing its round's end."""
+        self.fed = True
+        if self.known is not None:
+            self._knows_round_end(now, temporal_now)
+
+    def _knows_round_end(self, now: float, temporal_now: datetime) -> None:
+        assert self.known is not None
+        round_left = _round_left(self.known.description, self.known.memo, self.timing, temporal_now)
+        self.known = replace(self.known, round_ends=now + round_left)
 
     def saw(self, event: HistoryEvent, now: float) -> bool:
         """Note what a history event changes for reads; whether held reads should look again
@@ -306,11 +318,13 @@ def _close_only_recheck(previous: float, description: WorkflowExecutionDescripti
 def _progress_age(known: Known, progress_refresh: float) -> float:
     """How old known progress may be when read: as old as it had stood still, at least
     `_PROGRESS_RECHECK_MIN`, at most `progress_refresh`. A message after a longer stillness
-    than `PROGRESS_STAMP_AFTER` is stamped (`progressed`), so progress that stood still longer
-    is re-read only as a backstop, for a leg on a worker that does not stamp."""
-    fresh = _PROGRESS_RECHECK_MIN.total_seconds()
+    than `PROGRESS_STAMP_AFTER` is stamped (`progressed`), so progress that stood still that
+    long is re-read only as a backstop, at `progress_refresh`, for a leg on a worker that does
+    not stamp."""
     still = known.read_at - known.progress_since
-    return min(max(still, fresh), progress_refresh)
+    if still >= PROGRESS_STAMP_AFTER.total_seconds():
+        return progress_refresh
+    return min(max(still, _PROGRESS_RECHECK_MIN.total_seconds()), progress_refresh)
 
 
 @dataclass(frozen=True)
