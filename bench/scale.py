@@ -161,6 +161,9 @@ PROBES = {
 }
 PROBE_GRACE_S = 120  # how long past the window reads go on for a probe whose change no read has shown
 DEADLINE_S = 600  # for anything the bench waits on
+# ... and more for each task submitted or finished: a 2-core machine busy with other work parked
+# 10,000 tasks at about 9 a second, past `DEADLINE_S`.
+DEADLINE_S_PER_TASK = 0.25
 # `--legs`: the window ends this long before the first leg is due to end; the legs' default
 # heartbeat_timeout (the extension's own default).
 LEGS_MARGIN_S = 5.0
@@ -447,7 +450,7 @@ async def submit(readers: Readers, marks: Marks, tasks: list[Task]) -> None:
     ]
     if failures:
         raise RuntimeError(f"{len(failures)} submits failed; the first: {failures[0]!r}")
-    await settle(readers, tasks, time.monotonic() + DEADLINE_S)
+    await settle(readers, tasks, _deadline(len(tasks)))
     legs = [t for t in tasks if t.tool == "scale_leg"]
     await _legs_running_since(marks, legs, 0.0)  # working before the leg starts, too
 
@@ -462,6 +465,11 @@ async def settle(readers: Readers, tasks: list[Task], deadline: float) -> None:
         pending = [t for t, r in zip(pending, reads) if getattr(r, "status", None) != t.settled]
         if pending:
             await asyncio.sleep(1)
+
+
+def _deadline(tasks: int) -> float:
+    """The monotonic time by which `tasks` tasks submitted or finished at once must have settled."""
+    return time.monotonic() + DEADLINE_S + tasks * DEADLINE_S_PER_TASK
 
 
 async def settled_rss(pids: dict[str, list[int]]) -> dict[str, float]:
@@ -757,7 +765,7 @@ async def finish(fleet: Fleet, readers: Readers, tasks: list[Task], killed: set[
     for task in tasks:
         fleet.marks.mark(task.key, "release")
     asking = [t for t in tasks if t.asks]
-    deadline = time.monotonic() + DEADLINE_S
+    deadline = _deadline(len(tasks))
     while asking:  # an asking leg asks once its release is seen
         reads = await _bounded_all([lambda t=t: readers.get(t.task_id) for t in asking])
         ready = [(t, r) for t, r in zip(asking, reads) if getattr(r, "status", None) == "input_required"]
