@@ -250,7 +250,8 @@ def add_scale_tools(mcp: FastMCP, marks: Marks) -> None:
     """`scale_park`, parked on input at once, `scale_leg`, a leg that reports progress until released,
     and `scale_sleep`, a leg that waits a given time in silence (`scale.py --legs`).
 
-    Both answer `answered:<key>` once their ask is answered; a released leg asks (`then="ask"`)
+    Both answer `answered:<key>` once their ask is answered (a `scale_park` with `ask_again`: once
+    answered twice, asking again after the first answer); a released leg asks (`then="ask"`)
     or returns `done:<key>` (any other `then`), leaving an `asking` or `closing` mark just before.
     A `then="progress"` leg the bench nudges (a `nudge` mark) reports progress at once, marked
     `progressing` just before, and every message after that one ends in `progressed`.
@@ -262,9 +263,12 @@ def add_scale_tools(mcp: FastMCP, marks: Marks) -> None:
     progress_every = float(os.environ.get("BENCH_PROGRESS_S", "10"))
 
     @mcp.tool(task=True)
-    async def scale_park(key: str, ctx: Context) -> str | InputRequiredResult:
+    async def scale_park(key: str, ctx: Context, ask_again: bool = False) -> str | InputRequiredResult:
         if ctx.input_responses is not None:
             marks.ran(key, "answered")
+            if ask_again and marks.seen(key, "asked-again") is None:
+                marks.mark(key, "asked-again")
+                return ask_ok()
             return f"answered:{key}"
         marks.ran(key, "ask")
         return ask_ok()

@@ -3,6 +3,7 @@
     .venv/bin/python bench/scale.py [--tasks 10000] [--warmup 60] [--window 300] [--clients 2]
         [--reads-in-flight N] [--probes 10] [--progress 10] [--heartbeat-timeout 30] [--out FILE]
     .venv/bin/python bench/scale.py --legs 1000 [--leg-seconds 120] [--sample 50] [--window 300]
+    .venv/bin/python bench/scale.py --parked 10000 [--sample 50] [--probes 10] [--warmup 60] [--window 300]
 
 Starts its own file-backed dev server (sqlite), 2 API servers (`bench_server.py`,
 `worker=False`) and 2 `fastmcp-temporal worker bench/bench_server.py` processes, each
@@ -63,9 +64,25 @@ the workers' logs. Right after, on the same dev server, bare Temporal runs the s
 through the SDK's throttle, on 2 `bare_engine.py --sleepers` workers, measured alike.
 Writes `bench/results/legs-N.json` (or `--out`).
 
-Memory per 1,000 parked tasks per process is measured as the parked half is submitted.
-Writes `bench/results/scale.json` only with every default (a smaller run writes `--out`,
-a file name under bench/results, or nothing). Everything started is stopped at the end.
+**`--parked N`** parks N `scale_park` tasks on input over both API servers (what a deployment
+holding many tasks mostly holds), and reads only a `--sample` (50) of them with real
+`fastmcp.Client`s while the rest sit unread. After `--warmup` s with nothing read (the servers
+let go of the watches the submits' reads began), it measures up to a minute unread (`unread`),
+then, once the sample has been read for a while, `--window` s with it read (`read`): each
+process's Temporal requests per parked task per 30 s, all and by kind, and by kind of task
+(`read`, `unread`, `shared`: the change feed's lists), the API servers' reads and CPU, and
+each API server's CPU per `tasks/get` it served (`api_cpu_per_read`: in all, and beyond its
+rate while nothing was read), the figure API servers are sized from. Halfway through,
+`--probes` sampled tasks of each change are answered and ask again (`ask`), answered and close
+(`close`), or cancelled with `tasks/cancel` (`cancel`); `reach_s` is p50/p95/max from the
+change as Temporal's history times it (the memo naming the new ask, the close, the cancel
+request) to the first read showing it. Then the kill and the finish as above: every task
+completes with its own result (a cancelled probe reads as cancelled), each body run once.
+
+Memory per 1,000 parked tasks per process is measured as the parked tasks are submitted.
+Writes `bench/results/scale.json` with `--parked 10000` and every other default,
+`scale-mixed.json` with every default, `parked-N.json` or `legs-N.json` from those modes, or
+`--out`, a file name under bench/results. Everything started is stopped at the end.
 """
 
 from __future__ import annotations
@@ -123,6 +140,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client as TemporalClient
 
 from fastmcp_temporal.devserver import DevServer, free_port, start_dev_server
+from fastmcp_temporal.server._scope import workflow_id
 
 RESULTS = Path(__file__).parent / "results"
 SERVERS = WORKERS = 2
@@ -143,6 +161,9 @@ PROBES = {
 }
 PROBE_GRACE_S = 120  # how long past the window reads go on for a probe whose change no read has shown
 DEADLINE_S = 600  # for anything the bench waits on
+# ... and more for each task submitted or finished: a 2-core machine busy with other work parked
+# 10,000 tasks at about 9 a second, past `DEADLINE_S`.
+DEADLINE_S_PER_TASK = 0.25
 # `--legs`: the window ends this long before the first leg is due to end; the legs' default
 # heartbeat_timeout (the extension's own default).
 LEGS_MARGIN_S = 5.0
@@ -150,6 +171,7 @@ LEGS_HEARTBEAT_TIMEOUT_S = 5.0
 # Longer than a run at 10,000 tasks (about 25 min on 2 cores): with the default 15 min the first
 # parked tasks expired before the bench answered them.
 TASK_TTL_S = 7200
+SCALE_PARKED = 10_000  # `--parked` with every other default writes scale.json
 
 
 @dataclass
@@ -158,10 +180,18 @@ class Task:
 
     key: str
     tool: str
-    then: str  # `park`, or what a probe leg does: `ask`, `close`, `progress`, `cancel` (or nothing)
+    then: str  # `park`, or what a probe does: `ask`, `close`, `progress`, `cancel` (or nothing)
     task_id: str = ""
-    released: bool = False  # a probe the window let ask or close, or cancelled
-    seen: dict[str, float] = field(default_factory=dict)
+    released: bool = False  # a probe the window let ask or close (a parked one: answered), or cancelled
+    seen: dict[str, float] = field(default_factory=dict)  # by status, `progressed`, and `asks <keys>`
+    first_ask: str = ""  # a parked probe's ask when it was answered, as `seen` names it
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """What the task's tool is called with (a parked `ask` probe asks again once answered)."""
+        if self.tool == "scale_leg":
+            return {"key": self.key, "then": self.then}
+        return {"key": self.key} | ({"ask_again": True} if self.then == "ask" else {})
 
     @property
     def settled(self) -> str:
@@ -169,13 +199,13 @@ class Task:
         if self.then == "park" or (self.released and self.then == "ask"):
             return "input_required"
         if not self.released:
-            return "working"
+            return "input_required" if self.tool == "scale_park" else "working"
         return "cancelled" if self.then == "cancel" else "completed"
 
     @property
     def asks(self) -> bool:
         """Whether its body asks for input before it ends (parked, or an asking leg)."""
-        return self.then in ("park", "ask")
+        return self.tool == "scale_park" or self.then == "ask"
 
     def ended_right(self, status: ClientGetTaskResult) -> bool:
         """Whether its final read is what it must end as: cancelled, or completed with its own result."""
@@ -195,7 +225,7 @@ class Fleet:
             "FASTMCP_TEMPORAL_HEARTBEAT_TIMEOUT": str(args.heartbeat_timeout),
             "FASTMCP_TEMPORAL_TASK_TTL": str(TASK_TTL_S),
         }
-        if not args.legs:  # every leg fits on one worker; `--legs` measures the default
+        if not args.legs and not args.parked:  # every leg fits on one worker; `--legs` measures the default
             self.env["FASTMCP_TEMPORAL_MAX_CONCURRENT_ACTIVITIES"] = str(args.tasks // 2 + 10)
         self.marks = Marks(Path(self.env["BENCH_MARKS"]))
         self.processes: dict[str, asyncio.subprocess.Process] = {}
@@ -377,6 +407,8 @@ class Polling:
             task.seen.setdefault(status.status, time.monotonic())
             if "progressed" in (status.status_message or ""):
                 task.seen.setdefault("progressed", time.monotonic())
+            if status.input_requests:  # the server names each ask by its leg: a new ask, a new name
+                task.seen.setdefault(_asks(status), time.monotonic())
             if status.status in TERMINAL:
                 return
             interval = (status.poll_interval_ms or DEFAULT_POLL_S * 1000) / 1000
@@ -404,10 +436,9 @@ async def submit(readers: Readers, marks: Marks, tasks: list[Task]) -> None:
     """Submit every task (an overloaded server refuses now and then: retried); return once each has settled."""
 
     async def one(task: Task) -> None:
-        arguments = {"key": task.key} | ({"then": task.then} if task.tool == "scale_leg" else {})
         for attempt in range(5):
             try:
-                task.task_id = (await call_tool_task(readers.client(), task.tool, arguments)).task_id
+                task.task_id = (await call_tool_task(readers.client(), task.tool, task.arguments)).task_id
                 return
             except Exception:
                 if attempt == 4:
@@ -419,7 +450,7 @@ async def submit(readers: Readers, marks: Marks, tasks: list[Task]) -> None:
     ]
     if failures:
         raise RuntimeError(f"{len(failures)} submits failed; the first: {failures[0]!r}")
-    await settle(readers, tasks, time.monotonic() + DEADLINE_S)
+    await settle(readers, tasks, _deadline(len(tasks)))
     legs = [t for t in tasks if t.tool == "scale_leg"]
     await _legs_running_since(marks, legs, 0.0)  # working before the leg starts, too
 
@@ -434,6 +465,11 @@ async def settle(readers: Readers, tasks: list[Task], deadline: float) -> None:
         pending = [t for t, r in zip(pending, reads) if getattr(r, "status", None) != t.settled]
         if pending:
             await asyncio.sleep(1)
+
+
+def _deadline(tasks: int) -> float:
+    """The monotonic time by which `tasks` tasks submitted or finished at once must have settled."""
+    return time.monotonic() + DEADLINE_S + tasks * DEADLINE_S_PER_TASK
 
 
 async def settled_rss(pids: dict[str, list[int]]) -> dict[str, float]:
@@ -458,27 +494,15 @@ async def window(
     with polling:
         await asyncio.sleep(warmup)
         pids = fleet.pids() | {"bench": [os.getpid()]}  # the bench's own readers, too
-        before_calls = await _calls_by_role(fleet)
-        before_by_workflow = await _calls_by_workflow(fleet)
-        before_reads = await _read_times(fleet, {})
-        before_cpu = {role: cpu_seconds(p) for role, p in pids.items()}
+        before = await Counts.take(fleet, pids)
         polling.latencies = []
-        began = time.monotonic()
         await asyncio.sleep(seconds / 2)
         await change(fleet.marks, readers, probes)
-        await asyncio.sleep(began + seconds - time.monotonic())
-        elapsed = time.monotonic() - began
+        await asyncio.sleep(before.at + seconds - time.monotonic())
+        grown = await before.grown(fleet)
         latencies, polling.latencies = polling.latencies, None
-        calls = {
-            role: Counter(ops) - Counter(before_calls[role])
-            for role, ops in (await _calls_by_role(fleet)).items()
-        }
-        served = await _read_times(fleet, before_reads)
-        by_workflow = {
-            workflow: ops - before_by_workflow.get(workflow, Counter())
-            for workflow, ops in (await _calls_by_workflow(fleet)).items()
-        }
-        cpu = {role: (cpu_seconds(p) - before_cpu[role]) / elapsed for role, p in pids.items()}
+        elapsed, calls, served = grown.elapsed, grown.calls, grown.served
+        cpu = {role: seconds_used / elapsed for role, seconds_used in grown.cpu.items()}
         rss = await settled_rss(pids)
         await _seen(probes, time.monotonic() + PROBE_GRACE_S)
         await polling.drain()
@@ -495,7 +519,7 @@ async def window(
         "read_errors": polling.errors,
         "first_read_error": polling.first_error,
         **_request_rates(calls, elapsed, len(tasks)),
-        **_by_task_kind(by_workflow, tasks, elapsed, calls),
+        **_by_task_kind(grown.by_workflow, _task_kinds(tasks), elapsed, calls),
         "cpu_cores_by_process": {role: round(c, 3) for role, c in cpu.items()},
         "rss_mb_by_process": rss,
         "reach_s": _reach(fleet.marks, probes),
@@ -504,8 +528,20 @@ async def window(
 
 async def _seen(probes: list[Task], deadline: float) -> None:
     """Return once a read has shown every probe's change, or at `deadline`."""
-    while any(PROBES[p.then][1] not in p.seen for p in probes) and time.monotonic() < deadline:
+    while any(_shown(p) is None for p in probes) and time.monotonic() < deadline:
         await asyncio.sleep(0.5)
+
+
+def _shown(probe: Task) -> float | None:
+    """When a read first showed the probe's change (a parked probe's new ask: asks by other names)."""
+    if probe.tool == "scale_park" and probe.then == "ask":
+        asked = (
+            moment
+            for asks, moment in probe.seen.items()
+            if asks.startswith("asks ") and asks != probe.first_ask
+        )
+        return min(asked, default=None)
+    return probe.seen.get(PROBES[probe.then][1])
 
 
 async def change(marks: Marks, readers: Readers, probes: list[Task]) -> None:
@@ -522,6 +558,52 @@ async def change(marks: Marks, readers: Readers, probes: list[Task]) -> None:
     outcomes = await _bounded_all([lambda p=p: cancel(p) for p in probes if p.then == "cancel"])
     if failures := [o for o in outcomes if isinstance(o, Exception)]:
         raise RuntimeError(f"{len(failures)} cancels failed; the first: {failures[0]!r}")
+
+
+@dataclass
+class Grown:
+    """What the fleet did between two instants (`Counts.take`, then `Counts.grown`)."""
+
+    elapsed: float
+    calls: dict[str, Counter[str]]  # Temporal requests by process, then operation (the SDK's metrics)
+    by_workflow: dict[str, Counter[str]]  # the API servers' requests by the workflow each named
+    served: dict[str, dict[str, Any]]  # each API server's `tasks/get` times and loop lags (`_read_times`)
+    cpu: dict[str, float]  # CPU seconds by process
+
+
+@dataclass
+class Counts:
+    """What the fleet has counted up to one instant, to tell what it did from then on."""
+
+    at: float
+    pids: dict[str, list[int]]
+    calls: dict[str, dict[str, int]]
+    by_workflow: dict[str, Counter[str]]
+    reads: dict[str, dict[str, Any]]
+    cpu: dict[str, float]
+
+    @classmethod
+    async def take(cls, fleet: Fleet, pids: dict[str, list[int]]) -> Counts:
+        """The counts now: Temporal requests by process and by workflow, reads served, CPU of `pids`."""
+        calls, by_workflow = await _calls_by_role(fleet), await _calls_by_workflow(fleet)
+        reads = await _read_times(fleet, {})
+        cpu = {role: cpu_seconds(p) for role, p in pids.items()}
+        return cls(time.monotonic(), pids, calls, by_workflow, reads, cpu)
+
+    async def grown(self, fleet: Fleet) -> Grown:
+        """What grew from these counts until now."""
+        elapsed = time.monotonic() - self.at
+        calls = {
+            role: Counter(ops) - Counter(self.calls[role])
+            for role, ops in (await _calls_by_role(fleet)).items()
+        }
+        served = await _read_times(fleet, self.reads)
+        by_workflow = {
+            workflow: ops - self.by_workflow.get(workflow, Counter())
+            for workflow, ops in (await _calls_by_workflow(fleet)).items()
+        }
+        cpu = {role: cpu_seconds(p) - self.cpu[role] for role, p in self.pids.items()}
+        return Grown(elapsed, calls, by_workflow, served, cpu)
 
 
 async def _calls_by_role(fleet: Fleet) -> dict[str, dict[str, int]]:
@@ -553,21 +635,31 @@ async def _calls_by_workflow(fleet: Fleet) -> dict[str, Counter[str]]:
     return totals
 
 
+def _task_kinds(tasks: list[Task]) -> dict[str, str]:
+    """Each task's kind by its id, as `_by_task_kind` groups them: `parked` or `leg`."""
+    return {t.task_id: "parked" if t.tool == "scale_park" else "leg" for t in tasks}
+
+
 def _by_task_kind(
-    by_workflow: dict[str, Counter[str]], tasks: list[Task], elapsed: float, calls: dict[str, Counter[str]]
+    by_workflow: dict[str, Counter[str]],
+    kind_of: dict[str, str],
+    elapsed: float,
+    calls: dict[str, Counter[str]],
 ) -> dict[str, Any]:
     """The API servers' Temporal requests per task per 30 s by the kind of task each named.
 
-    `parked` per parked task, `leg` per leg (the probes among them), `shared` (requests naming
-    no workflow: the change feed's visibility lists) and `other` (a workflow not one of
-    `tasks`) per task of every kind; then the same counts' totals beside the SDK's metrics
-    for the same processes, which count each retry and are read a moment apart.
+    Per task of each kind in `kind_of` (task id: kind; `parked` and `leg`, the probes among
+    them, or `read` and `unread`), and `shared` (requests naming no workflow: the change feed's
+    visibility lists) and `other` (a workflow not in `kind_of`) per task of every kind; then
+    the same counts' totals beside the SDK's metrics for the same processes, which count each
+    retry and are read a moment apart.
     """
-    kind_of = {t.task_id: "parked" if t.tool == "scale_park" else "leg" for t in tasks}
-    groups: dict[str, Counter[str]] = {group: Counter() for group in ("parked", "leg", "shared", "other")}
+    groups: dict[str, Counter[str]] = {
+        group: Counter() for group in [*dict.fromkeys(kind_of.values()), "shared", "other"]
+    }
     for workflow, ops in by_workflow.items():
         groups["shared" if not workflow else kind_of.get(workflow.rsplit("/", 1)[-1], "other")].update(ops)
-    sizes = Counter(kind_of.values()) | {"shared": len(tasks), "other": len(tasks)}
+    sizes = Counter(kind_of.values()) | {"shared": len(kind_of), "other": len(kind_of)}
     counted = sum(groups.values(), Counter())
     sdk = sum((ops for role, ops in calls.items() if role.startswith("api")), Counter())
     return {
@@ -618,8 +710,7 @@ def _reach(marks: Marks, probes: list[Task]) -> dict[str, Any]:
     """Freshness: from a probe's change to the first poll that showed it, in seconds, by change."""
     reach: dict[str, list[float]] = {then: [] for then in PROBES}
     for probe in probes:
-        mark, shows = PROBES[probe.then]
-        moment, shown = marks.seen(probe.key, mark), probe.seen.get(shows)
+        moment, shown = marks.seen(probe.key, PROBES[probe.then][0]), _shown(probe)
         if moment is not None and shown is not None:
             reach[probe.then].append(shown - moment)
     return {then: spread(values) for then, values in reach.items()}
@@ -674,7 +765,7 @@ async def finish(fleet: Fleet, readers: Readers, tasks: list[Task], killed: set[
     for task in tasks:
         fleet.marks.mark(task.key, "release")
     asking = [t for t in tasks if t.asks]
-    deadline = time.monotonic() + DEADLINE_S
+    deadline = _deadline(len(tasks))
     while asking:  # an asking leg asks once its release is seen
         reads = await _bounded_all([lambda t=t: readers.get(t.task_id) for t in asking])
         ready = [(t, r) for t, r in zip(asking, reads) if getattr(r, "status", None) == "input_required"]
@@ -720,8 +811,12 @@ def _body_runs(marks: Marks, tasks: list[Task], killed: set[str]) -> dict[str, A
     runs = marks.runs()
 
     def expected(task: Task) -> Iterator[tuple[str, int]]:
-        yield ("ask", 1) if task.then == "park" else ("leg", 2 if task.key in killed else 1)
-        yield "answered", 1 if task.asks else 0
+        if task.tool == "scale_park":  # a parked probe asking again is answered twice, a cancelled one never
+            yield "ask", 1
+            yield "answered", {"ask": 2, "cancel": 0}.get(task.then, 1)
+        else:
+            yield "leg", 2 if task.key in killed else 1
+            yield "answered", 1 if task.asks else 0
 
     off = [
         f"{task.key} {phase}: {len(runs.get((task.key, phase), []))} runs, expected {n}"
@@ -765,6 +860,166 @@ async def run(args: argparse.Namespace, state: Path) -> dict[str, Any]:
     finally:
         await fleet.stop()
         dev.stop()
+
+
+# --- `--parked N`: tasks parked on input, a sample of them read, the rest unread ---------------
+
+# What a parked probe changes, as the event Temporal records the change with: a new ask (the memo
+# naming it), the close, the cancel request (a task reads `cancelled` from then on).
+PARKED_CHANGES = {
+    "ask": EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED,
+    "close": EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+    "cancel": EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED,
+}
+UNREAD_S = 60.0  # at most this long measured with no task read
+SAMPLE_SETTLE_S = 20.0  # the sample's first reads start their servers' watches: not measured
+
+
+def build_parked(n: int, sample: int, probes: int) -> tuple[list[Task], list[Task], list[Task]]:
+    """`n` parked tasks, `sample` of them spread among the rest, of which `probes` of each change."""
+    tasks = [Task(f"p{i}", "scale_park", "park") for i in range(n)]
+    read = tasks[:: max(1, n // sample)][:sample]
+    thens = [then for then in PARKED_CHANGES for _ in range(probes)]
+    for task, then in zip(read, thens):
+        task.then = then
+    return tasks, read, read[: len(thens)]
+
+
+async def run_parked(args: argparse.Namespace, state: Path) -> dict[str, Any]:
+    """Park `--parked` tasks, measure them unread, then with a sample read; kill, recover, finish."""
+    dev = await asyncio.to_thread(start_dev_server, db_path=state / "temporal.db", ui=False)
+    fleet = Fleet(dev, state, args)
+    report: dict[str, Any] = {"settings": {k: v for k, v in vars(args).items() if k != "out"}}
+    try:
+        await fleet.start()
+        tasks, sample, probes = build_parked(args.parked, args.sample, args.probes)
+        readers = await Readers(fleet.urls, args.clients, len(sample)).__aenter__()
+        before = await settled_rss(fleet.pids())
+        began = time.monotonic()
+        await submit(readers, fleet.marks, tasks)
+        report["submit_s"] = round(time.monotonic() - began, 1)
+        after = await settled_rss(fleet.pids())
+        report["mb_per_1000_parked_by_process"] = {
+            role: round((after[role] - before[role]) * 1000 / len(tasks), 1) for role in before
+        }
+        print(f"{len(tasks)} tasks parked in {report['submit_s']} s", flush=True)
+        await asyncio.sleep(args.warmup)  # the servers let go of the watches their submits' reads began
+        kinds = {t.task_id: "unread" for t in tasks} | {t.task_id: "read" for t in sample}
+        report["unread"], unread = await parked_phase(fleet, kinds, min(UNREAD_S, args.window))
+        print(json.dumps(report["unread"]), flush=True)
+        report["read"] = await read_sample(fleet, readers, kinds, sample, probes, args.window, unread)
+        print(json.dumps(report["read"]), flush=True)
+        report["recovery"], readers, killed = await kill_and_recover(fleet, readers, tasks)
+        print(json.dumps(report["recovery"]), flush=True)
+        report["finish"] = await finish(fleet, readers, tasks, killed)
+        await readers.__aexit__(None, None, None)
+        return report
+    finally:
+        await fleet.stop()
+        dev.stop()
+
+
+async def parked_phase(
+    fleet: Fleet, kinds: dict[str, str], seconds: float, midway: Callable[[], Awaitable[None]] | None = None
+) -> tuple[dict[str, Any], Grown]:
+    """Measure `seconds` (calling `midway` halfway): the fleet's Temporal requests per parked task per
+    30 s, by kind of request and by kind of task (`kinds`), the API servers' reads, CPU by process."""
+    before = await Counts.take(fleet, fleet.pids())
+    await asyncio.sleep(seconds / 2)
+    if midway is not None:
+        await midway()
+    await asyncio.sleep(before.at + seconds - time.monotonic())
+    grown = await before.grown(fleet)
+    return {
+        "elapsed_s": round(grown.elapsed, 1),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "tasks_get_served_by_server": {role: len(r["tasks_get_s"]) for role, r in grown.served.items()},
+        "tasks_get_ms_at_servers": _percentiles([s for r in grown.served.values() for s in r["tasks_get_s"]]),
+        **_request_rates(grown.calls, grown.elapsed, len(kinds)),
+        **_by_task_kind(grown.by_workflow, kinds, grown.elapsed, grown.calls),
+        "cpu_cores_by_process": {role: round(c / grown.elapsed, 3) for role, c in grown.cpu.items()},
+    }, grown
+
+
+async def read_sample(
+    fleet: Fleet,
+    readers: Readers,
+    kinds: dict[str, str],
+    sample: list[Task],
+    probes: list[Task],
+    seconds: float,
+    unread: Grown,
+) -> dict[str, Any]:
+    """Read `sample` at its advertised interval and measure `seconds`, its probes changed halfway;
+    how soon each change reached the sample's reads, and each API server's CPU per read."""
+    polling = Polling(readers, sample)
+    with polling:
+        await asyncio.sleep(SAMPLE_SETTLE_S)
+        polling.latencies = []
+        measured, grown = await parked_phase(fleet, kinds, seconds, lambda: change_parked(readers, probes))
+        latencies, polling.latencies = polling.latencies, None
+        await _seen(probes, time.monotonic() + PROBE_GRACE_S)
+        await polling.drain()
+    return {
+        **measured,
+        "tasks_get_ms": _percentiles(latencies),
+        "read_errors": polling.errors,
+        "first_read_error": polling.first_error,
+        "api_cpu_per_read": _cpu_per_read(unread, grown),
+        "reach_s": await _reach_in_temporal(fleet.dev.address, probes),
+    }
+
+
+async def change_parked(readers: Readers, probes: list[Task]) -> None:
+    """Answer the asking probes (they ask again) and the closing ones, cancel the rest."""
+
+    async def one(probe: Task) -> None:
+        if probe.then == "cancel":
+            await readers.cancel(probe.task_id)
+        else:
+            status = await readers.get(probe.task_id)
+            probe.first_ask = _asks(status)
+            await readers.answer(status)
+        probe.released = True
+
+    outcomes = await _bounded_all([lambda p=p: one(p) for p in probes])
+    if failures := [o for o in outcomes if isinstance(o, Exception)]:
+        raise RuntimeError(f"{len(failures)} probes failed to change; the first: {failures[0]!r}")
+
+
+def _asks(status: ClientGetTaskResult) -> str:
+    """A read's asks, as `Task.seen` names them."""
+    return "asks " + " ".join(sorted(status.input_requests or {}))
+
+
+def _cpu_per_read(unread: Grown, read: Grown) -> dict[str, dict[str, Any]]:
+    """Each API server's CPU per `tasks/get` it served: all it spent over its reads, and what it spent
+    beyond its rate while nothing was read."""
+    per_server: dict[str, dict[str, Any]] = {}
+    for role, served in read.served.items():
+        reads = len(served["tasks_get_s"]) or 1
+        beyond = read.cpu[role] - unread.cpu[role] / unread.elapsed * read.elapsed
+        per_server[role] = {
+            "reads_per_s": round(len(served["tasks_get_s"]) / read.elapsed, 2),
+            "cpu_ms_per_read": round(read.cpu[role] * 1000 / reads, 2),
+            "cpu_ms_per_read_beyond_unread": round(beyond * 1000 / reads, 2),
+        }
+    return per_server
+
+
+async def _reach_in_temporal(address: str, probes: list[Task]) -> dict[str, Any]:
+    """Freshness: from each parked probe's change, as Temporal's history times it, to the first read
+    that showed it, in seconds, by change."""
+    client = await TemporalClient.connect(address)
+    monotonic_minus_wall = time.monotonic() - time.time()  # Temporal's clock is this machine's
+    reach: dict[str, list[float]] = {then: [] for then in PARKED_CHANGES}
+    for probe in probes:
+        history = await client.get_workflow_handle(workflow_id("anon", probe.task_id)).fetch_history()
+        changes = [e.event_time for e in history.events if e.event_type == PARKED_CHANGES[probe.then]]
+        if changes and (shown := _shown(probe)) is not None:
+            changed = changes[-1].seconds + changes[-1].nanos / 1e9 + monotonic_minus_wall
+            reach[probe.then].append(shown - changed)
+    return {then: spread(values) for then, values in reach.items()}
 
 
 # --- `--legs N`: waiting legs running at once, beside bare Temporal at the same N -------------
@@ -1011,7 +1266,7 @@ def main() -> None:
         "--probes",
         type=int,
         default=10,
-        help="legs that change mid-window, of each change: ask, close, progress and cancel",
+        help="tasks that change mid-window, of each change: ask, close, progress (not --parked) and cancel",
     )
     parser.add_argument(
         "--progress", type=float, default=10.0, help="seconds between a leg's progress reports"
@@ -1026,22 +1281,39 @@ def main() -> None:
         "--legs", type=int, default=0, help="instead: this many waiting legs at once, then bare Temporal's"
     )
     parser.add_argument("--leg-seconds", type=float, default=120.0, help="with --legs: how long each waits")
-    parser.add_argument("--sample", type=int, default=50, help="with --legs: tasks the clients read")
+    parser.add_argument(
+        "--parked",
+        type=int,
+        default=0,
+        help="instead: this many tasks parked on input, a sample of them read",
+    )
+    parser.add_argument(
+        "--sample", type=int, default=50, help="with --legs or --parked: tasks the clients read"
+    )
     parser.add_argument(
         "--out", default=None, help="file name under bench/results (default: scale.json, full runs only)"
     )
     args = parser.parse_args()
-    full = all(getattr(args, k) == parser.get_default(k) for k in vars(args))
+    defaults = all(getattr(args, k) == parser.get_default(k) for k in vars(args) if k != "parked")
     if args.heartbeat_timeout is None:
         args.heartbeat_timeout = LEGS_HEARTBEAT_TIMEOUT_S if args.legs else 30.0
     with tempfile.TemporaryDirectory(prefix="fastmcp-temporal-scale-") as workdir:
-        scenario = run_legs if args.legs else run
+        scenario = run_legs if args.legs else run_parked if args.parked else run
         report = asyncio.run(scenario(args, Path(workdir)))
     print(json.dumps(report, indent=2))
-    out = args.out or ("scale.json" if full else f"legs-{args.legs}.json" if args.legs else None)
+    out = args.out or _default_out(args, defaults)
     if out:
         RESULTS.mkdir(exist_ok=True)
         (RESULTS / out).write_text(json.dumps(report, indent=2) + "\n")
+
+
+def _default_out(args: argparse.Namespace, defaults: bool) -> str | None:
+    """The file under bench/results a run writes without `--out` (none for a smaller mixed run)."""
+    if args.legs:
+        return f"legs-{args.legs}.json"
+    if args.parked:
+        return "scale.json" if defaults and args.parked == SCALE_PARKED else f"parked-{args.parked}.json"
+    return "scale-mixed.json" if defaults else None
 
 
 if __name__ == "__main__":
