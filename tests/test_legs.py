@@ -13,6 +13,7 @@ tool body itself:
 - the default heartbeat cadence keeps a one-hour leg under 1,000 heartbeats;
 - legs past the frontend's cap on concurrent long polls (`frontend.namespaceCount`, on a
   dev server of their own) ask to follow their task once a minute, not in a retry loop;
+- a leg that ends at once asks Temporal for nothing to follow its task;
 - a new message is recorded for the SDK's next heartbeat at once, not at the leg's next
   recording (driven by the SDK's `ActivityEnvironment`, which hands each recording over).
 """
@@ -201,6 +202,34 @@ async def test_legs_past_the_frontends_long_poll_cap_do_not_retry_their_follow_i
 
     assert statuses == ["completed"] * CAPPED_LEGS
     assert follows <= 2 * CAPPED_LEGS, f"{follows} requests to follow {CAPPED_LEGS} legs in {CAPPED_WINDOW} s"
+
+
+SHORT_LEGS = 10
+
+
+async def test_a_leg_that_ends_at_once_asks_temporal_nothing_to_follow_its_task(
+    temporal_server, task_queue
+) -> None:
+    """Following a task for its cancel is a history long poll; a leg done in milliseconds needs none."""
+    settings = {"address": temporal_server.address, "task_queue": task_queue}
+
+    async def quick(job: int) -> int:
+        return job
+
+    api = server_with(TemporalTasksExtension(worker=False, **settings), quick)
+    hosted = server_with(TemporalTasksExtension(**settings), quick)
+    requests = TemporalRequests()
+    temporal = await requests.connect(temporal_server.address, plugins=[McpTasksPlugin(hosted)])
+    async with Worker(temporal, task_queue=task_queue), Client(api) as client:
+        for job in range(SHORT_LEGS):
+            task = await call_tool_task(client, "quick", {"job": job})
+            assert (await task.wait(timeout=DEADLINE)).status == "completed"
+    follows = requests.count()["GetWorkflowExecutionHistory"]
+
+    # a loop stalled by a busy machine may let a leg reach its follow now and then
+    assert follows <= SHORT_LEGS // 3, f"{follows} requests to follow {SHORT_LEGS} legs that ended at once"
+
+
 async def test_a_new_message_is_recorded_at_once_not_at_the_legs_next_recording() -> None:
     """At a 10-minute heartbeat timeout a leg records every 2 minutes; its attempt started 5 minutes
     ago, so it records at once, and a new message then is recorded long before the next tick."""

@@ -43,6 +43,7 @@ CONSTANTS: dict[str, str] = {
     "progress_recheck_min": f"{WATCH}:_PROGRESS_RECHECK_MIN",
     "heartbeat_lands": f"{WATCH}:_HEARTBEAT_LANDS",
     "notice_delay": f"{HEARTBEAT}:NOTICE_DELAY",
+    "follow_after": "fastmcp_temporal.worker._leg_follow:_FOLLOW_AFTER",
     "closed_recheck_max": "fastmcp_temporal.server._closed_answers:_CLOSED_RECHECK_MAX",
     "closed_cache_entries": "fastmcp_temporal.server._closed_answers:_CLOSED_CACHE_ENTRIES",
     "closed_cache_max_result_chars": "fastmcp_temporal.server._closed_answers:CLOSED_CACHE_MAX_RESULT_CHARS",

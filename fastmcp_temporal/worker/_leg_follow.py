@@ -11,6 +11,11 @@ leaves the cancel to the next heartbeat, and is tried again after a pause. The f
 the long polls it holds per namespace (`frontend.namespaceCount`, history long polls among
 them): a leg it refuses hears a cancel from its heartbeats and asks again only
 `_REFUSED_PAUSE` later, so legs past the cap cost one request a minute, not a retry loop.
+
+The first poll waits `_FOLLOW_AFTER` into the attempt: a leg that ends sooner (a short tool)
+would have its poll answered only by the close its own outcome brings, one request more per
+task for nothing. A cancel in that time is heard as the poll starts, since the closed run
+answers it at once.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 logger = logging.getLogger(__name__)
 
+# An attempt starts following its run this long after it started; a leg that ends sooner follows nothing.
+_FOLLOW_AFTER = timedelta(milliseconds=100)
 # The caller's deadline for one long poll; the frontend answers empty before it.
 _LONG_POLL_DEADLINE = timedelta(minutes=1)
 # After a failed poll, the next one waits this long.
@@ -57,6 +64,7 @@ async def _until_closed(closed: Callable[[], None]) -> None:
         skip_archival=True,
         history_event_filter_type=HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT,
     )
+    await asyncio.sleep(_FOLLOW_AFTER.total_seconds())
     while True:
         try:
             response = await client.workflow_service.get_workflow_execution_history(
