@@ -371,13 +371,11 @@ async def test_only_an_event_that_changes_an_answer_or_starts_a_leg_wakes_held_r
 
 async def test_a_change_signalled_wakes_the_reads_held_on_that_task_alone() -> None:
     changes = TaskChanges()
-    with changes.waiting("a") as next_a, changes.waiting("b") as next_b:
-        a, b = next_a(), next_b()
-        assert next_a() is a
+    with changes.following(["a"]) as a, changes.following(["b"]) as b:
         changes.changed("a")
-        assert a.done() and not b.done()
-        assert next_a() is not a  # the next change is a new one
-    assert changes._next == {} and not changes._readers  # nothing kept once no read waits
+        assert a.event.is_set() and not b.event.is_set()
+        assert a.take() == {"a"} and not a.event.is_set()  # the next change is a new one
+    assert changes._followers == {}  # nothing kept once no read waits
 
 
 async def test_a_wait_on_a_change_cancelled_as_the_change_comes_ends_cancelled() -> None:
@@ -532,7 +530,7 @@ def closed_answer(closed: Closed) -> GetTaskResult:
 async def holding(tasks: KnownTasks, reread: Rereads) -> asyncio.Future[GetTaskResult]:
     """A read of the task, once it is held (waiting for a change)."""
     held = asyncio.ensure_future(tasks.answer("task-wf", closed_answer, reread, "caller"))
-    while "task-wf" not in tasks._changes._readers:
+    while "task-wf" not in tasks._changes._followers:
         await asyncio.sleep(0)
     return held
 

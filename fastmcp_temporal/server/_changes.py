@@ -2,18 +2,27 @@
 
 A source (a watch's long poll and a write through this server, `_known`; the visibility
 change feed, `_feed`) calls `TaskChanges.changed` when a task may answer differently; a
-held `tasks/get` (`_known`, `_holds`) and a listen stream (`_push`) wait on the tasks they
-follow. The signal carries no state, only "read this task again", so a late or repeated one
-costs a read and nothing is lost by coalescing.
+held `tasks/get` (`_known`, `_holds`), a listen stream (`_push`) and a 2025-11-25 question's
+asking (`_handshake_asks`) follow the tasks they read, and each asks `_known.KnownTasks.next_change`
+when to read them again. The signal carries no state, only "read this task again", so a late or
+repeated one costs a read and nothing is lost by coalescing.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+
+class Read(NamedTuple):
+    """A reader's copy of a task: when it was read (event-loop time; no re-read is due before), and
+    when it is due a re-read while this server does not hear the task change (`KnownTasks.next_change`)."""
+
+    at: float
+    unheard_due: float = float("inf")
 
 
 @dataclass(eq=False)
@@ -51,37 +60,13 @@ class TaskChanges:
 
     def __init__(self) -> None:
         self._followers: dict[str, set[Signalled]] = {}
-        self._next: dict[str, asyncio.Future[None]] = {}
-        self._readers: Counter[str] = Counter()
         self.closed = asyncio.Event()
 
     def changed(self, key: str) -> None:
         """The task under workflow id `key` may answer differently now."""
-        future = self._next.pop(key, None)
-        if future is not None and not future.done():
-            future.set_result(None)
         for follower in self._followers.get(key, ()):
             follower.keys.add(key)
             follower.event.set()
-
-    @contextmanager
-    def waiting(self, key: str) -> Iterator[Callable[[], asyncio.Future[None]]]:
-        """While a read is held: what gives the future of the task's next change (take it before
-        reading the task, so a change during the read is not missed)."""
-        self._readers[key] += 1
-        try:
-            yield lambda: self._future(key)
-        finally:
-            self._readers[key] -= 1
-            if not self._readers[key]:
-                del self._readers[key]
-                self._next.pop(key, None)
-
-    def _future(self, key: str) -> asyncio.Future[None]:
-        future = self._next.get(key)
-        if future is None or future.done():
-            future = self._next[key] = asyncio.get_running_loop().create_future()
-        return future
 
     @contextmanager
     def following(self, keys: list[str]) -> Iterator[Signalled]:

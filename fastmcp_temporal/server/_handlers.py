@@ -49,7 +49,7 @@ from fastmcp_temporal.connection._sizes import encoded_size_of
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._answers import submit_answers, validated_answer
 from fastmcp_temporal.server._backend import Backend, UnreadablePayloadError
-from fastmcp_temporal.server._changes import TaskChanges
+from fastmcp_temporal.server._changes import Read, Signalled, TaskChanges
 from fastmcp_temporal.server._closed_answers import Closed
 from fastmcp_temporal.server._creation import StartedWorkflow
 from fastmcp_temporal.server._feed import ChangeFeed
@@ -145,10 +145,9 @@ class TaskMethods:
         """Someone listens to the task: see `KnownTasks.follow_every_event`."""
         await self._known.follow_every_event(self.key_of(task_id))
 
-    def reread_in(self, task_id: str) -> float | None:
-        """Seconds until this server's copy of the task is due a re-read, while it follows its history
-        (its events then signal `changes`); None while it does not."""
-        return self._known.reread_in(self.key_of(task_id))
+    async def next_change(self, heard: Signalled, reads: dict[str, Read], deadline: float) -> tuple[set[str], set[str]]:
+        """When to read again the tasks a reader follows (by workflow id): `KnownTasks.next_change`."""
+        return await self._known.next_change(heard, reads, deadline)
 
     async def _reread(self, task_id: str, fresh: bool) -> GetTaskResult:
         """The task's answer now; `fresh`: from a `describe()`, even where the watch's copy answers."""

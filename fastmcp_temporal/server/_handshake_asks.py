@@ -157,8 +157,7 @@ async def until(
                 await tell(answer)
             if methods.changes.closed.is_set():
                 raise MCPError(INTERNAL_ERROR, "The server is stopping: call tasks/result again on another.")
-            await signalled.wait(_RECHECK)
-            signalled.take()
+            await methods.next_change(signalled, {}, asyncio.get_running_loop().time() + _RECHECK)
     if tell is not None:
         await tell(answer)
     return answer

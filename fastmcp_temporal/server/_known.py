@@ -70,7 +70,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
-from fastmcp_temporal.server._changes import TaskChanges
+from fastmcp_temporal.server._changes import Read, Signalled, TaskChanges
 from fastmcp_temporal.server._closed_answers import CLOSED_CACHE_MAX_RESULT_CHARS, Closed, ClosedAnswers
 from fastmcp_temporal.server._fed import follow_feed, long_polls_cheaper_than_the_feed
 from fastmcp_temporal.server._feed import ChangeFeed
@@ -160,15 +160,18 @@ class KnownTasks:
         await watch.first_page()
         return watch.current(loop.time(), self._progress_refresh, self._read_recheck)
 
-    def reread_in(self, key: str) -> float | None:
-        """Seconds until what this server knows of the task is due a re-read (`Watch.due`: a running
-        leg's progress, or the recheck of a task whose close alone is followed; inf when only an
-        event can change it); None while it is not watched."""
-        watch = self._watches.get(key)
-        if watch is None:
-            return None
-        now = asyncio.get_running_loop().time()
-        return watch.due(now, self._progress_refresh, self._read_recheck) - now
+    async def next_change(self, heard: Signalled, reads: dict[str, Read], deadline: float) -> tuple[set[str], set[str]]:
+        """Once a task `heard` follows is signalled or a reader's copy of one (`reads`) is due before
+        `deadline` (or the server stops): the tasks signalled, and those due, when this server's copy
+        is by the road it hears the task on (`Watch.due`: a long poll, the feed), else at `unheard_due`."""
+        loop, due = asyncio.get_running_loop(), {key: self._due(key, read) for key, read in reads.items()}
+        await heard.wait(min([deadline, *due.values()]) - loop.time())
+        return heard.take(), {key for key, at in due.items() if at <= loop.time() and at < deadline}
+
+    def _due(self, key: str, read: Read) -> float:
+        if (watch := self._watches.get(key)) is None:
+            return read.unheard_due
+        return max(watch.due(read.at, self._progress_refresh, self._read_recheck), read.at)
 
     @property
     def _read_recheck(self) -> float:
@@ -198,20 +201,17 @@ class KnownTasks:
         self, key: str, watch: Watch, deadline: float, closed: ClosedAnswer, reread: Reread
     ) -> GetTaskResult:
         loop, shown = asyncio.get_running_loop(), watch.shown
-        with self._changes.waiting(key) as next_change:
-            changed = next_change()
+        with self._changes.following([key]) as heard:
             # a task created here and not read yet answers what its creation did, until its first recheck
             answer = None if watch.known is None and watch.close_only else await reread(False)
-            while (heard := self._heard(key)) is not None and _repeats(answer, shown):
-                due = heard.due(loop.time(), self._progress_refresh, self._read_recheck)
-                await asyncio.wait([changed], timeout=max(min(deadline, due) - loop.time(), 0))
+            while (followed := self._heard(key)) is not None and _repeats(answer, shown):
+                changed, due = await self.next_change(heard, {key: Read(loop.time())}, deadline)
                 if (cached := self.closed.cached(key)) is not None:
                     return self.remember(key, closed(cached))
-                signalled, changed = changed.done(), next_change()
-                if not signalled and deadline <= due:
+                if not changed and not due:
                     break
-                answer = await reread(not signalled)  # a timer woke it: the known copy is due a re-read
-                if not signalled and not heard.close_only:
+                answer = await reread(not changed)  # unsignalled, the known copy is due a re-read
+                if not changed and not followed.close_only:
                     break  # a progress re-read: answer it
         return self.remember(key, answer if answer is not None else await reread(False))
 

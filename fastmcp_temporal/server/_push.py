@@ -56,7 +56,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict
 
 from fastmcp_temporal._fastmcp_private import GetTaskResult
-from fastmcp_temporal.server._changes import TaskChanges
+from fastmcp_temporal.server._changes import Read, Signalled, TaskChanges
 from fastmcp_temporal.server._scope import current_caller, is_handshake_task
 from fastmcp_temporal.server._watch import Shown, shown_of
 
@@ -91,7 +91,9 @@ class TaskReads(Protocol):
 
     async def answer_now(self, task_id: str) -> GetTaskResult: ...
 
-    def reread_in(self, task_id: str) -> float | None: ...
+    async def next_change(
+        self, heard: Signalled, reads: dict[str, Read], deadline: float
+    ) -> tuple[set[str], set[str]]: ...
 
     async def follow_every_event(self, task_id: str) -> None: ...
 
@@ -165,7 +167,7 @@ class _Stream:
         self._methods = methods
         self._recheck = recheck
         self._sent: dict[str, Shown] = {}
-        self._due: dict[str, float] = {}  # event-loop time
+        self._reads: dict[str, Read] = {}
 
     async def run(self, requested: list[str]) -> None:
         methods = self._methods
@@ -181,22 +183,17 @@ class _Stream:
             await self._acknowledge(list(answers))
             live = await self._push(answers)
             while live and not methods.changes.closed.is_set():
-                await signalled.wait(self._until_due(live))
-                changed = {keys[key] for key in signalled.take()}
-                now = asyncio.get_running_loop().time()
-                answers = await self._read([t for t in live if t in changed or self._due[t] <= now])
+                reads = {methods.key_of(task_id): self._reads[task_id] for task_id in live}
+                changed, due = await methods.next_change(signalled, reads, float("inf"))
+                answers = await self._read([task_id for task_id in live if methods.key_of(task_id) in changed | due])
                 still_live = await self._push(answers)
                 live = [task_id for task_id in live if task_id not in answers or task_id in still_live]
 
-    def _until_due(self, live: list[str]) -> float:
-        """Seconds until one of the live tasks is due a re-read."""
-        return min(self._due[task_id] for task_id in live) - asyncio.get_running_loop().time()
-
     async def _read(self, task_ids: list[str], *, drop_unreadable: bool = False) -> dict[str, GetTaskResult | None]:
         """Each task's answer now; a task no longer found is dropped, one Temporal failed to read is
-        kept unread (None), unless `drop_unreadable`. Each is next re-read unsignalled as a held
-        read would re-read it while this server watches it (a read then costs Temporal nothing
-        unless due), else after its poll interval, as a polling client would."""
+        kept unread (None), unless `drop_unreadable`. Each is next re-read unsignalled when its copy
+        is due (`KnownTasks.next_change`: as a held read would re-read it while this server hears it
+        change, else after its poll interval, as a polling client would)."""
         assert self._methods is not None
         answers: dict[str, GetTaskResult | None] = {}
         for task_id in task_ids:
@@ -209,13 +206,13 @@ class _Stream:
                 if drop_unreadable:
                     continue
                 answers[task_id] = answer = None
-            self._due[task_id] = asyncio.get_running_loop().time() + self._recheck_after(task_id, answer)
+            now = asyncio.get_running_loop().time()
+            self._reads[task_id] = Read(now + _SHORTEST_REREAD, now + self._unheard_for(answer))
         return answers
 
-    def _recheck_after(self, task_id: str, answer: GetTaskResult | None) -> float:
-        assert self._methods is not None
-        if (watched := self._methods.reread_in(task_id)) is not None:
-            return max(watched, _SHORTEST_REREAD)
+    def _unheard_for(self, answer: GetTaskResult | None) -> float:
+        """How long a task this server does not hear change goes unread: its poll interval, as a polling
+        client would, and at least `read_recheck`."""
         if answer is None or answer.poll_interval_ms is None:
             return self._recheck
         return max(answer.poll_interval_ms / 1000, self._recheck)

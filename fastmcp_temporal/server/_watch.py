@@ -188,14 +188,14 @@ class Watch:
 
     def due(self, now: float, progress_refresh: float, read_recheck: float) -> float:
         """When what the watch knows stops answering reads, unless an event comes first (event-loop
-        time): its progress is due a re-read, or, while the close alone is followed, its recheck.
-        A task created here and never read yet is due its first recheck from `now`."""
+        time), by the road it hears the task on: its progress, or on a long poll for the close alone its
+        recheck, or through the feed what it cannot list (`_fed_due`); a new task never read, from `now`."""
         if self.known is None:
             return now + self.recheck(read_recheck) if self.close_only else now
-        due = min(self.progress_due(progress_refresh), self.known.read_at + self.recheck(read_recheck))
-        if self.fed:  # a change visibility listed too late; the TTL of a parked task no worker runs
-            due = min(due, self.known.read_at + SAFETY_REREAD.total_seconds(), self.known.round_ends)
-        return due
+        progress_due = self.progress_due(progress_refresh)
+        if self.fed:
+            return _fed_due(self.known, progress_due, progress_refresh)
+        return min(progress_due, self.known.read_at + self.recheck(read_recheck))
 
     def progress_due(self, progress_refresh: float) -> float:
         """When the known copy's progress is due a re-read (event-loop time; inf: no leg runs)."""
@@ -206,7 +206,7 @@ class Watch:
         if leg_event > known.events:  # a leg began after the known copy: its progress is due a first read
             return leg_seen_at + _PROGRESS_RECHECK_MIN.total_seconds()
         if known.progress is None:
-            return self._unstamped_due(known, progress_refresh)
+            return float("inf")
         if known.read_at - self.progressed_at < _PROGRESS_RECHECK_MIN.total_seconds():
             # read right after a stamp: its heartbeat may have reached Temporal just after the read
             return known.read_at + _PROGRESS_RECHECK_MIN.total_seconds()
@@ -214,19 +214,6 @@ class Watch:
         if grid is None:
             return known.read_at + _progress_age(known, progress_refresh)
         return grid.landing_after(known.read_at + _progress_age_on_grid(known, grid, progress_refresh))
-
-    def _unstamped_due(self, known: Known, progress_refresh: float) -> float:
-        """When a fed copy of a task with no leg running is due a re-read for what the feed cannot
-        list (inf while followed by a long poll, which sees every event): a waiting workflow task
-        (a stalled task's TTL is ended by a read) soon, a next leg's start as silent progress."""
-        running = known.description.status == WorkflowExecutionStatus.RUNNING
-        if not (self.fed and running):
-            return float("inf")
-        if known.description.raw_description.HasField("pending_workflow_task"):
-            return known.read_at + _WORKFLOW_TASK_RECHECK.total_seconds()
-        if not known.memo.open_requests():
-            return known.read_at + _progress_age(known, progress_refresh)
-        return float("inf")
 
     def learned(
         self, description: WorkflowExecutionDescription, memo: TaskMemo, read_at: float,
@@ -301,6 +288,19 @@ class Watch:
         self.shown, self.answered_at, self.by_creation = shown_of(answer), now, by_creation
         self.advertised = (answer.poll_interval_ms or 0) / 1000
 
+
+def _fed_due(known: Known, progress_due: float, progress_refresh: float) -> float:
+    """When a fed copy is due a re-read: its progress, or what the feed cannot list: a late listing, a
+    parked task's TTL no worker runs, and, with no leg's progress due (inf), a waiting workflow task (a
+    stalled task's TTL is ended by a read) soon, a next leg's start as silent progress."""
+    due = min(progress_due, known.read_at + SAFETY_REREAD.total_seconds(), known.round_ends)
+    if progress_due < float("inf") or known.description.status != WorkflowExecutionStatus.RUNNING:
+        return due
+    if known.description.raw_description.HasField("pending_workflow_task"):
+        return min(due, known.read_at + _WORKFLOW_TASK_RECHECK.total_seconds())
+    if not known.memo.open_requests():
+        return min(due, known.read_at + _progress_age(known, progress_refresh))
+    return due
 
 
 def _close_only_recheck(previous: float, description: WorkflowExecutionDescription) -> float:
