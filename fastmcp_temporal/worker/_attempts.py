@@ -31,8 +31,8 @@ from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError
 
-from fastmcp_temporal.worker._apart import signal_apart
 from fastmcp_temporal.worker._body import stop_body
+from fastmcp_temporal.worker._detached_signals import signal_detached
 from fastmcp_temporal.worker._heartbeat import HeartbeatCadence, Ticker
 from fastmcp_temporal.worker._leg_follow import following_close
 from fastmcp_temporal.worker._outcome import kept_outcome
@@ -218,10 +218,10 @@ async def _outcome_of(run: LegRun, ticker: Ticker) -> tuple[LegOutcome | RawValu
 def _deliver_late(leg: int, outcome: LegOutcome | RawValue) -> None:
     """Signal the outcome to the workflow, whose attempt of this leg Temporal gave up on.
 
-    The signal is sent apart from the attempt, which Temporal may cancel any moment.
+    The signal is sent from a task detached from the attempt, which Temporal may cancel any moment.
     """
     converter = activity.client().data_converter
-    signal_apart(lambda handle: _signal(handle, converter, leg, outcome))
+    signal_detached(lambda handle: _signal(handle, converter, leg, outcome))
 
 
 async def _signal(
