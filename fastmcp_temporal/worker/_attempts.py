@@ -183,7 +183,7 @@ async def _temporal_cancel(ticker: Ticker) -> None:
 
 def _task_closed() -> bool:
     """Whether Temporal stopped this attempt because it no longer knows it, with the worker up: its
-    task closed (the ticker tells a timed-out attempt apart before this is asked)."""
+    task closed (the ticker distinguishes a timed-out attempt before this is asked)."""
     details = activity.cancellation_details()
     return details is not None and details.not_found and not activity.is_worker_shutdown()
 
@@ -200,7 +200,7 @@ async def _outcome_of(run: LegRun, ticker: Ticker) -> tuple[LegOutcome | RawValu
     """The kept outcome, and whether Temporal abandoned this attempt while waiting for it.
 
     Temporal tells an attempt it no longer knows ("not found") both when its heartbeat
-    timed out and when the task closed; only the ticker can tell the two apart.
+    timed out and when the task closed; only the ticker can distinguish the two.
     """
     abandoned = False
     kept = run.keeping()
