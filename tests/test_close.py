@@ -1,14 +1,12 @@
-"""A durable call reads its outcome from the close event in hand exactly as `handle.result()` reads it.
+"""A durable call reads its outcome from the close event in hand, through temporalio's own `handle.result()`.
 
-Unit tests, no dev server: each kind of close event is fed both to `server/_close.py` and
-to temporalio's own `WorkflowHandle.result(follow_runs=False)` (its history read stubbed to
-yield that one event), which must return the same result or raise the same error; so an
-upgrade of temporalio that reads a close otherwise fails here.
+Unit tests, no dev server: each kind of close event is given to `server/_close.py` with a
+client whose connection fails on any use, so the result (or the `WorkflowFailureError`) a
+caller gets is read from that event alone, asking Temporal nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -23,9 +21,10 @@ from temporalio.api.history.v1 import (
     WorkflowExecutionTerminatedEventAttributes,
     WorkflowExecutionTimedOutEventAttributes,
 )
-from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.client import WorkflowFailureError
 from temporalio.converter import DataConverter
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError
+from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
 
 from fastmcp_temporal.server._close import is_close, next_run, result_of
 from fastmcp_temporal.workflows.models import TaskOutcome
@@ -33,21 +32,16 @@ from fastmcp_temporal.workflows.models import TaskOutcome
 pytestmark = pytest.mark.anyio
 
 CONVERTER = DataConverter.default
-CLIENT: Any = SimpleNamespace(data_converter=CONVERTER, namespace="default")
 
 
-class _ClosedWith(WorkflowHandle[Any, TaskOutcome]):
-    """A handle whose run's history is the one close event given."""
+class _NoConnection:
+    """A service client that fails the test on any use: a close is read without asking Temporal."""
 
-    def __init__(self, close: HistoryEvent) -> None:
-        super().__init__(CLIENT, "call-wf", result_run_id="run-1", result_type=TaskOutcome)
-        self._close = close
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the close was read from Temporal again ({name})")
 
-    def _fetch_history_events_for_run(self, *args: Any, **kwargs: Any) -> Any:
-        return self._events()
 
-    async def _events(self) -> AsyncIterator[HistoryEvent]:
-        yield self._close
+CLIENT: Any = SimpleNamespace(service_client=_NoConnection(), data_converter=CONVERTER, namespace="default")
 
 
 async def _closes() -> dict[str, HistoryEvent]:
@@ -55,44 +49,80 @@ async def _closes() -> dict[str, HistoryEvent]:
     await CONVERTER.encode_failure(ApplicationError("the tool broke", {"n": 1}, type="Broken"), failure)
     details = await CONVERTER.encode_wrapper(["why"])
     return {
-        "completed": HistoryEvent(workflow_execution_completed_event_attributes=WorkflowExecutionCompletedEventAttributes(
-            result=await CONVERTER.encode_wrapper([TaskOutcome(result={"content": []})]))),
+        "completed": HistoryEvent(
+            workflow_execution_completed_event_attributes=WorkflowExecutionCompletedEventAttributes(
+                result=await CONVERTER.encode_wrapper([TaskOutcome(result={"content": []})])
+            )
+        ),
         "completed empty": HistoryEvent(
-            workflow_execution_completed_event_attributes=WorkflowExecutionCompletedEventAttributes()),
+            workflow_execution_completed_event_attributes=WorkflowExecutionCompletedEventAttributes()
+        ),
         "failed": HistoryEvent(
-            workflow_execution_failed_event_attributes=WorkflowExecutionFailedEventAttributes(failure=failure)),
+            workflow_execution_failed_event_attributes=WorkflowExecutionFailedEventAttributes(failure=failure)
+        ),
         "cancelled": HistoryEvent(
-            workflow_execution_canceled_event_attributes=WorkflowExecutionCanceledEventAttributes(details=details)),
-        "terminated": HistoryEvent(workflow_execution_terminated_event_attributes=(
-            WorkflowExecutionTerminatedEventAttributes(reason="reset", details=details))),
+            workflow_execution_canceled_event_attributes=WorkflowExecutionCanceledEventAttributes(
+                details=details
+            )
+        ),
+        "terminated": HistoryEvent(
+            workflow_execution_terminated_event_attributes=(
+                WorkflowExecutionTerminatedEventAttributes(reason="reset", details=details)
+            )
+        ),
         "terminated without reason": HistoryEvent(
-            workflow_execution_terminated_event_attributes=WorkflowExecutionTerminatedEventAttributes()),
+            workflow_execution_terminated_event_attributes=WorkflowExecutionTerminatedEventAttributes()
+        ),
         "timed out": HistoryEvent(
-            workflow_execution_timed_out_event_attributes=WorkflowExecutionTimedOutEventAttributes()),
+            workflow_execution_timed_out_event_attributes=WorkflowExecutionTimedOutEventAttributes()
+        ),
     }
 
 
-@pytest.mark.parametrize("kind", ["completed", "completed empty", "failed", "cancelled", "terminated",
-                                  "terminated without reason", "timed out"])
-async def test_a_close_reads_as_handle_result_reads_it(kind: str) -> None:
+async def test_a_completed_close_reads_as_its_result() -> None:
+    closes = await _closes()
+    outcome = await result_of(closes["completed"], CLIENT, "call-wf", TaskOutcome)
+    assert outcome == TaskOutcome(result={"content": []})
+    assert await result_of(closes["completed empty"], CLIENT, "call-wf", TaskOutcome) is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "cause", "details"),
+    [
+        ("failed", ApplicationError, ({"n": 1},)),
+        ("cancelled", CancelledError, ("why",)),
+        ("terminated", TerminatedError, ("why",)),
+        ("terminated without reason", TerminatedError, ()),
+        ("timed out", WorkflowTimeoutError, None),
+    ],
+)
+async def test_a_close_without_a_result_raises_what_handle_result_raises(
+    kind: str, cause: type[Exception], details: tuple[Any, ...] | None
+) -> None:
     close = (await _closes())[kind]
     assert is_close(close) and next_run(close) == ""
-    try:
-        expected = await _ClosedWith(close).result(follow_runs=False)
-    except WorkflowFailureError as failed:
-        with pytest.raises(WorkflowFailureError) as ours:
-            await result_of(close, CLIENT, "call-wf", TaskOutcome)
-        assert type(ours.value.cause) is type(failed.cause) and str(ours.value.cause) == str(failed.cause)
-        assert getattr(ours.value.cause, "details", None) == getattr(failed.cause, "details", None)
-        assert getattr(ours.value.cause, "type", None) == getattr(failed.cause, "type", None)
-        return
-    assert await result_of(close, CLIENT, "call-wf", TaskOutcome) == expected
+    with pytest.raises(WorkflowFailureError) as failed:
+        await result_of(close, CLIENT, "call-wf", TaskOutcome)
+    assert type(failed.value.cause) is cause
+    if details is not None:
+        assert tuple(getattr(failed.value.cause, "details")) == details
+    if kind == "failed":
+        assert getattr(failed.value.cause, "message") == "the tool broke"
+        assert getattr(failed.value.cause, "type") == "Broken"
+    if kind == "terminated":
+        assert getattr(failed.value.cause, "message") == "reset"
 
 
 async def test_a_close_that_hands_on_names_the_run_handle_result_follows() -> None:
-    continued = HistoryEvent(workflow_execution_continued_as_new_event_attributes=(
-        WorkflowExecutionContinuedAsNewEventAttributes(new_execution_run_id="run-2")))
-    retried = HistoryEvent(workflow_execution_failed_event_attributes=(
-        WorkflowExecutionFailedEventAttributes(new_execution_run_id="run-3")))
+    continued = HistoryEvent(
+        workflow_execution_continued_as_new_event_attributes=(
+            WorkflowExecutionContinuedAsNewEventAttributes(new_execution_run_id="run-2")
+        )
+    )
+    retried = HistoryEvent(
+        workflow_execution_failed_event_attributes=(
+            WorkflowExecutionFailedEventAttributes(new_execution_run_id="run-3")
+        )
+    )
     assert [next_run(continued), next_run(retried)] == ["run-2", "run-3"]
     assert is_close(continued) and not is_close(HistoryEvent()) and not is_close(None)

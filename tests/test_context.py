@@ -1,7 +1,7 @@
 """Inside a task: the caller's identity, scope isolation, progress and the full Context.
 
-Proves issue 4 over the MCP wire against a real Temporal dev server (behaviour doc
-§3.2, §3.5, §3.7-§3.14). Identity and scope run over real streamable HTTP (uvicorn on
+Proven over the MCP wire against a real Temporal dev server (behaviour doc §3.2,
+§3.5, §3.7-§3.14). Identity and scope run over real streamable HTTP (uvicorn on
 a loopback port) with FastMCP's `StaticTokenVerifier`:
 
 - the caller's token, claims and headers are restored in the activity, with and

@@ -1,7 +1,6 @@
 """Clients of the 2025-11-25 tasks (SEP-1686) get tasks of this engine.
 
-VS Code, Microsoft's Agent Framework and the TypeScript SDK's own tasks speak that era's tasks,
-not the 2026-07-28 extension. Proven with the TypeScript SDK's client (`@modelcontextprotocol/sdk`
+Proven with the TypeScript SDK's client (`@modelcontextprotocol/sdk`
 1.x and its `client.experimental.tasks`, installed from npm once per session; skipped, saying why,
 when npm cannot reach its registry) over streamable HTTP: the server declares the tasks capability,
 a `task=True` tool's call is a task whose question reaches the caller with the related-task

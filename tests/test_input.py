@@ -1,6 +1,6 @@
 """In-task input (the guard pattern) over the MCP wire on a real Temporal server.
 
-Proves issue 3 against the reference behaviour (doc §2.5-2.7, §3.3, §7 items 5-15): a
+Proven against the reference behaviour (doc §2.5-2.7, §3.3, §7 items 5-15): a
 tool that returns `InputRequiredResult` parks its task; `tasks/get` surfaces the
 requests under server-minted keys that are unique over the task's life; `tasks/update`
 answers them (validated per method, -32602 on a malformed answer, stale/unknown keys
@@ -61,7 +61,7 @@ def pair_asker(legs: list[dict[str, Any] | None]) -> Tool:
 
 
 def greeter(legs: list[int]) -> Tool:
-    """The issue's single-round guard tool; counts its legs."""
+    """A single-round guard tool; counts its legs."""
 
     async def greet(ctx: Context) -> str | InputRequiredResult:
         legs.append(len(legs) + 1)
@@ -507,9 +507,9 @@ async def answer_one_by_one(client: Client, task: ToolTask, asked: set[str]) -> 
 
 @pytest.mark.slow
 async def test_sixty_questions_answered_one_by_one_complete_with_linear_history(make_extension) -> None:
-    """The issue's repro: 60 questions of about 2 MB in all, no payload store; each partial
-    answer used to rewrite every open question into the memo, and the history passed
-    Temporal's 50 MB limit at the 36th answer. History now stays within twice what the
+    """60 questions of about 2 MB in all, no payload store, answered one by one: a partial
+    answer that rewrote every open question into the memo would pass Temporal's 50 MB
+    history limit at the 36th answer. History stays within twice what the
     task received (the asks are kept by the leg's outcome and by the memo, once each),
     plus at most 2 KiB of events per update."""
     legs: list[dict[str, str] | None] = []

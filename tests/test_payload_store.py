@@ -1,4 +1,4 @@
-"""The payload store keeps each task's payloads apart, and only `payloads gc` removes them.
+"""The payload store keeps each task's payloads separate, and only `payloads gc` removes them.
 
 Two tasks with byte-identical results run against a folder store and a moto S3 store;
 the first task's stored payloads are aged the way the README's old expiry advice (or

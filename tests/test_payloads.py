@@ -433,8 +433,8 @@ async def test_a_workflow_task_never_decodes_the_arguments(
 ) -> None:
     """Big arguments pass through the workflow as the caller's payload: its workflow tasks,
     replayed from the task's own history, neither decode nor re-encode them, and each of its
-    two legs still gets them whole (decoding 45 MB there took seconds, past the SDK's deadlock
-    detector)."""
+    two legs still gets them whole (decoding big arguments in a workflow task can pass the
+    SDK's deadlock detection)."""
     folder = tmp_path / "payloads"
     mcp = FastMCP("weighs")
     mcp.add_extension(make_extension(payload_store=str(folder)))
@@ -534,8 +534,8 @@ async def test_big_input_requests_are_stored_too(make_extension, tmp_path: Path)
 
 async def test_a_round_of_many_questions_can_always_be_finished_within_the_answer_bound(make_extension) -> None:
     """100 questions in one round, no store: an answer that would leave no room to decline the other
-    99 is refused, saying so, so the round can still be finished (the issue's dead end: the answer
-    that filled the bound was taken, and every later answer, a decline too, was refused until the TTL)."""
+    99 is refused, saying so, so the round can still be finished (not the dead end of taking the
+    answer that fills the bound, after which every answer, a decline too, is refused until the TTL)."""
     extension = make_extension(payload_limit=256 * 1024)
     mcp = FastMCP("answer-bound")
     mcp.add_extension(extension)

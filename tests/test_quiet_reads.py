@@ -10,7 +10,7 @@ first read back from the workflow's memo in Temporal), and that answer and the l
 advertise the tool's own interval again; a close and a cancel made through the other
 server, once Temporal shows them, show at the very next poll too. A server that follows a
 task with a long poll of its history lets go of it once the task is quiet and its reads there
-come further apart than a long poll lasts (counted on that server's own Temporal client:
+come at longer intervals than a long poll lasts (counted on that server's own Temporal client:
 no long poll of the task left in flight), and still shows the task's close at the next read.
 """
 

@@ -6,7 +6,7 @@ through each in turn: an ask, an answer, the close, and a cancel made through on
 all show on the other, although both answer unchanged reads from what they already know
 (their long poll of the task's history sees the event); that a quiet task, parked or in a
 long leg, read many times costs the server a small bounded number of Temporal requests
-(counted from the SDK's metrics), where each read used to cost a `describe()`; and that
+(counted from the SDK's metrics), not a `describe()` per read; and that
 a leg's progress, which adds no history event, shows within `progress_refresh`. A task an
 operator resets with the `temporal` CLI (completed, or in its leg) shows its new run on
 both servers, the one that had cached its first close too, and its body runs again; the
@@ -157,8 +157,7 @@ async def test_a_waiting_client_of_a_queued_task_costs_a_few_describes_in_its_fi
     temporal_server: DevServer, task_queue: str
 ) -> None:
     """A task no worker has picked up yet, waited on by a client polling fast (a burst's
-    tasks, queued): its reads, held, re-read it after 500 ms, then each second (it was every
-    250 ms)."""
+    tasks, queued): its reads, held, re-read it after 500 ms, then each second."""
     requests = TemporalRequests()
     async with _a_task_no_worker_runs(temporal_server, task_queue, requests) as (client, task_id):
         before = requests.count()[DESCRIBE]

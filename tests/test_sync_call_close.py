@@ -214,7 +214,7 @@ async def test_an_operator_closing_the_workflow_ends_the_call_with_the_cause_whi
 async def test_a_call_refused_because_its_client_cannot_answer_shows_failed_in_temporal_and_tasks_list(
     make_extension, temporal_server: DevServer
 ) -> None:
-    """A client that declares no elicitation (as the MCP Inspector on 2025-11-25) gets the inline refusal;
+    """A 2025-11-25 client that declares no elicitation gets the inline refusal;
     operators see the call failed, with the reason."""
     extension = make_extension(sync_calls="workflow")
     server = server_with(extension, asks_once)

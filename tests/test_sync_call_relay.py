@@ -1,4 +1,4 @@
-"""What a durable synchronous call relays to today's callers while it waits.
+"""What a durable synchronous call relays to its 2025-11-25 callers while it waits.
 
 A handshake-era (2025-11-25) client calls `task=True` tools of a server with
 `sync_calls="workflow"`. The caller is a real `fastmcp.Client` in its own process, one that
@@ -21,7 +21,7 @@ gets the same (`relay_client.mjs`).
 In process: every progress report reaches the caller in order, a log message is never
 pushed out of the leg's window by a tight progress loop, a request without a
 `progressToken` gets no progress, a stateless HTTP
-connection keeps today's refusal of an ask, an ask the client answers with an error
+connection keeps the inline call's refusal of an ask, an ask the client answers with an error
 ends the call with that error and cancels its workflow, and sampling and roots asks are
 relayed as elicitations are.
 """

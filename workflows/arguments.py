@@ -50,5 +50,5 @@ def joined(leg: int, leg_input: Payload, arguments: Payload) -> JoinedLegInput:
 
 def is_joined(payload: Payload) -> bool:
     """Whether `payload` is a joined leg input, not one that came whole (tasks created before the
-    arguments travelled apart)."""
+    arguments became the workflow's second input)."""
     return JOINED in payload.metadata

@@ -258,7 +258,7 @@ class LegInput:
     request_state: str | None = None
 
     def with_arguments(self, arguments: dict[str, Any]) -> LegInput:
-        """This input with the call's arguments put back (they travelled apart: `workflows/arguments`)."""
+        """This input with the call's arguments put back (they came as the workflow's second input: `workflows/arguments`)."""
         return replace(self, call=replace(self.call, arguments=arguments))
 
 
@@ -293,7 +293,8 @@ class TaskInput:
     """The call's arguments are the workflow's second input, a payload the workflow hands each
     leg undecoded (`workflows/arguments`), and `call.arguments` is empty: no workflow task
     decodes or re-encodes them. Tasks this release creates say True; the default reads the
-    inputs of 0.2.0 and 0.3.0-dev, which carry them in `call`."""
+    inputs of 0.2.0 and 0.3.0-dev, which carry them in `call`. ("Apart" means as that second
+    input; the name is in every history since, so it stays.)"""
     stamps_changes: bool = False
     """Set `McpTaskChangedAt` to the workflow's time in every `McpTaskStatus` upsert (the same
     event, no extra Action), so a server's change feed finds the task by one visibility query.

@@ -82,7 +82,7 @@ TOOL_ATTRIBUTE = SearchAttributeKey.for_keyword(TOOL_SEARCH_ATTRIBUTE)
 SCOPE_ATTRIBUTE = SearchAttributeKey.for_keyword(SCOPE_SEARCH_ATTRIBUTE)
 CHANGED_AT_ATTRIBUTE = SearchAttributeKey.for_datetime(CHANGED_AT_SEARCH_ATTRIBUTE)
 
-# The second input of a task whose arguments travel in its first (`TaskInput.arguments_apart`).
+# The second input of a task whose arguments travel in its first (`TaskInput.arguments_apart` False).
 _ARGUMENTS_IN_CALL = RawValue(Payload())
 
 
@@ -298,7 +298,7 @@ class McpTaskWorkflow:
         )
 
     def _inputs(self, task: TaskInput) -> list[Any]:
-        """The next run's inputs: the task, and the arguments' payload when they travel apart."""
+        """The next run's inputs: the task, and the arguments' payload when it is the second."""
         return [task] if self._arguments is None else [task, self._arguments]
 
     @workflow.signal(name=SUBMIT_INPUT_SIGNAL)
@@ -382,7 +382,7 @@ def _start_leg(
 ) -> workflow.ActivityHandle[LegOutcome]:
     """Schedule the leg's activity: a regular one, or a local one that runs inside this workflow task.
 
-    Its input is the leg's, joined with the arguments' payload as it came when they travel apart."""
+    Its input is the leg's, joined with the arguments' payload as it came when that is the workflow's second input."""
     summary = leg_summary(_tool_name(), leg.leg, leg.input_responses or ())
     argument: LegInput | JoinedLegInput = leg
     if arguments is not None:

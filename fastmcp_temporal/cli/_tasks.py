@@ -1,8 +1,8 @@
 """`fastmcp-temporal tasks`: list, inspect, cancel and terminate MCP tasks from a terminal.
 
 Durable synchronous calls (`sync_calls="workflow"`) run as the same workflow under
-`mcp-call/...` ids; every command handles them too, and `list` tells the two kinds
-apart (a `kind` column, `--kind task|call`). An operator holds the Temporal namespace,
+`mcp-call/...` ids; every command handles them too, and `list` distinguishes the two
+kinds (a `kind` column, `--kind task|call`). An operator holds the Temporal namespace,
 not a caller's token, so every command works across scopes (`_reading.py` finds a task
 by its id in any scope). `cancel` has the semantics of `tasks/cancel`; `terminate` ends
 a task now, without running its cleanup (and `cancel` terminates a task no worker runs,

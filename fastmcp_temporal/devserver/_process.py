@@ -4,7 +4,7 @@ What it guarantees: a server we start runs in its own session under a watchdog
 (``_watchdog``) that ends it when the owning process dies, however it dies (SIGTERM,
 SIGKILL, a crash); ``terminate`` ends it and anything it spawned. A pid counts as alive
 only if it names one running process, not a zombie, so a recorded server whose
-watchdog or owner is gone is told apart from a live one, and its leftovers are reaped.
+watchdog or owner is gone is distinguished from a live one, and its leftovers are reaped.
 
 Importing this module needs nothing POSIX-only; starting or signalling a group does.
 """

@@ -1,24 +1,27 @@
-"""A run's close event read as `WorkflowHandle.result()` reads it, by a caller that holds it already.
+"""A run's close event read by temporalio's own `WorkflowHandle.result()`, for a caller that holds it already.
 
 A durable call follows its run's history to relay what the tool says (`_relay.py`), so
 the close event is in its hands when the run ends: asking `handle.result()` would read it
-from Temporal a second time. `result_of` maps it exactly as temporalio's
-`WorkflowHandle.result()` does: the result decoded by the client's data converter in the
-workflow's serialization context, or a `WorkflowFailureError` whose cause is the decoded
-failure, a `CancelledError`, a `TerminatedError` or a `TimeoutError`. A close that hands
-on to another run (a continue-as-new; a retry or cron run, which this package never
-starts) has no result: `next_run` names the run that result follows to.
+from Temporal a second time. `result_of` gives `handle.result()` that event instead, through
+a client interceptor that answers the history read it makes, so the result is decoded, and
+the `WorkflowFailureError` raised, by temporalio itself. A close that hands on to another
+run (a continue-as-new; a retry or cron run, which this package never starts) has no
+result: `next_run` names the run that result follows to.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypeGuard
+from collections.abc import AsyncIterator
+from typing import Any, TypeGuard, cast
 
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client, WorkflowFailureError
-from temporalio.converter import DataConverter, WorkflowSerializationContext
-from temporalio.exceptions import CancelledError, TerminatedError, TimeoutType
-from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
+from temporalio.client import (
+    Client,
+    FetchWorkflowHistoryEventsInput,
+    Interceptor,
+    OutboundInterceptor,
+    WorkflowHistoryEventAsyncIterator,
+)
 
 _CLOSES = (
     "workflow_execution_completed_event_attributes",
@@ -51,26 +54,38 @@ def next_run(close: HistoryEvent) -> str:
 
 async def result_of(close: HistoryEvent, client: Client, workflow_id: str, result_type: type | None) -> Any:
     """The result of the run `close` ended, or the `WorkflowFailureError` it ends in."""
-    converter = client.data_converter.with_context(
-        WorkflowSerializationContext(namespace=client.namespace, workflow_id=workflow_id)
+    reader = Client(
+        client.service_client,
+        namespace=client.namespace,
+        data_converter=client.data_converter,
+        interceptors=[_OneCloseHistory(close)],
     )
-    if close.HasField("workflow_execution_completed_event_attributes"):
-        payloads = close.workflow_execution_completed_event_attributes.result
-        results = await converter.decode_wrapper(payloads, [result_type] if result_type else None)
-        return results[0] if results else None
-    raise WorkflowFailureError(cause=await _cause(close, converter))
+    return await reader.get_workflow_handle(workflow_id, result_type=result_type).result(follow_runs=False)
 
 
-async def _cause(close: HistoryEvent, converter: DataConverter) -> BaseException:
-    if close.HasField("workflow_execution_failed_event_attributes"):
-        return await converter.decode_failure(close.workflow_execution_failed_event_attributes.failure)
-    if close.HasField("workflow_execution_canceled_event_attributes"):
-        details = await converter.decode_wrapper(close.workflow_execution_canceled_event_attributes.details)
-        return CancelledError("Workflow cancelled", *details)
-    if close.HasField("workflow_execution_terminated_event_attributes"):
-        terminated = close.workflow_execution_terminated_event_attributes
-        details = await converter.decode_wrapper(terminated.details)
-        return TerminatedError(terminated.reason or "Workflow terminated", *details)
-    if close.HasField("workflow_execution_timed_out_event_attributes"):
-        return WorkflowTimeoutError("Workflow timed out", type=TimeoutType.START_TO_CLOSE, last_heartbeat_details=[])
-    raise RuntimeError("Unexpectedly missing new run ID from continue as new")
+class _OneCloseHistory(Interceptor):
+    """A client whose every history read yields `close` and asks Temporal nothing."""
+
+    def __init__(self, close: HistoryEvent) -> None:
+        self._close = close
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        return _CloseReads(next, self._close)
+
+
+class _CloseReads(OutboundInterceptor):
+    """Answers a history read with the close in hand."""
+
+    def __init__(self, next: OutboundInterceptor, close: HistoryEvent) -> None:
+        super().__init__(next)
+        self._close = close
+
+    def fetch_workflow_history_events(
+        self, input: FetchWorkflowHistoryEventsInput
+    ) -> WorkflowHistoryEventAsyncIterator:
+        # `result()` only iterates what this returns
+        return cast(WorkflowHistoryEventAsyncIterator, _yielding(self._close))
+
+
+async def _yielding(event: HistoryEvent) -> AsyncIterator[HistoryEvent]:
+    yield event

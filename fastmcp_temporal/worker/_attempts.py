@@ -31,8 +31,8 @@ from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError
 
-from fastmcp_temporal.worker._apart import signal_apart
 from fastmcp_temporal.worker._body import stop_body
+from fastmcp_temporal.worker._detached_signals import signal_detached
 from fastmcp_temporal.worker._heartbeat import HeartbeatCadence, Ticker
 from fastmcp_temporal.worker._leg_follow import following_close
 from fastmcp_temporal.worker._outcome import kept_outcome
@@ -183,7 +183,7 @@ async def _temporal_cancel(ticker: Ticker) -> None:
 
 def _task_closed() -> bool:
     """Whether Temporal stopped this attempt because it no longer knows it, with the worker up: its
-    task closed (the ticker tells a timed-out attempt apart before this is asked)."""
+    task closed (the ticker distinguishes a timed-out attempt before this is asked)."""
     details = activity.cancellation_details()
     return details is not None and details.not_found and not activity.is_worker_shutdown()
 
@@ -200,7 +200,7 @@ async def _outcome_of(run: LegRun, ticker: Ticker) -> tuple[LegOutcome | RawValu
     """The kept outcome, and whether Temporal abandoned this attempt while waiting for it.
 
     Temporal tells an attempt it no longer knows ("not found") both when its heartbeat
-    timed out and when the task closed; only the ticker can tell the two apart.
+    timed out and when the task closed; only the ticker can distinguish the two.
     """
     abandoned = False
     kept = run.keeping()
@@ -218,10 +218,10 @@ async def _outcome_of(run: LegRun, ticker: Ticker) -> tuple[LegOutcome | RawValu
 def _deliver_late(leg: int, outcome: LegOutcome | RawValue) -> None:
     """Signal the outcome to the workflow, whose attempt of this leg Temporal gave up on.
 
-    The signal is sent apart from the attempt, which Temporal may cancel any moment.
+    The signal is sent from a task detached from the attempt, which Temporal may cancel any moment.
     """
     converter = activity.client().data_converter
-    signal_apart(lambda handle: _signal(handle, converter, leg, outcome))
+    signal_detached(lambda handle: _signal(handle, converter, leg, outcome))
 
 
 async def _signal(

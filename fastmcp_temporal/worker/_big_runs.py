@@ -4,9 +4,9 @@ The SDK keeps what a run decoded and sent (its inputs, its last activation and c
 whose protobuf arenas hold every payload they carried, its arguments' among them) on its
 workflow instance, and an instance that ends or is evicted lives on in reference cycles
 until the garbage collector's oldest generation is collected. A few objects, however
-large, never trigger that collection: six ended tasks of 45 MB arguments held 450 MiB.
-So once a run whose arguments came apart (`workflows/arguments`) and big ends, full
-collections follow shortly after, once the SDK has let its instance go; runs ending
+large, never trigger that collection (docs/large-payloads.md has the measure). So once a
+run ends whose arguments are the workflow's second input (`workflows/arguments`) and big,
+full collections follow shortly after, once the SDK has let its instance go; runs ending
 together share them.
 """
 
@@ -68,5 +68,5 @@ class CollectAfterBigRuns(Interceptor):
 
 
 def _arguments_bytes(args: Sequence[Any]) -> int:
-    """The converted bytes of a run's inputs that came undecoded: its arguments, when apart."""
+    """The converted bytes of a run's inputs that came undecoded: its arguments, when they are the second."""
     return sum(arg.payload.ByteSize() for arg in args if isinstance(arg, RawValue))

@@ -4,8 +4,8 @@ Temporal hands the leg its input whole, or, when the workflow stored it (argumen
 of 256 KiB or more), a reference to it (`connection/_leg_inputs`). The leg reads a stored input
 itself while it heartbeats, waiting for a store that is away (`_store_outage`), so an outage
 spends no attempt. An input the store lost becomes an `UnreadablePayload`, which the leg hands
-back and the workflow ends the task with. A workflow whose arguments travel apart joins them
-to the leg's input undecoded (`workflows/arguments`); they are put back in the call here.
+back and the workflow ends the task with. A workflow whose arguments are its second input joins
+them to the leg's input undecoded (`workflows/arguments`); they are put back in the call here.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A worker runs every leg's body, its heartbeats and its polls on one event loop. When the
 loop falls behind, either one step of a tool held it (a blocking call: the tool's fault)
 or many short steps queue up behind each other (too much work at once: the worker's
-fault). Both delay every heartbeat alike, so telling them apart takes two measures:
+fault). Both delay every heartbeat alike, so distinguishing them takes two measures:
 
 - `LoopLag` samples how late a short sleep wakes: the time the loop takes to come
   around, whatever holds it. The plugin samples `worker_loop_lag` while its worker runs;

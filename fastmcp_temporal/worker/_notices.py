@@ -9,7 +9,7 @@ caller as the inline call would have sent it. The leg's outcome carries the stre
 latest window too, for the notices no heartbeat carried before the leg ended.
 
 Heartbeat details are replaced, not appended, so each carries a window: the notices of
-the last `WINDOW_AGE` (longer when the SDK sends a leg's heartbeats further apart), at most `WINDOW_NOTICES` of them and `WINDOW_BYTES` in all; one
+the last `WINDOW_AGE` (longer when the SDK sends a leg's heartbeats at longer intervals), at most `WINDOW_NOTICES` of them and `WINDOW_BYTES` in all; one
 message is cut to `MESSAGE_CHARS`. Every progress report stays in the window, as every log
 message does; over its count or size, a report a later one supersedes leaves first, then the
 oldest notice, so a tight progress loop never pushes out a log message. Each notice has a

@@ -38,7 +38,7 @@ from temporalio import activity
 from temporalio.service import RPCError
 
 from fastmcp_temporal import _fastmcp_private
-from fastmcp_temporal.worker._apart import signal_apart
+from fastmcp_temporal.worker._detached_signals import signal_detached
 from fastmcp_temporal.worker._notices import LegNotices
 from fastmcp_temporal.workflows.models import PROGRESSED_SIGNAL, STORE_WAITING_DETAIL
 
@@ -110,9 +110,9 @@ class LegProgress:
 def stamp_progress(after: float) -> None:
     """Signal the running leg's workflow that its message changed, `after` seconds from now, once the
     heartbeat that carries the message reached Temporal (so a server that re-reads the task at the
-    signal finds it), apart from the attempt, which Temporal may cancel any moment; a failed signal
-    only leaves the message to the next re-read."""
-    signal_apart(functools.partial(_stamp, after=after))
+    signal finds it), from a task detached from the attempt, which Temporal may cancel any moment; a
+    failed signal only leaves the message to the next re-read."""
+    signal_detached(functools.partial(_stamp, after=after))
 
 
 async def _stamp(handle: WorkflowHandle[Any, Any], after: float) -> None:

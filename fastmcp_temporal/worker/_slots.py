@@ -12,8 +12,8 @@ So the worker's activity slots come from `LoopBoundSlots`: up to
 been seen to come around within `LAG_LIMIT` since the last slot was given
 (`_loop_lag.LoopLag`): one more leg per turn of a loop that keeps up. A poll gets such a
 slot only when every slot given runs a leg; an eager leg (handed over as its workflow task
-completes, with no poll) gets one without that rule, since it runs at once. Refusing eager
-legs too kept a trivial task 126 ms in Temporal instead of 79 (`bench/results/compare-slots-*.json`).
+completes, with no poll) gets one without that rule, since it runs at once: refusing it would
+send a short task's leg through the task queue (docs/performance.md, "Eager legs").
 Legs the worker does not take wait in the task queue for it, or for another worker.
 Workflow tasks, local activities and Nexus tasks keep Temporal's fixed slots.
 """
