@@ -11,7 +11,19 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-SCENARIOS = ("compare",)
+SCENARIOS = (
+    "compare",
+    "latency",
+    "sync_calls",
+    "update_calls",
+    "cancel_latency",
+    "recovery",
+    "upstream_check",
+    "actions",
+    "input_roundtrip",
+    "held_reads",
+    "payloads",
+)
 
 
 def load(name: str) -> ModuleType:
