@@ -23,6 +23,16 @@ SCENARIOS = (
     "input_roundtrip",
     "held_reads",
     "payloads",
+    "busy_worker",
+    "rate_limits",
+    "close_ends_call",
+    "fairness",
+    "feed_cost",
+    "heartbeat_cost",
+    "push_latency",
+    "request_memory",
+    "stalled_uploads",
+    "submit_cost",
 )
 
 

@@ -1,25 +1,21 @@
 """How soon a durable call ends after its workflow closes while its question is open.
 
-    .venv/bin/python bench/close_ends_call.py [--rounds 10] [--out close_ends_call.json]
+    .venv/bin/python -m bench run close_ends_call [--rounds 10]
 
-Starts its own dev server and, in this process, a FastMCP server with `sync_calls="workflow"`
+On the run's dev server (in memory), in this process, a FastMCP server with `sync_calls="workflow"`
 (`task_ttl` 3 s, embedded worker) and a handshake-era `fastmcp.Client` that declares
 elicitation and never answers. Each round calls a tool that asks one question, waits until
 the caller holds it, then closes the call's workflow one way: its TTL (nothing is done),
 an operator's cancel, or an operator's terminate. Measured: from the workflow's close
 (its close event's time, Temporal's clock, the same machine's) to the moment the caller
-gets the call's error. Promise: within about a second. Writes `bench/results/<out>`.
+gets the call's error. Promise: within about a second.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import statistics
 import time
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -30,10 +26,12 @@ from mcp.shared.exceptions import MCPError
 from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
+from bench.harness import dev_server
+from bench.metrics import percentiles
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver import start_dev_server
 
-RESULTS = Path(__file__).parent / "results"
+QUESTION = "How soon after a durable call's workflow closes (TTL, cancel, terminate) does the waiting caller get its error?"
+QUICK = {"rounds": 2}
 TTL = timedelta(seconds=3)
 WAYS = ("ttl", "cancel", "terminate")
 
@@ -48,7 +46,9 @@ async def asks(ctx: Context) -> str | mcp_types.InputRequiredResult:
     return "answered"
 
 
-async def one_round(client: Client, temporal: TemporalClient, task_queue: str, way: str, asked: list[anyio.Event]) -> float:
+async def one_round(
+    client: Client, temporal: TemporalClient, task_queue: str, way: str, asked: list[anyio.Event]
+) -> float:
     """Seconds from the workflow's close to the call's error."""
     asked.append(anyio.Event())
     ended_at: list[float] = []
@@ -83,48 +83,41 @@ async def _running_call(temporal: TemporalClient, task_queue: str) -> WorkflowHa
         await anyio.sleep(0.05)
 
 
-async def main(address: str, rounds: int, out: str) -> None:
-    temporal = await TemporalClient.connect(address)
-    seconds: dict[str, list[float]] = {way: [] for way in WAYS}
-    for way in WAYS:
-        for round_ in range(rounds):
-            task_queue = f"close-bench-{way}-{round_}"
-            extension = TemporalTasksExtension(
-                client=temporal, task_queue=task_queue, sync_calls="workflow", task_ttl=TTL,
-                shutdown_grace=timedelta(0),
-            )
-            server = FastMCP("close-bench")
-            server.add_extension(extension)
-            server.tool(task=True)(asks)
-            asked: list[anyio.Event] = []
-
-            async def never_answers(message: str, response_type: Any, params: Any, context: Any) -> ElicitResult[Any]:
-                asked[-1].set()
-                await anyio.sleep_forever()
-                raise AssertionError("unreachable")
-
-            async with Client(server, mode="legacy", elicitation_handler=never_answers) as client:
-                seconds[way].append(await one_round(client, temporal, task_queue, way, asked))
-    report = {
-        "what": "seconds from a durable call's workflow close (its question open) to the caller's error",
-        "rounds": rounds,
-        "load": os.getloadavg(),
-        "ways": {
-            way: {"p50": statistics.median(values), "max": max(values), "seconds": values}
-            for way, values in seconds.items()
-        },
-    }
-    (RESULTS / out).write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report["ways"], indent=2))
-
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--out", default="close_ends_call.json", help="file name under bench/results")
-    arguments = parser.parse_args()
-    dev = start_dev_server(ui=False)
-    try:
-        anyio.run(main, dev.address, arguments.rounds, arguments.out)
-    finally:
-        dev.stop()
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    async with dev_server(in_memory=True) as dev:
+        temporal = await TemporalClient.connect(dev.address)
+        seconds = {
+            way: [await _one_call(temporal, way, round_) for round_ in range(args.rounds)] for way in WAYS
+        }
+    return {
+        "what": "seconds from a durable call's workflow close (its question open) to the caller's error",
+        "ways": {way: percentiles(values, digits=3) | {"seconds": values} for way, values in seconds.items()},
+    }
+
+
+async def _one_call(temporal: TemporalClient, way: str, round_: int) -> float:
+    """One call closed `way`: seconds from its workflow's close to the caller's error."""
+    task_queue = f"close-bench-{way}-{round_}"
+    extension = TemporalTasksExtension(
+        client=temporal,
+        task_queue=task_queue,
+        sync_calls="workflow",
+        task_ttl=TTL,
+        shutdown_grace=timedelta(0),
+    )
+    server = FastMCP("close-bench")
+    server.add_extension(extension)
+    server.tool(task=True)(asks)
+    asked: list[anyio.Event] = []
+
+    async def never_answers(message: str, response_type: Any, params: Any, context: Any) -> ElicitResult[Any]:
+        asked[-1].set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async with Client(server, mode="legacy", elicitation_handler=never_answers) as client:
+        return await one_round(client, temporal, task_queue, way, asked)
