@@ -33,6 +33,9 @@ SCENARIOS = (
     "request_memory",
     "stalled_uploads",
     "submit_cost",
+    "freshness",
+    "reads_at_scale",
+    "scale",
 )
 
 
