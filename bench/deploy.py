@@ -327,7 +327,7 @@ async def served_port(port_file: Path, server: asyncio.subprocess.Process) -> in
     while time.monotonic() < deadline:
         if server.returncode is not None:
             raise RuntimeError(
-                "the API server exited; see its log (the compare scenario: bench/results/compare-children.log)"
+                "the API server exited; see its log (compare: bench/results/compare-children.log)"
             )
         if port_file.exists():
             port = int(port_file.read_text())

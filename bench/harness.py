@@ -143,7 +143,7 @@ async def serving(mcp: FastMCP) -> AsyncIterator[str]:
 
 
 def bench_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """`env` (default: this process's) with the repository's root on `PYTHONPATH`: a child imports `bench.*`."""
+    """`env` (default: this process's) with the repository's root on `PYTHONPATH`, to import `bench.*`."""
     result = dict(os.environ if env is None else env)
     result["PYTHONPATH"] = os.pathsep.join(p for p in (result.get("PYTHONPATH", ""), str(REPO)) if p)
     return result

@@ -14,9 +14,9 @@ import collections
 import os
 import re
 import runpy
-import urllib.request
 import statistics
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -193,7 +193,10 @@ def sample(text: str, name: str, **labels: str) -> float:
 def heartbeats_recorded(metrics_url: str) -> float:
     """Heartbeats a dev server's frontend has answered since it started, in every namespace."""
     return sample(
-        scrape(metrics_url), "service_requests", operation="RecordActivityTaskHeartbeat", service_name="frontend"
+        scrape(metrics_url),
+        "service_requests",
+        operation="RecordActivityTaskHeartbeat",
+        service_name="frontend",
     )
 
 

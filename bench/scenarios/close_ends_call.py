@@ -2,11 +2,11 @@
 
     .venv/bin/python -m bench run close_ends_call [--rounds 10]
 
-On the run's dev server (in memory), in this process, a FastMCP server with `sync_calls="workflow"`
-(`task_ttl` 3 s, embedded worker) and a handshake-era `fastmcp.Client` that declares
-elicitation and never answers. Each round calls a tool that asks one question, waits until
-the caller holds it, then closes the call's workflow one way: its TTL (nothing is done),
-an operator's cancel, or an operator's terminate. Measured: from the workflow's close
+On the run's dev server (in memory), in this process, a FastMCP server with
+`sync_calls="workflow"` (`task_ttl` 3 s, embedded worker) and a `fastmcp.Client` of the 2025-11-25
+protocol (`mode="legacy"`) that declares elicitation and never answers. Each round calls a tool
+that asks one question, waits until the caller holds it, then closes the call's workflow one
+way: its TTL (nothing is done), an operator's cancel, or an operator's terminate. Measured: from the workflow's close
 (its close event's time, Temporal's clock, the same machine's) to the moment the caller
 gets the call's error. Promise: within about a second.
 """
@@ -30,7 +30,10 @@ from bench.harness import dev_server
 from bench.metrics import percentiles
 from fastmcp_temporal import TemporalTasksExtension
 
-QUESTION = "How soon after a durable call's workflow closes (TTL, cancel, terminate) does the waiting caller get its error?"
+QUESTION = (
+    "How soon after a durable call's workflow closes (TTL, cancel, terminate) does the waiting caller "
+    "get its error?"
+)
 QUICK = {"rounds": 2}
 TTL = timedelta(seconds=3)
 WAYS = ("ttl", "cancel", "terminate")

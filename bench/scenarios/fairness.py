@@ -106,7 +106,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     print(
-        f"one worker, one leg at a time; A's backlog of {args.backlog} trivial tasks, then B's one, {args.rounds}x"
+        f"one worker, one leg at a time; A's backlog of {args.backlog} trivial tasks, then B's one, "
+        f"{args.rounds}x"
     )
     return {
         "settings": {"submitting": SUBMITTING, "max_concurrent_activities": 1},

@@ -36,7 +36,10 @@ from fastmcp_temporal.server._feed import Change, ChangeFeed, TemporalVisibility
 from fastmcp_temporal.workflows.models import WORKFLOW_NAME
 from fastmcp_temporal.workflows.task import CHANGED_AT_ATTRIBUTE, STATUS_ATTRIBUTE
 
-QUESTION = "What does the change feed cost, and how soon does it wake a reader, at N running tasks of which K change?"
+QUESTION = (
+    "What does the change feed cost, and how soon does it wake a reader, at N running tasks of which "
+    "K change?"
+)
 QUICK = {"tasks": 100, "changes": 10}
 TASK_QUEUE = "feed-cost"
 STARTS_AT_ONCE = 50

@@ -4,7 +4,8 @@
         [--engines temporal tasks-memory] [--clients fastmcp fixed-interval every-5s]
         [--changes close ask progress cancel]
 
-On the run's dev server and, per engine (fastmcp-tasks is the paired baseline), production's shape (`bench/deploy.py`):
+On the run's dev server and, per engine (fastmcp-tasks is the paired baseline), production's
+shape (`bench/deploy.py`):
 this project with its defaults as an API server (`bench_server.py`, `worker=False`) over
 streamable HTTP plus a `fastmcp-temporal worker` process; fastmcp-tasks on `memory://` as
 one server that runs its tools itself. Each runs every call of a scenario at once (Docket's
@@ -172,7 +173,7 @@ async def run_call(call: Call) -> None:
         if call.client == "fastmcp" and call.scenario in ("close", "ask"):
             await _call_tool(call)
         elif call.client == "sep1686":
-            await _poll_handshake_era(call)
+            await _poll_sep1686(call)
         else:
             await _poll(call)
     if call.scenario in _CHANGE_MARK:
@@ -221,7 +222,7 @@ async def _poll(call: Call) -> None:
             call.engine.marks.mark(call.key, "release")
 
 
-class HandshakeSession:
+class Sep1686Session:
     """A raw 2025-11-25 streamable-HTTP session, as a client of that era's tasks holds one."""
 
     def __init__(self, http: httpx2.AsyncClient, url: str) -> None:
@@ -229,7 +230,7 @@ class HandshakeSession:
         self.headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
         self._id = 0
 
-    async def open(self) -> HandshakeSession:
+    async def open(self) -> Sep1686Session:
         info = {"name": "sep1686-bench", "version": "1"}
         await self.request(
             "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": info}
@@ -253,16 +254,16 @@ class HandshakeSession:
         return answer["result"]
 
 
-async def _poll_handshake_era(call: Call) -> None:
+async def _poll_sep1686(call: Call) -> None:
     """A 2025-11-25 task: submit with `params.task`, `tasks/get` at each advertised `pollInterval`
     until a read shows the change; then `tasks/result` for a close, `tasks/cancel` for an ask."""
     async with httpx2.AsyncClient(timeout=DEADLINE_S) as http:
-        session = await HandshakeSession(http, call.engine.url).open()
+        session = await Sep1686Session(http, call.engine.url).open()
         tool, arguments = call.arguments()
         created = await session.request("tools/call", {"name": tool, "arguments": arguments, "task": {}})
         task_id = created["task"]["taskId"]
         if call.scenario == "cancel":
-            canceller = await HandshakeSession(http, call.engine.url).open()
+            canceller = await Sep1686Session(http, call.engine.url).open()
             cancelling = asyncio.create_task(_cancel_later(call, canceller.request, task_id))
         while not call.shows(
             status := _as_task_status(await session.request("tasks/get", {"taskId": task_id}))

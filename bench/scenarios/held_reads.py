@@ -1,6 +1,7 @@
 """How soon does a waiting client see its task finish, with reads held and without?
 
-Runs one task at a time on the run's dev server, the worker in this process, a real `fastmcp.Client` over the in-memory
+Runs one task at a time on the run's dev server, the worker in this process, a real
+`fastmcp.Client` over the in-memory
 transport. Each task's tool (poll interval 5 s, the default) waits until released at a
 random moment 1 to 8 s after it starts, while its client polls; the figure is the time from
 the tool's return to the client's observing the result, for two clients: `fastmcp.Client`'s

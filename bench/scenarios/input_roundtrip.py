@@ -37,7 +37,10 @@ from bench.harness import dev_server
 from bench.metrics import percentiles
 from fastmcp_temporal import TemporalTasksExtension
 
-QUESTION = "How fast does a parked task resume once its caller answers, and what does a round of input cost end to end?"
+QUESTION = (
+    "How fast does a parked task resume once its caller answers, and what does a round of input cost "
+    "end to end?"
+)
 QUICK = {"rounds": 5, "samples": 2}
 LEG_HOLD = 0.1  # each resumed leg stays `working` this long before asking again
 POLL = 0.002

@@ -7,7 +7,8 @@ On the run's dev server (in memory), with a folder payload store, starts this fi
 process with an embedded worker (`serve`), and sends `--calls` concurrent `tools/call`s
 of one `--chars`-character argument each from a real `fastmcp.Client` over streamable
 HTTP, as tasks. A call refused for the request-memory budget (HTTP 503), or whose
-connection dropped, is sent again after a second. It reports (in MiB) the server process's peak resident memory (`VmHWM`
+connection dropped, is sent again after a second. It reports (in MiB) the server process's
+peak resident memory (`VmHWM`
 in /proc) over its resident memory before the calls, per call and as a multiple of what
 was sent, its resident memory once every task has finished, 5 s and 30 s later, and after glibc's
 `malloc_trim` (what is still held by live objects), with where that is (`smaps`). `--budget` sets the server's

@@ -3,7 +3,8 @@
     .venv/bin/python -m bench run scale [--tasks 10000] [--warmup 60] [--window 300] [--clients 2]
         [--reads-in-flight N] [--probes 10] [--progress 10] [--heartbeat-timeout 30]
     .venv/bin/python -m bench run scale --legs 1000 [--leg-seconds 120] [--sample 50] [--window 300]
-    .venv/bin/python -m bench run scale --parked 10000 [--sample 50] [--probes 10] [--warmup 60] [--window 300]
+    .venv/bin/python -m bench run scale --parked 10000 [--sample 50] [--probes 10] [--warmup 60]
+        [--window 300]
 
 On the run's dev server (sqlite; with `--legs`, its metrics port on), 2 API servers (`bench_server.py`,
 `worker=False`) and 2 `fastmcp-temporal worker bench/bench_server.py` processes, each

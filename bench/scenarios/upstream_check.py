@@ -2,7 +2,8 @@
 
     .venv/bin/python -m bench run upstream_check [--constructions 20]
 
-In this fresh process (the runner's; the check must not have run in it yet), times `--constructions` `TemporalTasksExtension(worker=False)` in a
+In this fresh process (the runner's; the check must not have run in it yet), times
+`--constructions` `TemporalTasksExtension(worker=False)` in a
 row, then as many `McpTasksPlugin(server)` on a server with that extension: the first
 construction runs `check_upstream()` (symbols, signatures, the live probes that start
 throwaway FastMCP servers), the others find its result (what an extension still spends
