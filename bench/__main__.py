@@ -28,7 +28,7 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog=f"python -m bench run {name}", description=scenario.QUESTION)
     parser.add_argument("--quick", action="store_true", help=f"run small: {scenario.QUICK}")
     parser.add_argument(
-        "--out", help="the result's file name under bench/results/ (default: NAME-STAMP.json)"
+        "--out", help="a file name under bench/results/, or a path (default: SCENARIO-STAMP.json)"
     )
     scenario.add_arguments(parser)
     if "--quick" in options:

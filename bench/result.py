@@ -1,7 +1,7 @@
 """The one result schema: what a scenario measured, stamped with where and on what it ran.
 
-Every run writes one JSON object to `bench/results/<scenario>-<stamp>.json` (or the name the
-run gives with `--out`):
+Every run writes one JSON object to `bench/results/<scenario>-<stamp>.json` (or where `--out`
+says: a file name under `bench/results/`, or a path):
 
 - `scenario`, `question`, `quick`, `settings` (the run's options);
 - `stamp`: `commit` (and `dirty`), `versions` of fastmcp, fastmcp-tasks, temporalio and
@@ -48,10 +48,11 @@ def stamp_end(stamp: dict[str, Any]) -> dict[str, Any]:
 
 
 def write(result: dict[str, Any], out: str | None) -> Path:
-    """Write `result` under `bench/results/`: as `out` if given, else `<scenario>-<stamp>.json`."""
-    RESULTS.mkdir(exist_ok=True)
+    """Write `result` to `bench/results/<scenario>-<stamp>.json`, or to `out`: a file name under
+    `bench/results/`, or a path (one with a folder in it) taken as it is."""
     stamp = result["stamp"]["started"].replace(":", "").replace("-", "").split("+")[0]
-    path = RESULTS / (out or f"{result['scenario']}-{stamp}.json")
+    name = Path(out or f"{result['scenario']}-{stamp}.json")
+    path = name if name.parent != Path() else RESULTS / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1, default=str) + "\n")
     return path
