@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,18 +151,27 @@ def bench_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def http_server_process(script: str, env: dict[str, str], port: int) -> Iterator[tuple[int, str]]:
-    """Run `script serve` as a process, wait until it answers HTTP on `port`, and stop it by PID after.
+def http_server_process(
+    script: str, address: str, settings: Mapping[str, str], code: Path | str | None = None
+) -> Iterator[tuple[int, str]]:
+    """Run `script serve` as a process, wait until it answers HTTP, and stop it by PID after.
 
     Args:
         script: a scenario module whose `serve` argument runs its MCP server on `PORT`.
-        env: the process's environment, `PORT` included (`bench_env` adds the repository's root).
-        port: the loopback port it serves on.
+        address: the dev server, as `FASTMCP_TEMPORAL_ADDRESS` (a task queue of its own comes too).
+        settings: more of the process's environment (`FASTMCP_TEMPORAL_*` settings).
+        code: a folder holding another `fastmcp_temporal` package, put first on its path.
 
     Yields:
         The process's PID and its MCP URL.
     """
-    process = subprocess.Popen([sys.executable, script, "serve"], env=bench_env(env))
+    port = free_port()
+    env = bench_env() | dict(settings)
+    env |= {"PORT": str(port), "FASTMCP_TEMPORAL_ADDRESS": address}
+    env["FASTMCP_TEMPORAL_TASK_QUEUE"] = f"bench-{uuid.uuid4().hex[:8]}"
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join((str(code), env["PYTHONPATH"]))
+    process = subprocess.Popen([sys.executable, script, "serve"], env=env)
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         deadline = time.monotonic() + _STARTUP_DEADLINE_S

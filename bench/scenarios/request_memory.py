@@ -27,12 +27,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import ctypes
 import os
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +41,6 @@ from mcp.shared.exceptions import MCPError
 
 from bench.harness import dev_server, http_server_process
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver import free_port
 
 QUESTION = "How much memory does a server process hold for concurrent maximal requests, at peak and after?"
 QUICK = {"calls": 2, "chars": 2_000_000}
@@ -151,26 +147,6 @@ def _reset_peak(pid: int) -> None:
     Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 
-@contextlib.contextmanager
-def _server_process(
-    address: str, store: Path, budget: str | None, code: Path | None
-) -> Iterator[tuple[int, str]]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "PORT": str(port),
-        "FASTMCP_TEMPORAL_ADDRESS": address,
-        "FASTMCP_TEMPORAL_TASK_QUEUE": f"bench-memory-{uuid.uuid4().hex[:8]}",
-        "FASTMCP_TEMPORAL_PAYLOAD_STORE": str(store),
-    }
-    if budget is not None:
-        env["FASTMCP_TEMPORAL_REQUEST_MEMORY_BUDGET"] = budget
-    if code is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(code), os.environ.get("PYTHONPATH", "")])
-    with http_server_process(__file__, env, port) as (pid, url):
-        yield pid, url
-
-
 def _patient(url: str) -> StreamableHttpTransport:
     """A transport that waits out a slow server: a loaded one reads a big body slowly."""
 
@@ -261,12 +237,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     async with dev_server(in_memory=True) as temporal:
         store = temporal.state / "payloads"
-        with _server_process(temporal.address, store, args.budget, args.code) as (pid, url):
+        settings = {"FASTMCP_TEMPORAL_PAYLOAD_STORE": str(store)}
+        if args.budget is not None:
+            settings["FASTMCP_TEMPORAL_REQUEST_MEMORY_BUDGET"] = args.budget
+        with http_server_process(__file__, temporal.address, settings, args.code) as (pid, url):
             report = await _measure(url, pid, args.calls, args.chars, args.trace)
             if args.trace:
                 report["allocations"] = await _allocations(url)
     return report | {"budget": args.budget or "default"}
 
 
-if __name__ == "__main__":  # the server process `_server_process` starts
+if __name__ == "__main__":  # the server process `harness.http_server_process` starts
     serve()

@@ -31,8 +31,7 @@ import argparse
 import contextlib
 import os
 import time
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -45,7 +44,6 @@ from fastmcp_tasks.client import call_tool_task
 from bench.harness import dev_server, http_server_process
 from bench.metrics import percentiles
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver import free_port
 
 QUESTION = "Are other callers' small requests served while stalled uploads hold sockets open, and how fast?"
 QUICK = {"stalls": "0,2", "calls": 5}
@@ -77,21 +75,6 @@ def _server() -> FastMCP:
 def serve() -> None:
     port = int(os.environ["PORT"])
     _server().run(transport="http", host="127.0.0.1", port=port, show_banner=False, log_level="warning")
-
-
-@contextlib.contextmanager
-def _server_process(address: str, tree: str | None) -> Iterator[str]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "PORT": str(port),
-        "FASTMCP_TEMPORAL_ADDRESS": address,
-        "FASTMCP_TEMPORAL_TASK_QUEUE": f"bench-stalls-{uuid.uuid4().hex[:8]}",
-    }
-    if tree is not None:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, (tree, os.environ.get("PYTHONPATH"))))
-    with http_server_process(__file__, env, port) as (_, url):
-        yield url
 
 
 @contextlib.asynccontextmanager
@@ -172,12 +155,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {}
     async with dev_server(in_memory=True) as temporal:
         for name, tree in trees.items():
-            with _server_process(temporal.address, tree) as url:
+            with http_server_process(__file__, temporal.address, {}, tree) as (_, url):
                 report[name] = [
                     await _scenario(url, kind, stalls, args.calls) for kind in KINDS for stalls in counts
                 ]
     return report
 
 
-if __name__ == "__main__":  # the server process `_server_process` starts
+if __name__ == "__main__":  # the server process `harness.http_server_process` starts
     serve()
