@@ -127,9 +127,7 @@ async def _changes(
     return {
         "woken": sum(result is not None for result in results),
         "closes_seen": sum(result is not None and result.closed for result in results),
-        "wake_after_signal_s": {
-            key: round(value / 1000, 3) for key, value in percentiles([s * 1000 for s in latencies]).items()
-        },
+        "wake_after_signal_s": percentiles(latencies, digits=3),
         "seconds": round(elapsed, 1),
         "visibility_requests": requests,
         "visibility_requests_per_s": round(requests / elapsed, 2),
