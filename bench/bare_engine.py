@@ -1,4 +1,4 @@
-"""The yardstick for `compare.py`: a bare Temporal workflow running one activity.
+"""The yardstick for the `compare` scenario: a bare Temporal workflow running one activity.
 
 Scheduled exactly as fastmcp-temporal schedules a tool leg (same timeouts, retry
 policy, cancellation type, heartbeat cadence and worker settings), so the
@@ -26,13 +26,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from marks import Marks  # bench/ is on the path of every benchmark process
 from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from bench.marks import Marks
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 HEARTBEAT_EVERY = 0.2
@@ -233,7 +234,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="The bare engine's worker process for bench/compare.py.")
+    parser = argparse.ArgumentParser(description="The bare engine's worker process for the compare scenario.")
     parser.add_argument("--address", required=True)
     parser.add_argument("--task-queue", required=True)
     parser.add_argument("--marks", type=Path, required=True)

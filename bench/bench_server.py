@@ -1,4 +1,4 @@
-"""The MCP server `compare.py` measures, one definition for every process that loads it.
+"""The MCP server the `compare` scenario measures, one definition for every process that loads it.
 
 The same-process shape builds it inside the driver; production's shape runs it as an API
 server over streamable HTTP (`python bench/bench_server.py`) and loads it again in the
@@ -17,16 +17,16 @@ does. The engine comes from the environment the benchmark sets:
 its result), on one temporalio client; the bare engine's worker runs the workflows. A
 third, `bare_status`, answers "working" without Temporal: a status read's MCP cost.
 
-`scale.py`'s tools (`scale_park`, `scale_leg`, `scale_sleep`) log every body run in `BENCH_MARKS`,
+The `scale` scenario's tools (`scale_park`, `scale_leg`, `scale_sleep`) log every body run in `BENCH_MARKS`,
 so the bench can tell which bodies ran twice; a `scale_leg` reports progress every
 `BENCH_PROGRESS_S` seconds (default 10) until the bench releases it, a `scale_sleep` waits in
 silence for as long as it is told.
 
-`freshness.py`'s tool (`fresh`) runs its body a given time, then closes, asks or reports
+The `freshness` scenario's tool (`fresh`) runs its body a given time, then closes, asks or reports
 progress, marking the moment just before in `BENCH_MARKS`; the bench times from that mark
 to the client seeing the change.
 
-With `BENCH_COUNT_BY_WORKFLOW` set (`scale.py` sets it on its API servers only), the process
+With `BENCH_COUNT_BY_WORKFLOW` set (the `scale` scenario sets it on its API servers only), the process
 counts every Temporal request its clients make by the workflow the request names and by
 operation, and serves the counts at `GET /bench/temporal-by-workflow` (`count_by_workflow`), and
 times its `tasks/get` answers and its event loop's lag at `GET /bench/read-times` (`time_reads`).
@@ -45,11 +45,12 @@ from typing import Any
 
 from fastmcp import Context, FastMCP
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
-from marks import Marks  # bench/ is on the path of every benchmark process
 from mcp_types import ElicitRequest, InputRequiredResult
 from starlette.middleware import Middleware as StarletteMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
+
+from bench.marks import Marks
 
 
 class _RequestCounter(Middleware):

@@ -1,4 +1,4 @@
-"""Start and stop one engine's processes in the shape `compare.py` measures it in.
+"""Start and stop one engine's processes in a deployment shape (the `compare` scenario's, and others').
 
 - `same-process`: one driver process holds the MCP client, the server and the worker
   (or the bare client and worker);
@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.harness import BENCH, REPO
 from fastmcp_temporal.devserver import free_port
 
-BENCH = Path(__file__).parent
 SHAPES = ("production", "same-process")
 _STOP_TIMEOUT_S = 15
 _START_TIMEOUT_S = 60
@@ -95,8 +95,7 @@ class Driver:
         """
         process = await asyncio.create_subprocess_exec(
             sys.executable,
-            str(BENCH / "compare.py"),
-            "--child",
+            str(BENCH / "drivers.py"),
             json.dumps(setup),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -198,7 +197,8 @@ def engine_env(kind: str, backends: Backends, state: Path, baseline: Path | None
     # Installed packages carry bytecode; without it a workflow sandbox (the bare
     # engine's, an older baseline's) recompiles its workflow module for every workflow.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (baseline, BENCH) if p is not None)
+    # A baseline's `fastmcp_temporal` comes first; the repository's root gives every process `bench.*`.
+    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (baseline, REPO) if p is not None)
     env |= {"BENCH_ENGINE": kind, "BENCH_MARKS": str(state / "marks"), "FASTMCP_SHOW_SERVER_BANNER": "false"}
     name = f"bench-{uuid.uuid4().hex[:8]}"
     if _on_temporal(kind):
@@ -327,7 +327,7 @@ async def served_port(port_file: Path, server: asyncio.subprocess.Process) -> in
     while time.monotonic() < deadline:
         if server.returncode is not None:
             raise RuntimeError(
-                "the API server exited; see its log (compare.py: bench/results/compare-children.log)"
+                "the API server exited; see its log (compare: bench/results/compare-children.log)"
             )
         if port_file.exists():
             port = int(port_file.read_text())

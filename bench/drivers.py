@@ -1,4 +1,4 @@
-"""The client side of `compare.py`: one driver process per engine, told what to do on stdin.
+"""The client side of the `compare` scenario: one driver process per engine, told what to do on stdin.
 
 A driver runs rounds (latencies), bursts (throughput, and what each process of the engine
 spent on them), histories and parking for one engine. In the same-process shape the
@@ -26,10 +26,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from billing import billable_actions
 from fastmcp_tasks.client import call_tool_task  # before any client exists: see McpDriver
-from marks import Marks
-from procs import cpu_seconds, rss_mb, temporal_calls
+
+from bench.billing import billable_actions
+from bench.marks import Marks
+from bench.metrics import cpu_seconds, rss_mb, temporal_calls
 
 Pids = dict[str, list[int]]
 """Processes of one engine by role; a role may span several (a dev server and its watchdog)."""
@@ -494,3 +495,7 @@ async def child_main(setup: dict[str, Any]) -> None:
 def _reply(payload: dict[str, Any]) -> None:
     sys.stdout.write("@@" + json.dumps(payload) + "\n")
     sys.stdout.flush()
+
+
+if __name__ == "__main__":  # started by `deploy.Driver.start`, its setup as the one argument
+    asyncio.run(child_main(json.loads(sys.argv[1])))

@@ -1,12 +1,12 @@
 """When a benchmark tool body started and when it saw its cancel, told across processes.
 
-The cancel latency `compare.py` reports ends when the tool body sees `CancelledError`,
+The cancel latency the `compare` scenario reports ends when the tool body sees `CancelledError`,
 and that body runs in whichever process hosts the engine's worker: the client's own in the
 same-process shape, a worker process in production's. The body writes the moment (the
 system-wide monotonic clock, so processes on one machine agree) into a file named after
 the task's key; the driver waits for that file.
 
-`scale.py` also needs each body run counted, across processes that may be killed mid-run:
+The `scale` scenario also needs each body run counted, across processes that may be killed mid-run:
 `ran` appends one line per run to the process's own log, `runs` reads every log back, and
 `mark` / `wait` / `released` carry any other named moment (an ask, a close, a release).
 """

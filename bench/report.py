@@ -1,4 +1,4 @@
-"""`compare.py`'s tables and chart: one table per shape, production's first.
+"""The `compare` scenario's tables and chart: one table per shape, production's first.
 
 Latencies are p50 / p95 ms. CPU is milliseconds per task of a burst in each process of
 the engine (the MCP client, the API server, the worker; `engine` where they share one
@@ -49,7 +49,7 @@ def print_table(report: dict[str, Any]) -> None:
     """Print every shape's table in Markdown, then its ratios, then the run's notes.
 
     Args:
-        report: what `compare.py` measured.
+        report: what the `compare` scenario measured.
     """
     for shape, result in report["shapes"].items():
         print(f"\n### {shape} ({result['seconds']} s)\n")
@@ -132,7 +132,7 @@ def chart(report: dict[str, Any], path: Path) -> None:
     """Latency, throughput and CPU per process of every engine, one row of panels per shape.
 
     Args:
-        report: what `compare.py` measured.
+        report: what the `compare` scenario measured.
         path: the PNG to write.
     """
     import matplotlib

@@ -39,7 +39,8 @@ from helpers.waits import DEADLINE, eventually, status_becomes
 pytestmark = pytest.mark.anyio
 
 # The benchmark's dev server with its metrics on, and its heartbeat count: bench/ is never on sys.path.
-heartbeat_bench = runpy.run_path(str(Path(__file__).parents[1] / "bench" / "heartbeat_cost.py"))
+bench_harness = runpy.run_path(str(Path(__file__).parents[1] / "bench" / "harness.py"))
+bench_metrics = runpy.run_path(str(Path(__file__).parents[1] / "bench" / "metrics.py"))
 WEEK = timedelta(days=7)
 # A cancel is tried this long into a leg: well past any fast start.
 CANCEL_AGE = timedelta(seconds=40)
@@ -165,8 +166,8 @@ async def test_a_cancel_long_into_a_silent_leg_reaches_its_body_long_before_a_he
 
 async def test_a_silent_minute_long_leg_sends_no_more_heartbeats_than_a_plain_activity_would() -> None:
     timeout = timedelta(seconds=5)
-    with heartbeat_bench["dev_server_with_metrics"]() as (address, metrics_url):
-        await heartbeat_bench["wait_ready"](address)
+    with bench_harness["dev_server_with_metrics"]() as (address, metrics_url):
+        await bench_harness["wait_ready"](address)
         extension = TemporalTasksExtension(
             address=address, task_queue="silent-minute", heartbeat_timeout=timeout, shutdown_grace=timedelta(0), ui=False
         )
@@ -178,7 +179,7 @@ async def test_a_silent_minute_long_leg_sends_no_more_heartbeats_than_a_plain_ac
         async with Client(server_with(extension, silent_minute)) as client:
             task = await call_tool_task(client, "silent_minute")
             await task.wait(timeout=SILENT_LEG.total_seconds() + DEADLINE)
-        heartbeats = heartbeat_bench["heartbeats_recorded"](metrics_url)
+        heartbeats = bench_metrics["heartbeats_recorded"](metrics_url)
 
     sdk_throttled = SILENT_LEG / (SDK_THROTTLE_SHARE * timeout)
     assert heartbeats <= 1.2 * sdk_throttled + 1

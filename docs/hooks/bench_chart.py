@@ -1,7 +1,8 @@
-"""MkDocs hook: publish the benchmark's chart, which `bench/compare.py` writes outside `docs/`.
+"""MkDocs hook: publish the benchmark's chart, which the `compare` scenario writes outside `docs/`.
 
 The Performance page shows `bench/results/compare.png` as `bench/compare.png`, so a new
-benchmark run updates the site without a copy kept by hand.
+benchmark run (`python -m bench run compare --out compare.json`) updates the site without a copy
+kept by hand.
 """
 
 from __future__ import annotations

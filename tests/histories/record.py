@@ -9,7 +9,7 @@ are committed under `tests/histories/<version>/` and replayed by
 
 It starts its own dev server (stopped when it ends) and writes one JSON history per
 shape to FOLDER (default `tests/histories/<version>/`; another for histories not to
-commit, such as those `bench/actions.py` counts); a shape whose task continued as new
+commit, such as those `python -m bench run actions` counts); a shape whose task continued as new
 writes one file per run. It uses only the public API (and the dev server launcher,
 wherever the release keeps it), so it runs on an older release's code too: put its
 unpacked wheel first on PYTHONPATH.

@@ -1,19 +1,18 @@
 """What a task costs in history events, and how large its payloads may be.
 
-    .venv/bin/python bench/payloads.py events            # history events of a trivial task
-    .venv/bin/python bench/payloads.py limits            # largest sizes each store/key keeps
-    .venv/bin/python bench/payloads.py run STORE KEY KIND N [STORE KEY KIND N ...]
+    .venv/bin/python -m bench run payloads [--limits]      # history events of a trivial task (and limits)
+    .venv/bin/python -m bench run payloads --sizes STORE KEY KIND N [STORE KEY KIND N ...]
 
-`limits` applies the engine's own size checks (no server). `run` proves a size end to
-end on a fresh dev server with a real `fastmcp.Client`: STORE is `none`, a folder
-(`file:///path`) or `s3://bucket/prefix` (AWS_* variables point at the endpoint), KEY
-is `key` or `no`, KIND is `argument`, `answer` or `result`, N characters.
+The events: a trivial task's history, event by event. The limits: the largest sizes each store
+and key keep, by the engine's own size checks (no server). `--sizes` proves a size end to end on
+the run's dev server with a real `fastmcp.Client`: STORE is `none`, a folder (`file:///path`) or
+`s3://bucket/prefix` (AWS_* variables point at the endpoint), KEY is `key` or `no`, KIND is
+`argument`, `answer` or `result`, N characters.
 """
 
 from __future__ import annotations
 
-import asyncio
-import sys
+import argparse
 import tempfile
 import time
 import uuid
@@ -25,13 +24,17 @@ from fastmcp_tasks.client import call_tool_task
 from mcp_types import ElicitRequest, InputRequiredResult
 from temporalio.api.enums.v1 import EventType
 
+from bench.harness import dev_server
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.connection._converter import encrypted_data_converter
 from fastmcp_temporal.connection._sizes import encoded_size, limits_of
-from fastmcp_temporal.devserver import start_dev_server
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal.workflows.models import InputAnswers, LegOutcome, LegPolicy, TaskInput, ToolCall
 
+QUESTION = (
+    "How many history events does a trivial task make, and how large may its payloads be per store and key?"
+)
+QUICK: dict[str, Any] = {}
 KEY = "a-bench-key-that-is-long-enough-for-fernet"
 MIB = 1024 * 1024
 
@@ -70,7 +73,7 @@ def _extension(address: str, **settings: Any) -> TemporalTasksExtension:
     )
 
 
-async def events(address: str) -> None:
+async def events(address: str) -> list[str]:
     extension = _extension(address)
     async with Client(_server(extension, [])) as client:
         task = await call_tool_task(client, "square", {"n": 3})
@@ -78,11 +81,12 @@ async def events(address: str) -> None:
         assert extension.client is not None
         handle = extension.client.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
         history = await handle.fetch_history()
-    names = [EventType.Name(event.event_type).removeprefix("EVENT_TYPE_") for event in history.events]
-    print(f"{len(names)} events: {', '.join(names)}")
+    return [EventType.Name(event.event_type).removeprefix("EVENT_TYPE_") for event in history.events]
 
 
-async def limits() -> None:
+async def limits() -> list[dict[str, Any]]:
+    """The largest argument, answer and result (characters) each store and key keep."""
+    found = []
     snapshot = "s" * 600  # about what an anonymous caller's encoded snapshot weighs
     for store in ("none", "a store"):
         for key in (None, KEY):
@@ -113,10 +117,16 @@ async def limits() -> None:
             argument_max = await _largest(lambda n: fits(task(n)))
             answer_max = await _largest(lambda n: fits(answer(n), base))
             result_max = await _largest(lambda n: fits(result(n)))
-            print(
-                f"{store:8} key={'yes' if key else 'no':3}  argument {argument_max:>11,}  "
-                f"answer {answer_max:>11,}  result {result_max:>11,}  (characters)"
+            found.append(
+                {
+                    "store": store,
+                    "key": bool(key),
+                    "argument": argument_max,
+                    "answer": answer_max,
+                    "result": result_max,
+                }
             )
+    return found
 
 
 async def _largest(fits: Any) -> int:
@@ -127,7 +137,8 @@ async def _largest(fits: Any) -> int:
     return low
 
 
-async def run(address: str, store: str, key: str, kind: str, size: int) -> None:
+async def one_size(address: str, store: str, key: str, kind: str, size: int) -> dict[str, Any]:
+    """Whether a payload of `size` characters goes through end to end, and how many times the body ran."""
     runs: list[str] = []
     extension = _extension(
         address,
@@ -153,26 +164,33 @@ async def run(address: str, store: str, key: str, kind: str, size: int) -> None:
             outcome = "ok" if not result.is_error else f"isError: {result.content[0].text[:100]}"
         except Exception as exc:
             outcome = f"{type(exc).__name__}: {str(exc)[:120]}"
-    print(
-        f"{store} key={key} {kind} {size:,}: {outcome}; body ran {len(runs)}x, {time.monotonic() - started:.1f}s"
+    return {
+        "store": store,
+        "key": key,
+        "kind": kind,
+        "size": size,
+        "outcome": outcome,
+        "body_runs": len(runs),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--limits", action="store_true", help="also find the largest sizes (a minute or more)"
+    )
+    parser.add_argument(
+        "--sizes", nargs="*", default=[], help="STORE KEY KIND N, repeated: sizes proved end to end"
     )
 
 
-def main(argv: list[str]) -> None:
-    command, rest = argv[0], argv[1:]
-    if command == "limits":
-        asyncio.run(limits())
-        return
-    server = start_dev_server(ui=False)
-    try:
-        if command == "events":
-            asyncio.run(events(server.address))
-        for index in range(0, len(rest) if command == "run" else 0, 4):
-            store, key, kind, size = rest[index : index + 4]
-            asyncio.run(run(server.address, store, key, kind, int(size)))
-    finally:
-        server.stop()
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:] or ["events"])
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    figures: dict[str, Any] = {"limits_characters": await limits()} if args.limits else {}
+    async with dev_server(in_memory=True) as temporal:
+        names = await events(temporal.address)
+        figures["trivial_task_events"] = {"count": len(names), "events": names}
+        figures["sizes"] = [
+            await one_size(temporal.address, store, key, kind, int(size))
+            for store, key, kind, size in zip(*[iter(args.sizes)] * 4)
+        ]
+    return figures

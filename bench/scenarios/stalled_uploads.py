@@ -1,8 +1,8 @@
 """Whether other callers' small requests are served while stalled uploads hold sockets open, and how fast.
 
-    .venv/bin/python bench/stalled_uploads.py [--stalls 0,2,16,32] [--calls 40] [--before TREE] [--out FILE]
+    .venv/bin/python -m bench run stalled_uploads [--stalls 0,2,16,32] [--calls 40] [--before TREE]
 
-Starts a dev server, then this file as an HTTP MCP server process (embedded worker, default
+On the run's dev server (in memory), starts this file as an HTTP MCP server process (embedded worker, default
 settings, two bearer tokens) for each code tree: the installed package ("after") and, with
 `--before`, a folder holding an older `fastmcp_temporal` package, put first on the server's
 PYTHONPATH ("before"; e.g. `git archive <commit> fastmcp_temporal workflows activities | tar -x
@@ -15,11 +15,12 @@ that send part of a body and then nothing, held open while caller B, from a real
 tool and then one task call:
 
 - `declared`: Content-Length 64 MiB (the default `http_request_limit`), 10 bytes sent: the
-  issue's row, where the server holds 10 bytes per socket;
+  server holds 10 bytes per socket;
 - `sending`: Content-Length 64 MiB, 4 MiB sent: bytes the server really holds.
 
 It reports, per tree, kind and N: how many of B's calls were served, their latency (median,
 95th percentile and slowest, in ms), whether B's task completed, and the host's load average.
+With `--before`, the older tree is the paired baseline, in the same run.
 The uploads stay open for the whole measurement: far less than the default
 `request_body_timeout`, so no upload is cut while B is measured.
 """
@@ -27,16 +28,10 @@ The uploads stay open for the whole measurement: far less than the default
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import json
 import os
-import statistics
-import sys
 import time
-import uuid
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -45,11 +40,13 @@ from fastmcp import Client, FastMCP
 from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
 from fastmcp_tasks.client import call_tool_task
-from procs import http_server_process
 
+from bench.harness import dev_server, http_server_process
+from bench.metrics import percentiles
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver import free_port, start_dev_server
 
+QUESTION = "Are other callers' small requests served while stalled uploads hold sockets open, and how fast?"
+QUICK = {"stalls": "0,2", "calls": 5}
 MIB = 1024 * 1024
 DECLARED = 64 * MIB
 KINDS = {"declared": 10, "sending": 4 * MIB}
@@ -78,21 +75,6 @@ def _server() -> FastMCP:
 def serve() -> None:
     port = int(os.environ["PORT"])
     _server().run(transport="http", host="127.0.0.1", port=port, show_banner=False, log_level="warning")
-
-
-@contextlib.contextmanager
-def _server_process(address: str, tree: str | None) -> Iterator[str]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "PORT": str(port),
-        "FASTMCP_TEMPORAL_ADDRESS": address,
-        "FASTMCP_TEMPORAL_TASK_QUEUE": f"bench-stalls-{uuid.uuid4().hex[:8]}",
-    }
-    if tree is not None:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, (tree, os.environ.get("PYTHONPATH"))))
-    with http_server_process(__file__, env, port) as (_, url):
-        yield url
 
 
 @contextlib.asynccontextmanager
@@ -154,44 +136,31 @@ async def _scenario(url: str, kind: str, stalls: int, calls: int) -> dict[str, A
         "calls": calls,
         "served": len(served),
         "served_rate": round(len(served) / calls, 3),
-        "median_ms": round(statistics.median(served), 1) if served else None,
-        "p95_ms": round(statistics.quantiles(served, n=20, method="inclusive")[-1], 1) if len(served) > 1 else None,
-        "max_ms": round(max(served), 1) if served else None,
+        "latency_ms": percentiles(served, digits=1),
         "task_served": task_served,
         "first_refusal": refused[0] if refused else None,
         "load_average": [round(load, 2) for load in os.getloadavg()],
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stalls", default="0,2,16,32", help="counts of stalled uploads, comma-separated")
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--before", help="a folder holding an older fastmcp_temporal package")
-    parser.add_argument("--out", type=Path, help="write the report here as JSON")
-    arguments = parser.parse_args()
-    trees = {"before": arguments.before, "after": None} if arguments.before else {"after": None}
-    counts = [int(count) for count in arguments.stalls.split(",")]
-    temporal = start_dev_server(ui=False)
-    report: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count()}
-    try:
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    trees = {"before": args.before, "after": None} if args.before else {"after": None}
+    counts = [int(count) for count in args.stalls.split(",")]
+    report: dict[str, Any] = {}
+    async with dev_server(in_memory=True) as temporal:
         for name, tree in trees.items():
-            with _server_process(temporal.address, tree) as url:
+            with http_server_process(__file__, temporal.address, {}, tree) as (_, url):
                 report[name] = [
-                    asyncio.run(_scenario(url, kind, stalls, arguments.calls))
-                    for kind in KINDS
-                    for stalls in counts
+                    await _scenario(url, kind, stalls, args.calls) for kind in KINDS for stalls in counts
                 ]
-    finally:
-        temporal.stop()
-    text = json.dumps(report, indent=2)
-    print(text)
-    if arguments.out is not None:
-        arguments.out.write_text(text + "\n")
+    return report
 
 
-if __name__ == "__main__":
-    if sys.argv[1:] == ["serve"]:
-        serve()
-    else:
-        main()
+if __name__ == "__main__":  # the server process `harness.http_server_process` starts
+    serve()

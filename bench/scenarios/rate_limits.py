@@ -1,33 +1,30 @@
 """How evenly the two leg rate limits pace the legs they start.
 
-    .venv/bin/python bench/rate_limits.py [--legs 12] [--rate 1] [--out FILE]
+    .venv/bin/python -m bench run rate_limits [--legs 12] [--rate 1]
 
-Starts its own in-memory dev server and, for each limit in turn, one FastMCP server whose
+On the run's dev server (in memory), for each limit in turn, one FastMCP server whose
 embedded worker runs with it (`max_activities_per_second`, the worker's own;
 `max_task_queue_activities_per_second`, enforced by Temporal), driven through a real
 `fastmcp.Client`. Submits `--legs` trivial tasks at once and notes when each body starts:
 reports the gaps between starts, the most starts within any 0.5 s, and the average rate.
-Writes `bench/results/rate_limits.json` (or `--out`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
-import anyio
 from fastmcp import Client, FastMCP
 from fastmcp_tasks.client import call_tool_task
 
+from bench.harness import dev_server
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver import start_dev_server
 
-RESULTS = Path(__file__).parent / "results" / "rate_limits.json"
+QUESTION = "How evenly do the worker's and the task queue's leg rate limits pace the legs they start?"
+QUICK = {"legs": 4, "rate": 2.0}
+LIMITS = ("max_activities_per_second", "max_task_queue_activities_per_second")
 WINDOW = 0.5
 
 
@@ -64,23 +61,11 @@ def summary(starts: list[float]) -> dict[str, Any]:
     }
 
 
-async def main(options: argparse.Namespace) -> None:
-    server = await anyio.to_thread.run_sync(lambda: start_dev_server(ui=False))
-    try:
-        results: dict[str, Any] = {"legs": options.legs, "rate": options.rate, "load_average_at_start": options.load}
-        for limit in ("max_activities_per_second", "max_task_queue_activities_per_second"):
-            results[limit] = summary(await starts_under(server.address, limit, options))
-    finally:
-        await anyio.to_thread.run_sync(server.stop)
-    print(json.dumps(results, indent=2))
-    options.out.write_text(json.dumps(results, indent=2) + "\n")
-
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--legs", type=int, default=12, help="tasks submitted at once")
     parser.add_argument("--rate", type=float, default=1.0, help="the limit, legs per second")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="the JSON file the result is written to")
-    options = parser.parse_args()
-    options.load = round(os.getloadavg()[0], 2)
-    anyio.run(main, options)
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    async with dev_server(in_memory=True) as temporal:
+        return {limit: summary(await starts_under(temporal.address, limit, args)) for limit in LIMITS}

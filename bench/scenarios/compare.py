@@ -1,6 +1,7 @@
 """fastmcp-temporal against fastmcp-tasks and bare Temporal, in one run on one dev server.
 
-    .venv/bin/python bench/compare.py [--quick] [--shape production|same-process] [--parked 10000] [--profile]
+    .venv/bin/python -m bench run compare [--quick] [--shape production|same-process] [--parked 10000]
+        [--profile] [--engines ...] [--baseline ../other-checkout]
 
 Starts one sqlite-WAL Temporal dev server (as the project's launcher does) and, when
 `redis-server` is installed, one throwaway Redis; then runs every engine in each shape
@@ -31,7 +32,7 @@ on a running and on a finished task, `tasks/cancel` until the tool body sees
 `CancelledError`, the MCP floors (a plain `tools/call`; a `tasks/get` that calls no
 Temporal), the workflow's own duration in Temporal, throughput of a burst with the CPU
 each process spent on it, Temporal RPCs, history events and billable Actions per trivial
-task, and memory per parked task. Writes `bench/results/compare.json` and `compare.png`
+task, and memory per parked task. Writes the run's result and, beside it, its chart
 (`pip install -e ".[bench]"`).
 """
 
@@ -40,31 +41,33 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import json
 import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from deploy import SHAPES, Backends, Deployment, deploy, start_redis  # bench/ is the script's folder
-from procs import process_tree
-from report import chart, print_table
+from bench.deploy import SHAPES, Backends, Deployment, deploy, start_redis
+from bench.harness import RESULTS, dev_server
+from bench.metrics import percentiles, process_tree
+from bench.report import chart, print_table
 
-RESULTS = Path(__file__).parent / "results"
+QUESTION = (
+    "What does a task cost on fastmcp-temporal against fastmcp-tasks and bare Temporal (the paired "
+    "baseline), same-process and in production's shape: latency, throughput, CPU, requests, Actions, memory?"
+)
+QUICK = {"passes": 1, "rounds": 10, "burst": 50, "parked": 200}
 ENGINES = ("tasks-memory", "tasks-redis", "bare", "bare-mcp", "temporal", "temporal-baseline")
 _UNPARKED = ("bare-mcp",)  # no parked shape: two plain tools cannot wait for input
 
 
-async def parent_main(args: argparse.Namespace) -> dict[str, Any]:
-    from fastmcp_temporal.devserver import start_dev_server
-
+async def run(args: argparse.Namespace) -> dict[str, Any]:
     RESULTS.mkdir(exist_ok=True)
     log = RESULTS / "compare-children.log"
     log.write_text("")
+    args.shapes = SHAPES if args.shape == "both" else (args.shape,)
     report: dict[str, Any] = {
         "settings": {
             "rounds": args.rounds,
@@ -75,9 +78,9 @@ async def parent_main(args: argparse.Namespace) -> dict[str, Any]:
         "notes": [],
         "shapes": {},
     }
-    with tempfile.TemporaryDirectory() as state:
-        server = await asyncio.to_thread(start_dev_server, db_path=Path(state) / "temporal.db", ui=False)
-        redis, redis_url = start_redis(Path(state))
+    async with dev_server() as temporal:
+        state, server = temporal.state, temporal.server
+        redis, redis_url = start_redis(state)
         if redis is None:
             report["notes"].append(
                 "tasks-redis skipped: no redis-server on PATH (apt-get install redis-server)"
@@ -90,15 +93,12 @@ async def parent_main(args: argparse.Namespace) -> dict[str, Any]:
                 started = time.monotonic()
                 print(f"shape {shape}", flush=True)
                 engines = [kind for kind in args.engines if _available(kind, args, redis_url)]
-                report["shapes"][shape] = await _run_shape(
-                    shape, engines, backends, Path(state) / shape, log, args
-                )
+                report["shapes"][shape] = await _run_shape(shape, engines, backends, state / shape, log, args)
                 report["shapes"][shape]["seconds"] = round(time.monotonic() - started)
         finally:
             if redis is not None:
                 redis.terminate()
                 redis.wait(10)
-            server.stop()
     if "production" in args.shapes and "tasks-memory" in args.engines:
         report["notes"].append(
             "production shape, fastmcp-tasks (memory): memory:// reaches no other process, so its server "
@@ -172,7 +172,7 @@ def _engine_entry(
     parked: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """One engine's figures in one shape: latency summaries, then the bursts' medians."""
-    entry: dict[str, Any] = {metric: _summary(values) for metric, values in samples.items()}
+    entry: dict[str, Any] = {metric: percentiles(values) for metric, values in samples.items()}
     entry["throughput_tasks_per_s"] = round(statistics.median(b["tasks_per_s"] for b in bursts), 1)
     entry["throughput_by_pass"] = [round(b["tasks_per_s"], 1) for b in bursts]
     roles = bursts[-1]["cpu_ms_per_task"]
@@ -250,19 +250,6 @@ def _frame(frame: str) -> str:
     return f"{name} ({path})"
 
 
-def _summary(samples: list[float]) -> dict[str, float]:
-    if len(samples) < 2:
-        return {
-            "p50": samples[0] if samples else float("nan"),
-            "p95": samples[0] if samples else float("nan"),
-        }
-    return {
-        "p50": round(statistics.median(samples), 2),
-        "p95": round(statistics.quantiles(samples, n=20, method="inclusive")[18], 2),
-        "n": len(samples),
-    }
-
-
 def _ratios(engines: dict[str, Any]) -> dict[str, Any]:
     metrics = ("end_to_end", "submit", "get_running", "get_finished", "cancel")
     ratios: dict[str, Any] = {}
@@ -329,9 +316,7 @@ def _engine_cpu(entry: dict[str, Any]) -> float:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1 pass x 10 rounds, burst 50, 200 parked")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--shape",
         choices=(*SHAPES, "both"),
@@ -359,27 +344,12 @@ def main() -> None:
         type=Path,
         help="also run the fastmcp_temporal package found in this folder (e.g. an older checkout), for A/B",
     )
-    parser.add_argument("--out", type=Path, default=RESULTS / "compare.json")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        from drivers import child_main
 
-        asyncio.run(child_main(json.loads(args.child)))
-        return
-    if args.quick:
-        args.passes, args.rounds, args.burst, args.parked = 1, 10, 50, min(args.parked, 200)
-    args.shapes = SHAPES if args.shape == "both" else (args.shape,)
-    report = asyncio.run(parent_main(args))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1))
+
+def report(figures: dict[str, Any], path: Path) -> None:
+    """Print the tables and draw the chart beside the result."""
     try:
-        chart(report, args.out.with_suffix(".png"))
+        chart(figures, path.with_suffix(".png"))
     except ImportError:
         print('matplotlib missing: pip install -e ".[bench]" for the chart')
-    print_table(report)
-    print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
-
-
-if __name__ == "__main__":
-    main()
+    print_table(figures)

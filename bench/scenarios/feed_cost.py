@@ -1,8 +1,8 @@
 """What the change feed costs and how soon it wakes a reader, at N tasks of which K change.
 
-    .venv/bin/python bench/feed_cost.py [--tasks 2000] [--changes 100] [--interval 0.25] [--lag 3]
+    .venv/bin/python -m bench run feed_cost [--tasks 2000] [--changes 100] [--interval 0.25] [--lag 3]
 
-Starts its own in-memory dev server and holds `--tasks` workflows running under the task
+On the run's dev server (in memory), holds `--tasks` workflows running under the task
 workflow's name, on a task queue of their own: a stand-in that does to visibility what a
 parked task does (no `McpTaskChangedAt` until it changes; at an ask, one upsert of
 `McpTaskStatus` and `McpTaskChangedAt`; a close), so thousands start in seconds without
@@ -13,20 +13,15 @@ MCP. Then one `ChangeFeed` (`server/_feed.py`) at `--interval` and `--lag`:
   apart, alternately by an ask (an upsert) and a close; from the signal's acknowledgement to
   the reader's wake (the feed's freshness on this machine's SQLite visibility), and the
   visibility requests and rows of the queries meanwhile.
-
-Writes `bench/results/feed_cost.json` (`--out` names another file there).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import statistics
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -34,13 +29,18 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.worker import Worker
 
+from bench.harness import dev_server
+from bench.metrics import percentiles
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
-from fastmcp_temporal.devserver import start_dev_server
 from fastmcp_temporal.server._feed import Change, ChangeFeed, TemporalVisibility
 from fastmcp_temporal.workflows.models import WORKFLOW_NAME
 from fastmcp_temporal.workflows.task import CHANGED_AT_ATTRIBUTE, STATUS_ATTRIBUTE
 
-RESULTS = Path(__file__).parent / "results"
+QUESTION = (
+    "What does the change feed cost, and how soon does it wake a reader, at N running tasks of which "
+    "K change?"
+)
+QUICK = {"tasks": 100, "changes": 10}
 TASK_QUEUE = "feed-cost"
 STARTS_AT_ONCE = 50
 
@@ -81,15 +81,6 @@ class TimedVisibility(TemporalVisibility):
         return changes
 
 
-def _percentiles(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    return {
-        "p50": round(statistics.median(ordered), 1),
-        "p95": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], 1),
-        "max": round(ordered[-1], 1),
-    }
-
-
 async def _start_tasks(client: Client, count: int) -> list[str]:
     ids = [f"feed-cost-{uuid.uuid4().hex}" for _ in range(count)]
     working = TypedSearchAttributes([SearchAttributePair(STATUS_ATTRIBUTE, "working")])
@@ -97,8 +88,9 @@ async def _start_tasks(client: Client, count: int) -> list[str]:
 
     async def start(workflow_id: str) -> None:
         async with gate:
-            await client.start_workflow(WORKFLOW_NAME, id=workflow_id, task_queue=TASK_QUEUE,
-                                        search_attributes=working)
+            await client.start_workflow(
+                WORKFLOW_NAME, id=workflow_id, task_queue=TASK_QUEUE, search_attributes=working
+            )
 
     await asyncio.gather(*(start(workflow_id) for workflow_id in ids))
     return ids
@@ -110,7 +102,7 @@ async def _idle_queries(visibility: TimedVisibility, clock: TemporalClock, lag: 
     timings = [ms for ms, _ in visibility.queries]
     rows = [count for _, count in visibility.queries]
     visibility.queries.clear()
-    return {"query_ms": _percentiles(timings), "rows_max": max(rows)}
+    return {"query_ms": percentiles(timings), "rows_max": max(rows)}
 
 
 async def _changes(
@@ -120,7 +112,9 @@ async def _changes(
     waits = {workflow_id: feed.subscribe(workflow_id) for workflow_id in ids}
     woken: dict[str, float] = {}
     for workflow_id, waiting in waits.items():
-        waiting.add_done_callback(lambda _, workflow_id=workflow_id: woken.setdefault(workflow_id, time.monotonic()))
+        waiting.add_done_callback(
+            lambda _, workflow_id=workflow_id: woken.setdefault(workflow_id, time.monotonic())
+        )
     signalled: dict[str, float] = {}
     for number, workflow_id in enumerate(ids):
         await client.get_workflow_handle(workflow_id).signal("ask" if number % 2 == 0 else "close")
@@ -133,27 +127,25 @@ async def _changes(
     return {
         "woken": sum(result is not None for result in results),
         "closes_seen": sum(result is not None and result.closed for result in results),
-        "wake_after_signal_s": {key: round(value / 1000, 3) for key, value in
-                                _percentiles([s * 1000 for s in latencies]).items()},
+        "wake_after_signal_s": percentiles(latencies, digits=3),
         "seconds": round(elapsed, 1),
         "visibility_requests": requests,
         "visibility_requests_per_s": round(requests / elapsed, 2),
-        "query_ms": _percentiles([ms for ms, _ in visibility.queries]),
-        "rows_per_query": _percentiles([float(count) for _, count in visibility.queries]),
+        "query_ms": percentiles([ms for ms, _ in visibility.queries]),
+        "rows_per_query": percentiles([float(count) for _, count in visibility.queries]),
     }
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    server = await asyncio.to_thread(start_dev_server, ui=False)
-    try:
+    async with dev_server(in_memory=True) as server:
         return await _measured(await Client.connect(server.address), args)
-    finally:
-        server.stop()
 
 
 async def _measured(client: Client, args: argparse.Namespace) -> dict[str, Any]:
     lag = timedelta(seconds=args.lag)
-    async with Worker(client, task_queue=TASK_QUEUE, workflows=[StandInTask], max_cached_workflows=args.tasks + 100):
+    async with Worker(
+        client, task_queue=TASK_QUEUE, workflows=[StandInTask], max_cached_workflows=args.tasks + 100
+    ):
         started = time.monotonic()
         ids = await _start_tasks(client, args.tasks)
         start_seconds = time.monotonic() - started
@@ -168,11 +160,6 @@ async def _measured(client: Client, args: argparse.Namespace) -> dict[str, Any]:
             await feed.close()
     per_task = changes["visibility_requests_per_s"] * 30 / args.tasks
     return {
-        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "tasks": args.tasks,
-        "changes": args.changes,
-        "interval_s": args.interval,
-        "lag_s": args.lag,
         "start_seconds": round(start_seconds, 1),
         "idle": idle,
         "changing": changes,
@@ -180,21 +167,10 @@ async def _measured(client: Client, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", type=int, default=2000, help="tasks held running")
-    parser.add_argument("--changes", type=int, default=100, help="tasks that change, a reader waiting on each")
+    parser.add_argument(
+        "--changes", type=int, default=100, help="tasks that change, a reader waiting on each"
+    )
     parser.add_argument("--interval", type=float, default=0.25, help="change_feed_interval, seconds")
     parser.add_argument("--lag", type=float, default=3.0, help="change_feed_lag, seconds")
-    parser.add_argument("--out", default="feed_cost.json", help="file name under bench/results")
-    args = parser.parse_args()
-    report = asyncio.run(run(args))
-    (RESULTS / args.out).write_text(json.dumps(report, indent=2) + "\n")
-    changing = report["changing"]
-    print(f"{args.tasks} tasks, {args.changes} changing: query p50 {report['idle']['query_ms']['p50']} ms idle, "
-          f"{changing['query_ms']['p50']} ms changing; wake p50 {changing['wake_after_signal_s']['p50']} s, "
-          f"max {changing['wake_after_signal_s']['max']} s; {changing['visibility_requests_per_s']} requests/s")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,7 @@
 """How fast does a parked task resume once its caller answers?
 
-Runs one task through ROUNDS in-task input rounds on a fresh local Temporal dev server
-(started here, stopped in `finally`), with the worker in this process and a real
+Runs one task through `--rounds` in-task input rounds on the run's dev server, with the
+worker in this process and a real
 `fastmcp.Client` over the in-memory transport. For each round it measures, from the
 moment `tasks/update` returned its ack for the final answer:
 
@@ -13,17 +13,17 @@ shows the answer applied, so the leg may start before the ack returns; that show
 as a negative "ack -> leg start".
 
 Then, end to end through `client.call_tool` with an elicitation handler (the client
-polls and answers as any FastMCP client does), `SAMPLES` times each: a tool whose legs
+polls and answers as any FastMCP client does), `--samples` times each: a tool whose legs
 run `LEG_SECONDS` and ask, `ASKS` times, before a last leg returns (1.2 s of legs); and
 a tool that asks at once, then returns (one round, no leg time).
 
-    .venv/bin/python bench/input_roundtrip.py
+    .venv/bin/python -m bench run input_roundtrip [--rounds 30] [--samples 7]
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import statistics
 import time
 import uuid
 from typing import Any
@@ -33,13 +33,17 @@ from fastmcp_tasks.client import call_tool_task
 from fastmcp_tasks.client_models import UpdateTaskRequest, UpdateTaskRequestParams
 from mcp_types import ElicitRequest, InputRequiredResult, Result
 
+from bench.harness import dev_server
+from bench.metrics import percentiles
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver import start_dev_server
 
-ROUNDS = 30
+QUESTION = (
+    "How fast does a parked task resume once its caller answers, and what does a round of input cost "
+    "end to end?"
+)
+QUICK = {"rounds": 5, "samples": 2}
 LEG_HOLD = 0.1  # each resumed leg stays `working` this long before asking again
 POLL = 0.002
-SAMPLES = 7
 ASKS = 4
 LEG_SECONDS = 0.3
 
@@ -68,7 +72,7 @@ def _server(address: str) -> FastMCP:
     return mcp
 
 
-async def _measure(address: str) -> dict[str, list[float]]:
+async def _measure(address: str, rounds_of_input: int) -> dict[str, list[float]]:
     leg_started: list[float] = []
 
     mcp = _server(address)
@@ -79,7 +83,7 @@ async def _measure(address: str) -> dict[str, list[float]]:
         done = int(ctx.request_state or 0)
         if done:
             await asyncio.sleep(LEG_HOLD)
-        return _ask(done + 1) if done < ROUNDS else "done"
+        return _ask(done + 1) if done < rounds_of_input else "done"
 
     figures: dict[str, list[float]] = {
         "update sent -> ack": [],
@@ -89,7 +93,7 @@ async def _measure(address: str) -> dict[str, list[float]]:
     async with Client(mcp) as client:
         task = await call_tool_task(client, "rounds")
         answered: set[str] = set()
-        for n in range(ROUNDS):
+        for n in range(rounds_of_input):
             while True:
                 current = await task.status()
                 keys = set(current.input_requests or {}) - answered
@@ -120,7 +124,7 @@ async def _measure(address: str) -> dict[str, list[float]]:
     return figures
 
 
-async def _end_to_end(address: str) -> dict[str, list[float]]:
+async def _end_to_end(address: str, samples: int) -> dict[str, list[float]]:
     """Seconds from `call_tool` to its result, for the two tools that ask, through an elicitation handler."""
     mcp = _server(address)
 
@@ -141,7 +145,7 @@ async def _end_to_end(address: str) -> dict[str, list[float]]:
 
     figures: dict[str, list[float]] = {f"{ASKS} rounds of {LEG_SECONDS} s legs": [], "asks at once": []}
     async with Client(mcp, elicitation_handler=answer) as client:
-        for _ in range(SAMPLES):
+        for _ in range(samples):
             for name, tool in zip(figures, ("four_rounds", "asks_at_once")):
                 began = time.perf_counter()
                 result = await client.call_tool(tool)
@@ -150,28 +154,16 @@ async def _end_to_end(address: str) -> dict[str, list[float]]:
     return figures
 
 
-def _report(figures: dict[str, list[float]]) -> None:
-    print(f"{ROUNDS} rounds, one task, worker in process, local dev server")
-    for name, samples in figures.items():
-        ms = [s * 1000 for s in samples]
-        p95 = statistics.quantiles(ms, n=20, method="inclusive")[18]
-        print(f"  {name:<20} p50 {statistics.median(ms):7.1f} ms   p95 {p95:7.1f} ms   max {max(ms):7.1f} ms")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rounds", type=int, default=30, help="input rounds of the one measured task")
+    parser.add_argument("--samples", type=int, default=7, help="end-to-end calls of each tool")
 
 
-def _report_end_to_end(figures: dict[str, list[float]]) -> None:
-    print(f"end to end through an elicitation handler, {SAMPLES} calls each")
-    for name, samples in figures.items():
-        print(f"  {name:<24} p50 {statistics.median(samples):5.2f} s   max {max(samples):5.2f} s")
-
-
-def main() -> None:
-    server = start_dev_server(ui=False)
-    try:
-        _report(asyncio.run(_measure(server.address)))
-        _report_end_to_end(asyncio.run(_end_to_end(server.address)))
-    finally:
-        server.stop()
-
-
-if __name__ == "__main__":
-    main()
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    async with dev_server() as temporal:
+        rounds = await _measure(temporal.address, args.rounds)
+        end_to_end = await _end_to_end(temporal.address, args.samples)
+    return {
+        "rounds_ms": {name: percentiles([s * 1000 for s in samples]) for name, samples in rounds.items()},
+        "end_to_end_s": {name: percentiles(samples, digits=3) for name, samples in end_to_end.items()},
+    }

@@ -1,10 +1,9 @@
 """How fast a pushed status reaches a listening client: the tool's return -> `notifications/tasks`.
 
-    .venv/bin/python bench/push_latency.py [--rounds 20] [--batch 50] [--watched-tasks N]
-        [--out bench/results/push_latency.json]
-    .venv/bin/python bench/push_latency.py --progress [--out bench/results/push_latency-progress.json]
+    .venv/bin/python -m bench run push_latency [--rounds 20] [--batch 50] [--watched-tasks N]
+    .venv/bin/python -m bench run push_latency --progress
 
-Starts its own dev server and one FastMCP server with the extension and its embedded
+On the run's dev server (in memory), one FastMCP server with the extension and its embedded
 worker, served over streamable HTTP on loopback; the Python `mcp` client calls a task
 tool, opens `subscriptions/listen` for the task's id, answers the pushed ask with
 `tasks/update`, and never sends `tasks/get`.
@@ -16,7 +15,7 @@ time (one task on the server), then `--batch` tasks at once whose ends are sprea
 `--watched-tasks 1` lets the server long-poll one task's history at a time, so every other
 listened task is followed through the change feed (one visibility query per
 `change_feed_interval` for the tasks that changed), as a server past its long-poll cap
-follows its tasks. Target, from the change in Temporal: p50 <= 0.3 s, p95 <= 1 s (issue 38).
+follows its tasks. Target, from the change in Temporal: p50 <= 0.3 s, p95 <= 1 s.
 
 `--progress` measures a running leg's progress instead: from `ctx.report_progress` with a new
 message (same process, same clock) to the first read that shows it or a later one, for a
@@ -35,18 +34,12 @@ unread one none.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import socket
-import statistics
-import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timezone
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -77,10 +70,13 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client as TemporalClient
 from temporalio.service import WorkflowService
 
+from bench.harness import dev_server, serving
+from bench.metrics import percentiles
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver import start_dev_server
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 
+QUESTION = "How fast does a pushed status, or a running leg's progress, reach a listening or polling client?"
+QUICK = {"rounds": 3, "batch": 5}
 SPREAD = 5.0
 PROGRESS_LEG_S = 120.0
 # Reads are counted over each leg's life, and apart from this age on, past a new task's first reads.
@@ -117,8 +113,14 @@ async def asks_then_sleeps(ctx: Context, key: str, delay: float) -> str | InputR
     """Asks at once; once answered, sleeps `delay` and returns."""
     if ctx.input_responses is None:
         returned[(key, "ask")] = time.time()
-        question = ElicitRequest(method="elicitation/create", params={
-            "mode": "form", "message": "go?", "requestedSchema": {"type": "object", "properties": {}}})
+        question = ElicitRequest(
+            method="elicitation/create",
+            params={
+                "mode": "form",
+                "message": "go?",
+                "requestedSchema": {"type": "object", "properties": {}},
+            },
+        )
         return InputRequiredResult(result_type="input_required", input_requests={"go": question})
     await anyio.sleep(delay)
     returned[(key, "close")] = time.time()
@@ -141,7 +143,9 @@ async def one_task(client: Client, arrivals: Arrivals, key: str, delay: float) -
                 await anyio.sleep(0.005)
         asked = arrivals.at[(task.task_id, "input_required")]
         (go,) = arrivals.asks[task.task_id]
-        answer = UpdateTaskRequestParams(task_id=task.task_id, input_responses={go: {"action": "accept", "content": {}}})
+        answer = UpdateTaskRequestParams(
+            task_id=task.task_id, input_responses={go: {"action": "accept", "content": {}}}
+        )
         await client.session.send_request(UpdateTaskRequest(params=answer), Result)
         with anyio.fail_after(60):
             while (task.task_id, "completed") not in arrivals.at:
@@ -149,16 +153,24 @@ async def one_task(client: Client, arrivals: Arrivals, key: str, delay: float) -
         group.cancel_scope.cancel()
     closed = arrivals.at[(task.task_id, "completed")]
     ask_event, close_event = await change_times(task.task_id, returned[(key, "ask")])
-    return {"ask_from_tool": asked - returned[(key, "ask")], "close_from_tool": closed - returned[(key, "close")],
-            "ask_from_temporal": asked - ask_event, "close_from_temporal": closed - close_event}
+    return {
+        "ask_from_tool": asked - returned[(key, "ask")],
+        "close_from_tool": closed - returned[(key, "close")],
+        "ask_from_temporal": asked - ask_event,
+        "close_from_temporal": closed - close_event,
+    }
 
 
 async def change_times(task_id: str, asked_at: float) -> tuple[float, float]:
     """When Temporal recorded the task's ask (its memo upsert) and its close."""
     handle = temporal.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task_id))
     events = (await handle.fetch_history()).events
-    times = [(event.event_type, event.event_time.ToDatetime(tzinfo=timezone.utc).timestamp()) for event in events]
-    ask = min(t for kind, t in times if kind == EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED and t >= asked_at)
+    times = [
+        (event.event_type, event.event_time.ToDatetime(tzinfo=timezone.utc).timestamp()) for event in events
+    ]
+    ask = min(
+        t for kind, t in times if kind == EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED and t >= asked_at
+    )
     close = next(t for kind, t in times if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)
     return ask, close
 
@@ -242,7 +254,8 @@ async def poll_like_fastmcp(url: str, task_id: str, seen: list[tuple[float, str 
         backoff = 0.02
         while True:
             status = await client.session.send_request(
-                GetTaskRequest(params=GetTaskRequestParams(task_id=task_id)), ClientGetTaskResult)
+                GetTaskRequest(params=GetTaskRequestParams(task_id=task_id)), ClientGetTaskResult
+            )
             seen.append((time.time(), status.status_message))
             if status.status in ("completed", "failed", "cancelled"):
                 return
@@ -285,8 +298,11 @@ def message_latencies(leg: Leg, reader: str) -> tuple[list[float], int]:
     sent = reported.get(leg.key, {})
     if not sent:
         return [], 0
-    shown = [(at, int(message.rsplit(" ", 1)[1])) for at, message in leg.seen[reader]
-             if message and message.startswith(f"{leg.key} ")]
+    shown = [
+        (at, int(message.rsplit(" ", 1)[1]))
+        for at, message in leg.seen[reader]
+        if message and message.startswith(f"{leg.key} ")
+    ]
     last = max(sent.values())
     latencies, unseen = [], 0
     for number, at in sent.items():
@@ -302,8 +318,11 @@ def message_latencies(leg: Leg, reader: str) -> tuple[list[float], int]:
 
 async def progress_study(url: str, reads: ServerReads) -> dict[str, Any]:
     """Every progress case at once; latencies by case and reader, Temporal reads per task."""
-    legs = [Leg(case, f"{case}-{n}", {"seconds": PROGRESS_LEG_S, "silent_first": 0.0, **arguments}, readers)
-            for case, (count, arguments, readers) in PROGRESS_CASES.items() for n in range(count)]
+    legs = [
+        Leg(case, f"{case}-{n}", {"seconds": PROGRESS_LEG_S, "silent_first": 0.0, **arguments}, readers)
+        for case, (count, arguments, readers) in PROGRESS_CASES.items()
+        for n in range(count)
+    ]
     for leg in legs:
         if leg.case == "after_silence":  # one message each, at ages spread over 5 s
             leg.arguments["silent_first"] += 5 * int(leg.key.rsplit("-", 1)[1]) / 4
@@ -311,7 +330,9 @@ async def progress_study(url: str, reads: ServerReads) -> dict[str, Any]:
         leg.seen = {f"{reader}-{i}": [] for i, reader in enumerate(leg.readers)}
     async with Client(StreamableHttpTransport(url)) as submitter:
         for leg in legs:
-            leg.task_id = (await call_tool_task(submitter, "reports", {"key": leg.key, **leg.arguments})).task_id
+            leg.task_id = (
+                await call_tool_task(submitter, "reports", {"key": leg.key, **leg.arguments})
+            ).task_id
         began = time.time()
         steady_from: dict[str, Counter[str]] = {}
         async with anyio.create_task_group() as group:
@@ -322,13 +343,22 @@ async def progress_study(url: str, reads: ServerReads) -> dict[str, Any]:
                     group.start_soon(read, url, leg.task_id, seen)
             group.start_soon(anyio.sleep, PROGRESS_LEG_S + 2)  # the unread legs' run, unread
         elapsed = time.time() - began
-    return {case: _case_figures([leg for leg in legs if leg.case == case], reads.by_workflow, steady_from, elapsed)
-            for case in PROGRESS_CASES}
+    return {
+        case: _case_figures(
+            [leg for leg in legs if leg.case == case], reads.by_workflow, steady_from, elapsed
+        )
+        for case in PROGRESS_CASES
+    }
 
 
-def _case_figures(legs: list[Leg], reads: dict[str, Counter[str]], steady_from: dict[str, Counter[str]],
-                  elapsed: float) -> dict[str, Any]:
-    figures: dict[str, Any] = {"legs": len(legs), "readers_per_leg": legs[0].readers, "arguments": legs[0].arguments}
+def _case_figures(
+    legs: list[Leg], reads: dict[str, Counter[str]], steady_from: dict[str, Counter[str]], elapsed: float
+) -> dict[str, Any]:
+    figures: dict[str, Any] = {
+        "legs": len(legs),
+        "readers_per_leg": legs[0].readers,
+        "arguments": legs[0].arguments,
+    }
     for kind in ("poll", "listen"):
         latencies: list[float] = []
         unseen = 0
@@ -339,8 +369,11 @@ def _case_figures(legs: list[Leg], reads: dict[str, Counter[str]], steady_from: 
                     latencies += some
                     unseen += missed
         if latencies or unseen:
-            figures[f"{kind}_latency"] = {**summary(latencies), "unseen": unseen}
-    for window, seconds, before in (("whole_life", elapsed, {}), ("after_60s", elapsed - STEADY_FROM_S, steady_from)):
+            figures[f"{kind}_latency_ms"] = {**summary(latencies), "unseen": unseen}
+    for window, seconds, before in (
+        ("whole_life", elapsed, {}),
+        ("after_60s", elapsed - STEADY_FROM_S, steady_from),
+    ):
         counts: Counter[str] = Counter()
         for leg in legs:
             workflow = workflow_id(ANONYMOUS_SCOPE_TAG, leg.task_id)
@@ -355,78 +388,55 @@ def _case_figures(legs: list[Leg], reads: dict[str, Counter[str]], steady_from: 
     return figures
 
 
-@asynccontextmanager
-async def serving(address: str, settings: dict[str, Any]) -> AsyncIterator[str]:
-    import uvicorn
-
+def push_server(address: str, settings: dict[str, Any]) -> FastMCP:
     server = FastMCP("push-bench")
     server.add_extension(TemporalTasksExtension(address=address, task_queue="push-bench", **settings))
     server.tool(asks_then_sleeps, task=True)
     server.tool(reports, task=True)
-    sock = socket.create_server(("127.0.0.1", 0))
-    web = uvicorn.Server(uvicorn.Config(server.http_app(), log_level="warning", lifespan="on"))
-    async with anyio.create_task_group() as group:
-        group.start_soon(web.serve, [sock])
-        while not web.started:
-            await anyio.sleep(0.05)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-        web.should_exit = True
+    return server
 
 
 def summary(seconds: list[float]) -> dict[str, float]:
-    if not seconds:
-        return {"n": 0}
-    ms = sorted(s * 1000 for s in seconds)
-    return {"n": len(ms), "p50_ms": round(statistics.median(ms), 1),
-            "p95_ms": round(ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))], 1), "max_ms": round(ms[-1], 1)}
+    return percentiles([s * 1000 for s in seconds], digits=1)
 
 
-async def main(address: str, rounds: int, batch: int, out: Path, settings: dict[str, Any], progress: bool) -> None:
-    global temporal
-    temporal = await TemporalClient.connect(address)
-    arrivals = Arrivals()
-    results: dict[str, Any] = {"settings": settings, "load_average_at_start": round(os.getloadavg()[0], 2)}
-    if progress:
-        reads = ServerReads()
-        with reads.counting():
-            async with serving(address, settings) as url:
-                results["progress"] = await progress_study(url, reads)
-        results["load_average_at_end"] = round(os.getloadavg()[0], 2)
-        out.write_text(json.dumps(results, indent=2) + "\n")
-        json.dump(results, sys.stdout, indent=2)
-        return
-    async with serving(address, settings) as url:
-        client = Client(StreamableHttpTransport(url), extensions=[arrivals])
-        async with client:
-            single = [await one_task(client, arrivals, f"single-{n}", 0.5) for n in range(rounds)]
-            spread: list[dict[str, float]] = []
-
-            async def spread_one(n: int) -> None:
-                spread.append(await one_task(client, arrivals, f"batch-{n}", 1 + SPREAD * n / batch))
-
-            async with anyio.create_task_group() as group:
-                for n in range(batch):
-                    group.start_soon(spread_one, n)
-    for name, rows in (("one_task", single), (f"{batch}_tasks", spread)):
-        results[name] = {measure: summary([row[measure] for row in rows]) for measure in rows[0]}
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    json.dump(results, sys.stdout, indent=2)
-    print()
-
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--batch", type=int, default=50)
-    parser.add_argument("--watched-tasks", type=int, help="the setting: tasks past it are followed through the feed")
+    parser.add_argument(
+        "--watched-tasks", type=int, help="the setting: tasks past it are followed through the feed"
+    )
     parser.add_argument("--progress", action="store_true", help="measure a running leg's progress instead")
-    parser.add_argument("--out", type=Path, help="default: bench/results/push_latency.json (-progress.json)")
-    args = parser.parse_args()
-    results = Path(__file__).parent / "results"
-    args.out = args.out or results / ("push_latency-progress.json" if args.progress else "push_latency.json")
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    global temporal
     settings = {} if args.watched_tasks is None else {"watched_tasks": args.watched_tasks}
-    dev = start_dev_server(ui=False)
-    try:
-        anyio.run(main, dev.address, args.rounds, args.batch, args.out, settings, args.progress)
-    finally:
-        dev.stop()
+    async with dev_server(in_memory=True) as dev:
+        temporal = await TemporalClient.connect(dev.address)
+        if args.progress:
+            reads = ServerReads()
+            with reads.counting():
+                async with serving(push_server(dev.address, settings)) as url:
+                    return {"progress": await progress_study(url, reads)}
+        async with serving(push_server(dev.address, settings)) as url:
+            return await _pushes(url, args.rounds, args.batch)
+
+
+async def _pushes(url: str, rounds: int, batch: int) -> dict[str, Any]:
+    """`rounds` single tasks one at a time, then `batch` at once with their ends spread over `SPREAD`."""
+    arrivals = Arrivals()
+    async with Client(StreamableHttpTransport(url), extensions=[arrivals]) as client:
+        single = [await one_task(client, arrivals, f"single-{n}", 0.5) for n in range(rounds)]
+        spread: list[dict[str, float]] = []
+
+        async def spread_one(n: int) -> None:
+            spread.append(await one_task(client, arrivals, f"batch-{n}", 1 + SPREAD * n / batch))
+
+        async with anyio.create_task_group() as group:
+            for n in range(batch):
+                group.start_soon(spread_one, n)
+    return {
+        name: {f"{measure}_ms": summary([row[measure] for row in rows]) for measure in rows[0]}
+        for name, rows in (("one_task", single), (f"{batch}_tasks", spread))
+    }

@@ -1,41 +1,38 @@
 """How soon does a waiting client see its task finish, with reads held and without?
 
-Runs one task at a time on a fresh local Temporal dev server (started here, stopped in
-`finally`), the worker in this process, a real `fastmcp.Client` over the in-memory
+Runs one task at a time on the run's dev server, the worker in this process, a real
+`fastmcp.Client` over the in-memory
 transport. Each task's tool (poll interval 5 s, the default) waits until released at a
 random moment 1 to 8 s after it starts, while its client polls; the figure is the time from
 the tool's return to the client's observing the result, for two clients: `fastmcp.Client`'s
 `call_tool` (it waits min(backoff from 20 ms, pollIntervalMs) between reads) and a client
 that waits exactly the advertised `pollIntervalMs` between reads. Each with the defaults
 (reads held) and with `read_hold=0, reread_hold=0` (every read answered at once, as before
-reads were held).
+reads were held): the paired baseline, in the same run.
 
-    .venv/bin/python bench/held_reads.py [--samples N]
-
-Writes `bench/results/held_reads.json`.
+    .venv/bin/python -m bench run held_reads [--samples N]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
-import statistics
 import time
 import uuid
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from fastmcp import Client, FastMCP
 from fastmcp_tasks.client import call_tool_task
 from fastmcp_tasks.client_models import ClientGetTaskResult, GetTaskRequest, GetTaskRequestParams
 
+from bench.harness import dev_server
+from bench.metrics import percentiles
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver import start_dev_server
 
-RESULTS = Path(__file__).parent / "results"
+QUESTION = "How soon does a waiting client see its task finish, with reads held and without (the baseline)?"
+QUICK = {"samples": 2}
 SETTINGS: dict[str, dict[str, Any]] = {
     "held (defaults)": {},
     "not held (read_hold=0, reread_hold=0)": {"read_hold": timedelta(0), "reread_hold": timedelta(0)},
@@ -56,7 +53,9 @@ async def _fixed_interval_client(client: Client, task_id: str) -> None:
 
 async def _samples(address: str, settings: dict[str, Any], samples: int) -> dict[str, list[float]]:
     mcp = FastMCP("bench")
-    extension = TemporalTasksExtension(address=address, task_queue=f"bench-{uuid.uuid4().hex[:8]}", **settings)
+    extension = TemporalTasksExtension(
+        address=address, task_queue=f"bench-{uuid.uuid4().hex[:8]}", **settings
+    )
     mcp.add_extension(extension)
     returned: list[float] = []
 
@@ -78,31 +77,20 @@ async def _samples(address: str, settings: dict[str, Any], samples: int) -> dict
     return seen
 
 
-def _summary(seconds: list[float]) -> dict[str, float]:
-    ordered = sorted(seconds)
-    return {
-        "p50_s": round(statistics.median(ordered), 3),
-        "p95_s": round(ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))], 3),
-        "max_s": round(ordered[-1], 3),
-    }
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", type=int, default=10, help="tasks per client kind and setting")
-    args = parser.parse_args()
-    server = start_dev_server(ui=False)
-    report: dict[str, Any] = {"samples": args.samples, "tool_poll_interval_ms": 5000}
-    try:
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    report: dict[str, Any] = {"tool_poll_interval_ms": 5000}
+    async with dev_server(in_memory=True) as temporal:
         for name, settings in SETTINGS.items():
-            seen = asyncio.run(_samples(server.address, settings, args.samples))
-            report[name] = {kind: {**_summary(times), "raw_s": [round(t, 3) for t in times]}
-                            for kind, times in seen.items()}
-            print(name, {kind: _summary(times) for kind, times in seen.items()}, flush=True)
-    finally:
-        server.stop()
-    (RESULTS / "held_reads.json").write_text(json.dumps(report, indent=2) + "\n")
-
-
-if __name__ == "__main__":
-    main()
+            seen = await _samples(temporal.address, settings, args.samples)
+            report[name] = {
+                kind: {
+                    "return_to_seen_s": percentiles(times, digits=3),
+                    "raw_s": [round(t, 3) for t in times],
+                }
+                for kind, times in seen.items()
+            }
+    return report

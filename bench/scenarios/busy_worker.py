@@ -1,8 +1,8 @@
 """One worker at default settings saturated by legs that compute between their awaits: are any lost?
 
-    .venv/bin/python bench/busy_worker.py [--legs 40] [--cpu 3] [--slice 0.03] [--label after] [--out FILE]
+    .venv/bin/python -m bench run busy_worker [--legs 40] [--cpu 3] [--slice 0.03] [--label after]
 
-Starts its own in-memory dev server and one FastMCP server whose embedded worker runs with
+On the run's dev server (in memory), one FastMCP server whose embedded worker runs with
 the extension's defaults (heartbeat_timeout 5 s, heartbeat_interval 4.5 s after a 30 s fast
 period, 50 legs at once), driven through a real `fastmcp.Client`. Submits `--legs` tasks of
 one tool, `crunch`, whose body holds the CPU `--slice` seconds at a time, `await`ing between
@@ -12,21 +12,18 @@ coroutine: no step blocks the loop, there are just many of them). Nothing is kil
 Reports, per run: tasks completed and failed, bodies started more than once, attempts
 Temporal timed out (`ActivityTaskTimedOut` events and legs that completed on a later
 attempt), the worker's warnings (a tool that blocked the loop; a starved worker), the most
-bodies running at once, and the wall time. With `--label`, the run is stored under that label
-in `--out` (default `bench/results/busy_worker.json`), beside the runs stored before.
+bodies running at once, and the wall time. `--label` names the run in its settings (e.g. before,
+after); `bench/results/busy_worker.json` holds the labelled runs stored before the one runner.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
-import os
 import time
 import uuid
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -34,11 +31,12 @@ from fastmcp import Client, FastMCP
 from fastmcp_tasks.client import call_tool_task
 from temporalio.api.enums.v1 import EventType
 
+from bench.harness import dev_server
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver import start_dev_server
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 
-RESULTS = Path(__file__).parent / "results" / "busy_worker.json"
+QUESTION = "Does one worker at default settings, saturated by legs that compute between awaits, lose any?"
+QUICK = {"legs": 6, "cpu": 1.0}
 DEADLINE = 3600
 
 
@@ -57,7 +55,9 @@ class WarningCount(logging.Handler):
             self.counts["worker starved"] += 1
 
 
-def build(address: str, options: argparse.Namespace, starts: Counter[int], running: list[int]) -> tuple[FastMCP, Any]:
+def build(
+    address: str, options: argparse.Namespace, starts: Counter[int], running: list[int]
+) -> tuple[FastMCP, Any]:
     extension = TemporalTasksExtension(address=address, task_queue=f"busy-{uuid.uuid4().hex[:8]}")
     mcp = FastMCP("busy-worker-bench")
     mcp.add_extension(extension)
@@ -94,38 +94,35 @@ def timed_out_attempts(history: Any) -> int:
 
 
 async def run(options: argparse.Namespace) -> dict[str, Any]:
-    server = await anyio.to_thread.run_sync(lambda: start_dev_server(ui=False))
     warnings = WarningCount()
     logging.getLogger("fastmcp_temporal").addHandler(warnings)
     starts: Counter[int] = Counter()
     running = [0, 0]
-    try:
-        mcp, extension = build(server.address, options, starts, running)
-        began = time.monotonic()
-        async with Client(mcp) as client:
-            tasks: list[Any] = []
-            statuses: dict[str, str] = {}
+    async with dev_server(in_memory=True) as server:
+        try:
+            mcp, extension = build(server.address, options, starts, running)
+            began = time.monotonic()
+            async with Client(mcp) as client:
+                tasks: list[Any] = []
+                statuses: dict[str, str] = {}
 
-            async def submit_and_wait(job: int) -> None:
-                task = await call_tool_task(client, "crunch", {"job": job})
-                tasks.append(task)
-                statuses[task.task_id] = (await task.wait(timeout=DEADLINE)).status
+                async def submit_and_wait(job: int) -> None:
+                    task = await call_tool_task(client, "crunch", {"job": job})
+                    tasks.append(task)
+                    statuses[task.task_id] = (await task.wait(timeout=DEADLINE)).status
 
-            async with anyio.create_task_group() as group:  # all at once, as many callers would
-                for job in range(options.legs):
-                    group.start_soon(submit_and_wait, job)
-            elapsed = time.monotonic() - began
-            temporal = extension.client
-            assert temporal is not None
-            ids = [workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id) for task in tasks]
-            histories = [await temporal.get_workflow_handle(each).fetch_history() for each in ids]
-    finally:
-        logging.getLogger("fastmcp_temporal").removeHandler(warnings)
-        await anyio.to_thread.run_sync(server.stop)
+                async with anyio.create_task_group() as group:  # all at once, as many callers would
+                    for job in range(options.legs):
+                        group.start_soon(submit_and_wait, job)
+                elapsed = time.monotonic() - began
+                temporal = extension.client
+                assert temporal is not None
+                ids = [workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id) for task in tasks]
+                histories = [await temporal.get_workflow_handle(each).fetch_history() for each in ids]
+        finally:
+            logging.getLogger("fastmcp_temporal").removeHandler(warnings)
     outcome = Counter(statuses.values())
     return {
-        "settings": {"legs": options.legs, "cpu_s": options.cpu, "slice_s": options.slice},
-        "load_average_at_start": options.load,
         "tasks_completed": outcome.get("completed", 0),
         "tasks_failed": options.legs - outcome.get("completed", 0),
         "bodies_started_more_than_once": sum(1 for count in starts.values() if count > 1),
@@ -137,22 +134,8 @@ async def run(options: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def store(label: str, result: dict[str, Any], out: Path) -> None:
-    runs = json.loads(out.read_text()) if out.exists() else {}
-    runs.setdefault(label, []).append(result)
-    out.write_text(json.dumps(runs, indent=2) + "\n")
-
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--legs", type=int, default=40, help="tasks submitted at once")
     parser.add_argument("--cpu", type=float, default=3.0, help="seconds of CPU each leg computes")
     parser.add_argument("--slice", type=float, default=0.03, help="seconds of CPU between two awaits")
-    parser.add_argument("--label", help="store the run under this label (e.g. before, after)")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="the JSON file runs are stored in")
-    options = parser.parse_args()
-    options.load = round(os.getloadavg()[0], 2)
-    result = anyio.run(run, options)
-    print(json.dumps(result, indent=2))
-    if options.label:
-        store(options.label, result, options.out)
+    parser.add_argument("--label", help="the run's name in its settings (e.g. before, after)")

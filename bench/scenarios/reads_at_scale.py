@@ -1,10 +1,10 @@
 """Temporal requests per task while clients poll many long-running tasks.
 
-    .venv/bin/python bench/reads_at_scale.py [--tasks 1000] [--window 60] [--servers 1]
+    .venv/bin/python -m bench run reads_at_scale [--tasks 1000] [--window 60] [--servers 1]
         [--shape parked|leg|closed] [--modes describe watched quiet] [--long-poll-expiry SECONDS]
         [--warmup SECONDS] [--quiet-poll-interval SECONDS] [--watched-tasks N]
 
-Starts its own in-memory dev server on loopback, a worker server (FastMCP with the
+On the run's dev server (in memory), a worker server (FastMCP with the
 extension, worker on) and `--servers` API-only servers, each on its own Temporal
 client whose every request the SDK's metrics count. Holds `--tasks` tasks running:
 parked on input (`parked`, the cheapest), or in a leg that waits (`leg`); or completed
@@ -34,12 +34,11 @@ change reaches the next poll). A client stops reading a task once it shows cance
   `QUIET_POLL_INTERVAL`, the setting's default until it became opt-in): a quiet task
   advertises a longer interval, and its watch is let go once its reads on a server come
   further apart than a long poll lasts;
-- `long-poll`: the floor, no MCP at all: one plain client waits on each task's next
+- `long-poll`: the floor (the paired baseline), no MCP at all: one plain client waits on each task's next
   history event with back-to-back long polls, what following a task costs at the least.
 
 `--long-poll-expiry` starts the dev server with `history.longPollExpirationInterval`
 set (Temporal's default is 20 s: one request per task per 20 s per server).
-Writes `bench/results/reads_at_scale.json` (`--out` names another file there).
 Everything started is stopped at the end.
 """
 
@@ -49,15 +48,12 @@ import argparse
 import asyncio
 import json
 import random
-import statistics
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from bench_server import ask_ok  # bench/ is the script's own folder on sys.path
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
 from fastmcp_tasks.client_models import (
@@ -68,15 +64,20 @@ from fastmcp_tasks.client_models import (
     GetTaskRequestParams,
 )
 from mcp_types import InputRequiredResult, Result
-from procs import CallCounter
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
 from temporalio.client import Client as TemporalClient
 
+from bench.bench_server import ask_ok
+from bench.harness import dev_server
+from bench.metrics import CallCounter, percentiles
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver import start_dev_server
 
-RESULTS = Path(__file__).parent / "results"
+QUESTION = (
+    "How many Temporal requests per task do clients polling many long-running tasks cost, by read mode, "
+    "beside the floor of one plain long poll per task?"
+)
+QUICK = {"tasks": 20, "window": 8.0, "probes": 2}
 TASK_QUEUE = "reads-at-scale"
 POLL_INTERVAL = 5.0  # the default pollIntervalMs
 CLIENTS_PER_SERVER = 4
@@ -172,9 +173,7 @@ def _probe_report(reads: Reads, cancelled_at: dict[str, float]) -> dict[str, Any
         "probes": len(cancelled_at),
         "probes_shown": len(shown),
         "stale_reads": stale,
-        "cancel_shown_s_p50": round(statistics.median(shown), 2) if shown else None,
-        "cancel_shown_s_p95": round(statistics.quantiles(shown, n=20)[18], 2) if len(shown) > 1 else None,
-        "cancel_shown_s_max": round(max(shown), 2) if shown else None,
+        "cancel_shown_s": percentiles(shown),
     }
 
 
@@ -280,12 +279,10 @@ async def measure(
         "reads_per_s": round(completed / elapsed, 2),
         "reads_per_task_per_30s": round(completed / elapsed * 30 / len(ids), 3),
         "requests_per_read": round(used.total() / completed, 3),
-        "advertised_s_p50": statistics.median(reads.advertised),
-        "advertised_s_max": max(reads.advertised),
+        "advertised_s": percentiles(reads.advertised),
         "read_errors": reads.errors,
         "failed_requests": failed,
-        "read_ms_p50": round(statistics.median(reads.latencies) * 1000, 2),
-        "read_ms_p95": round(statistics.quantiles(reads.latencies, n=20)[18] * 1000, 2),
+        "read_ms": percentiles([s * 1000 for s in reads.latencies]),
         **_probe_report(reads, cancelled_at),
     }
 
@@ -294,7 +291,11 @@ def _quiet_setting(mode: str, args: argparse.Namespace) -> dict[str, float]:
     """`quiet_poll_interval` for `mode`: off but in `quiet`, there `--quiet-poll-interval` or `QUIET_POLL_INTERVAL`."""
     if mode != "quiet":
         return {"quiet_poll_interval": 0}
-    return {"quiet_poll_interval": QUIET_POLL_INTERVAL if args.quiet_poll_interval is None else args.quiet_poll_interval}
+    return {
+        "quiet_poll_interval": QUIET_POLL_INTERVAL
+        if args.quiet_poll_interval is None
+        else args.quiet_poll_interval
+    }
 
 
 async def _measure_long_polls(
@@ -337,11 +338,13 @@ def _rates(mode: str, used: Counter[str], elapsed: float, tasks: int) -> dict[st
         "mode": mode,
         "temporal_requests_per_s": round(per_second, 2),
         "per_task_per_30s": round(per_second * 30 / tasks, 3),
-        "per_task_per_30s_by_operation": {op: round(n / elapsed * 30 / tasks, 3) for op, n in sorted(used.items())},
+        "per_task_per_30s_by_operation": {
+            op: round(n / elapsed * 30 / tasks, 3) for op, n in sorted(used.items())
+        },
     }
 
 
-async def run(address: str, args: argparse.Namespace) -> dict[str, Any]:
+async def _run_on(address: str, args: argparse.Namespace) -> dict[str, Any]:
     shape = {"parked": "park", "leg": "leg", "closed": "finish"}[args.shape]
     worker = TemporalTasksExtension(
         address=address,
@@ -364,19 +367,13 @@ async def run(address: str, args: argparse.Namespace) -> dict[str, Any]:
             results.append(result)
         _release.set()
     return {
-        "tasks": args.tasks,
-        "shape": args.shape,
-        "servers": args.servers,
-        "window_s": args.window,
         "poll_interval_s": POLL_INTERVAL,
-        "warmup_s": args.warmup,
         "long_poll_expiry_s": args.long_poll_expiry or 20,
         "modes": results,
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", type=int, default=1_000)
     parser.add_argument("--window", type=float, default=60.0, help="seconds measured per mode")
     parser.add_argument("--servers", type=int, default=1, help="API servers the reads alternate between")
@@ -385,30 +382,24 @@ def main() -> None:
     parser.add_argument(
         "--watched-tasks", type=int, default=None, help="each API server's watched_tasks (default: --tasks)"
     )
-    parser.add_argument("--long-poll-expiry", type=int, default=None, help="seconds; Temporal's default is 20")
+    parser.add_argument(
+        "--long-poll-expiry", type=int, default=None, help="seconds; Temporal's default is 20"
+    )
     parser.add_argument("--warmup", type=float, default=0.0, help="seconds of reads before each window")
     parser.add_argument(
-        "--quiet-poll-interval", type=float, default=None, help="seconds, in `quiet` mode (default: QUIET_POLL_INTERVAL)"
+        "--quiet-poll-interval",
+        type=float,
+        default=None,
+        help="seconds, in `quiet` mode (default: QUIET_POLL_INTERVAL)",
     )
-    parser.add_argument("--probes", type=int, default=20, help="running tasks cancelled in each mode's window")
-    parser.add_argument("--out", default="reads_at_scale.json", help="file name under bench/results")
-    args = parser.parse_args()
-    dynamic = {"history.longPollExpirationInterval": f'"{args.long_poll_expiry}s"'} if args.long_poll_expiry else {}
-    server = start_dev_server(ui=False, dynamic_config=dynamic)
-    try:
-        report = asyncio.run(run(server.address, args))
-    finally:
-        server.stop()
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / args.out).write_text(json.dumps(report, indent=2) + "\n")
-    for result in report["modes"]:
-        print(
-            f"{result['mode']:>9}: {result['temporal_requests_per_s']:8.1f} Temporal requests/s, "
-            f"{result['per_task_per_30s']:.2f} per task per 30 s"
-            + (f"; reads p50 {result['read_ms_p50']} ms" if "read_ms_p50" in result else "")
-            + (f"; advertised p50 {result['advertised_s_p50']} s" if "advertised_s_p50" in result else "")
-        )
+    parser.add_argument(
+        "--probes", type=int, default=20, help="running tasks cancelled in each mode's window"
+    )
 
 
-if __name__ == "__main__":
-    main()
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    dynamic = (
+        {"history.longPollExpirationInterval": f'"{args.long_poll_expiry}s"'} if args.long_poll_expiry else {}
+    )
+    async with dev_server(in_memory=True, dynamic_config=dynamic) as server:
+        return await _run_on(server.address, args)

@@ -1,17 +1,18 @@
 """How soon a long task's change reaches the client waiting on it: the user's view of long tasks.
 
-    .venv/bin/python bench/freshness.py [--body 75] [--calls 8] [--phase 5]
+    .venv/bin/python -m bench run freshness [--body 75] [--calls 8] [--phase 5]
         [--engines temporal tasks-memory] [--clients fastmcp fixed-interval every-5s]
-        [--scenarios close ask progress cancel] [--out freshness.json]
+        [--changes close ask progress cancel]
 
-Starts its own file-backed dev server and, per engine, production's shape (`bench/deploy.py`):
+On the run's dev server and, per engine (fastmcp-tasks is the paired baseline), production's
+shape (`bench/deploy.py`):
 this project with its defaults as an API server (`bench_server.py`, `worker=False`) over
 streamable HTTP plus a `fastmcp-temporal worker` process; fastmcp-tasks on `memory://` as
 one server that runs its tools itself. Each runs every call of a scenario at once (Docket's
 `concurrency` and the worker's activity slots raised to fit; nothing else changed). For each
 scenario in turn, every engine and every client kind at once make `--calls` calls of the
-`task=True` tool `fresh`, whose body runs `--body` seconds (75 by default, as issue 38
-measured: long enough for a quiet task's advertised interval to have grown) plus
+`task=True` tool `fresh`, whose body runs `--body` seconds (75 by default: long enough for a
+quiet task's advertised interval to have grown) plus
 i/`--calls` of `--phase` (so their ends spread over the phase), then makes its change,
 marking the moment just before (`bench/marks.py`: one machine, one
 monotonic clock). Each call has its own client over streamable HTTP:
@@ -29,7 +30,8 @@ monotonic clock). Each call has its own client over streamable HTTP:
   read with `tasks/result`, and an ask, once seen, is cancelled (this client answers none).
   Not for fastmcp-tasks, which serves no 2025-11-25 tasks.
 
-Scenarios, each timed from the change to the first read (or `call_tool` return) showing it:
+Changes (`--changes`), each timed from the change to the first read (or `call_tool` return)
+showing it:
 
 - `close`: the body returns (`closing` mark) -> the client has the result;
 - `ask`: the body asks for input (`asking`) -> the client sees `input_required`;
@@ -38,13 +40,12 @@ Scenarios, each timed from the change to the first read (or `call_tool` return) 
 - `cancel`: `tasks/cancel` through a second client, acknowledged -> the first client
   sees `cancelled` (the `hold` tool, cancelled at the time the others change).
 
-Per engine, scenario and client kind: p50/p95/max seconds. On Temporal engines, the
-requests of the API server and of the worker over each scenario (their SDK metrics,
-`procs.temporal_calls`), per task per 30 s by kind (`procs.request_kind`: describe,
+Per engine, change and client kind: percentiles in seconds. On Temporal engines, the
+requests of the API server and of the worker over each change (their SDK metrics,
+`metrics.temporal_calls`), per task per 30 s by kind (`metrics.request_kind`: describe,
 history (long polls and reads), list/visibility, signal, ...), the API server's apart:
-those are the reads.
-Writes `bench/results/<--out>` (default `freshness.json`); about 7 minutes with the defaults
-on 2 shared cores. Everything started is stopped.
+those are the reads. About 7 minutes with the defaults on 2 shared cores. Everything started is
+stopped.
 """
 
 from __future__ import annotations
@@ -53,8 +54,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import statistics
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -64,7 +63,6 @@ from typing import Any
 
 import fastmcp_tasks  # noqa: F401  # the transparent task path of fastmcp.Client
 import httpx2
-from deploy import Backends, engine_env, start_api_server, start_worker, terminate, worker_command
 from fastmcp import Client
 from fastmcp_tasks.client import call_tool_task
 from fastmcp_tasks.client_models import (
@@ -76,13 +74,18 @@ from fastmcp_tasks.client_models import (
     UpdateTaskRequest,
     UpdateTaskRequestParams,
 )
-from marks import Marks
 from mcp_types import Result
-from procs import per_task_per_30s_by_kind, process_tree, temporal_calls
 
-from fastmcp_temporal.devserver import start_dev_server
+from bench.deploy import Backends, engine_env, start_api_server, start_worker, terminate, worker_command
+from bench.harness import RESULTS, dev_server
+from bench.marks import Marks
+from bench.metrics import per_task_per_30s_by_kind, percentiles, process_tree, temporal_calls
 
-RESULTS = Path(__file__).parent / "results"
+QUESTION = (
+    "How soon does a long task's change (close, ask, progress, cancel) reach the client waiting on it, "
+    "by client kind, on fastmcp-temporal and fastmcp-tasks (the paired baseline), and at what read cost?"
+)
+QUICK = {"body": 3.0, "calls": 2, "phase": 1.0, "clients": ["fastmcp", "fixed-interval"]}
 ENGINES = ("temporal", "tasks-memory")
 CLIENTS = ("fastmcp", "fixed-interval", "every-5s", "sep1686")
 SCENARIOS = ("close", "ask", "progress", "cancel")
@@ -170,7 +173,7 @@ async def run_call(call: Call) -> None:
         if call.client == "fastmcp" and call.scenario in ("close", "ask"):
             await _call_tool(call)
         elif call.client == "sep1686":
-            await _poll_handshake_era(call)
+            await _poll_sep1686(call)
         else:
             await _poll(call)
     if call.scenario in _CHANGE_MARK:
@@ -219,7 +222,7 @@ async def _poll(call: Call) -> None:
             call.engine.marks.mark(call.key, "release")
 
 
-class HandshakeSession:
+class Sep1686Session:
     """A raw 2025-11-25 streamable-HTTP session, as a client of that era's tasks holds one."""
 
     def __init__(self, http: httpx2.AsyncClient, url: str) -> None:
@@ -227,11 +230,15 @@ class HandshakeSession:
         self.headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
         self._id = 0
 
-    async def open(self) -> HandshakeSession:
+    async def open(self) -> Sep1686Session:
         info = {"name": "sep1686-bench", "version": "1"}
-        await self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": info})
+        await self.request(
+            "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": info}
+        )
         self.headers["Mcp-Protocol-Version"] = "2025-11-25"
-        await self.http.post(self.url, headers=self.headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        await self.http.post(
+            self.url, headers=self.headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"}
+        )
         return self
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -247,18 +254,20 @@ class HandshakeSession:
         return answer["result"]
 
 
-async def _poll_handshake_era(call: Call) -> None:
+async def _poll_sep1686(call: Call) -> None:
     """A 2025-11-25 task: submit with `params.task`, `tasks/get` at each advertised `pollInterval`
     until a read shows the change; then `tasks/result` for a close, `tasks/cancel` for an ask."""
     async with httpx2.AsyncClient(timeout=DEADLINE_S) as http:
-        session = await HandshakeSession(http, call.engine.url).open()
+        session = await Sep1686Session(http, call.engine.url).open()
         tool, arguments = call.arguments()
         created = await session.request("tools/call", {"name": tool, "arguments": arguments, "task": {}})
         task_id = created["task"]["taskId"]
         if call.scenario == "cancel":
-            canceller = await HandshakeSession(http, call.engine.url).open()
+            canceller = await Sep1686Session(http, call.engine.url).open()
             cancelling = asyncio.create_task(_cancel_later(call, canceller.request, task_id))
-        while not call.shows(status := _as_task_status(await session.request("tasks/get", {"taskId": task_id}))):
+        while not call.shows(
+            status := _as_task_status(await session.request("tasks/get", {"taskId": task_id}))
+        ):
             if status.status in ("completed", "failed", "cancelled"):
                 raise RuntimeError(f"{call.key} closed {status.status} before its change: {status}")
             await asyncio.sleep((status.poll_interval_ms or DEFAULT_POLL_S * 1000) / 1000)
@@ -293,7 +302,9 @@ async def _read_until_shown(call: Call, client: Client, task_id: str) -> None:
         await asyncio.sleep(advertised if call.client == "fixed-interval" else DEFAULT_POLL_S)
 
 
-async def _cancel_later(call: Call, cancel: Callable[[str, dict[str, Any]], Awaitable[Any]], task_id: str) -> None:
+async def _cancel_later(
+    call: Call, cancel: Callable[[str, dict[str, Any]], Awaitable[Any]], task_id: str
+) -> None:
     """Cancel through another client (its `cancel(method, params)`) once the body has run
     `call.seconds`; when it was acknowledged."""
     await call.engine.marks.wait_started(call.key, timeout=DEADLINE_S)
@@ -356,7 +367,7 @@ async def run_scenario(engines: list[Engine], scenario: str, args: argparse.Name
         ours = [call for call in calls if call.engine is engine]
         report["engines"][engine.kind] = {
             "freshness_s": {
-                client: spread(
+                client: percentiles(
                     [c.seen - c.changed for c in ours if c.client == client and c.seen and c.changed]
                 )
                 for client in args.clients
@@ -385,62 +396,34 @@ async def _requests(
     }
 
 
-def spread(seconds: list[float]) -> dict[str, float]:
-    """Freshness as this bench and `scale.py` report it: p50/p95/max of `seconds`, and how many."""
-    if not seconds:
-        return {"n": 0}
-    p95 = statistics.quantiles(seconds, n=20, method="inclusive")[18] if len(seconds) > 1 else seconds[0]
-    return {
-        "n": len(seconds),
-        "p50": round(statistics.median(seconds), 2),
-        "p95": round(p95, 2),
-        "max": round(max(seconds), 2),
-    }
-
-
-async def run(args: argparse.Namespace, state: Path) -> dict[str, Any]:
-    dev = await asyncio.to_thread(start_dev_server, db_path=state / "temporal.db", ui=False)
-    backends = Backends(dev.address, process_tree(dev.pid), None, [])
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    RESULTS.mkdir(exist_ok=True)
     log = RESULTS / "freshness-children.log"
     log.write_text("")
     engines: list[Engine] = []
     slots = args.calls * len(args.clients) + 10
-    try:
-        for kind in args.engines:
-            engines.append(await start_engine(kind, backends, state / kind, log, slots))
-        report: dict[str, Any] = {
-            "settings": {k: v for k, v in vars(args).items() if k != "out"},
-            "scenarios": {},
-        }
-        for scenario in args.scenarios:
-            print(f"scenario {scenario}", flush=True)
-            report["scenarios"][scenario] = await run_scenario(engines, scenario, args)
-            print(json.dumps(report["scenarios"][scenario]["engines"]), flush=True)
-        return report
-    finally:
-        for engine in engines:
-            await engine.stop()
-        dev.stop()
+    async with dev_server() as dev:
+        backends = Backends(dev.address, process_tree(dev.server.pid), None, [])
+        try:
+            for kind in args.engines:
+                engines.append(await start_engine(kind, backends, dev.state / kind, log, slots))
+            report: dict[str, Any] = {"scenarios": {}}
+            for scenario in args.changes:
+                print(f"change {scenario}", flush=True)
+                report["scenarios"][scenario] = await run_scenario(engines, scenario, args)
+                print(json.dumps(report["scenarios"][scenario]["engines"]), flush=True)
+            return report
+        finally:
+            for engine in engines:
+                await engine.stop()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--body", type=float, default=75.0, help="seconds a body runs before its change")
-    parser.add_argument("--calls", type=int, default=8, help="calls per engine, client kind and scenario")
+    parser.add_argument("--calls", type=int, default=8, help="calls per engine, client kind and change")
     parser.add_argument("--phase", type=float, default=5.0, help="seconds the calls' changes spread over")
     parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
     parser.add_argument("--clients", nargs="+", choices=CLIENTS, default=list(CLIENTS))
-    parser.add_argument("--scenarios", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
-    parser.add_argument("--out", default="freshness.json", help="file name under bench/results")
-    args = parser.parse_args()
-    RESULTS.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="fastmcp-temporal-freshness-") as workdir:
-        report = asyncio.run(run(args, Path(workdir)))
-    print(json.dumps(report, indent=2))
-    (RESULTS / args.out).write_text(json.dumps(report, indent=2) + "\n")
-
-
-if __name__ == "__main__":
-    main()
+    parser.add_argument(
+        "--changes", "--scenarios", dest="changes", nargs="+", choices=SCENARIOS, default=list(SCENARIOS)
+    )

@@ -1,28 +1,28 @@
-"""What a benchmark process costs, read from outside it: CPU time, memory, Temporal calls.
+"""The bench's one metrics layer: latency percentiles, CPU, memory, Temporal requests and Actions.
 
-`compare.py` runs each engine as one or more processes (API server, worker, client) and
-charges every process its own share of a burst. CPU and memory come from `/proc`, so a
-process is measured the same way whether it is this one or another; Temporal calls come
-from each process's SDK metrics served for Prometheus (`temporal_request` and
-`temporal_long_request`, by operation).
+Every scenario summarises a latency sample with `percentiles` (keys `p50`, `p95`, `p99`, `max`,
+`n`, in the sample's own unit), and reads the rest from outside the processes it measures:
+CPU and memory from `/proc`, so a process is measured the same way whether it is this one or
+another; Temporal requests by operation from each process's SDK metrics (served for
+Prometheus, or kept in memory by `CallCounter`); the dev server's own count of requests by
+operation and of billable Actions from its metrics port (`dev_server_counts`).
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
 import os
 import re
-import subprocess
-import sys
+import runpy
+import statistics
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
 
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
-_STARTUP_DEADLINE = 60.0
 _RPC_SAMPLE = re.compile(r"^temporal_(?:long_)?request(?:_total)?\{([^}]*)\} (\S+)$", re.MULTILINE)
 _OPERATION = re.compile(r'operation="([^"]+)"')
 _SERVER_SAMPLE = re.compile(r"^(\w+)\{([^}]*)\} (\S+)$", re.MULTILINE)
@@ -50,6 +50,38 @@ _KINDS = {
     "PollNexusTaskQueue": "worker poll",
     "RecordWorkerHeartbeat": "worker heartbeat",
 }
+
+
+def percentiles(samples: list[float], digits: int = 2) -> dict[str, float]:
+    """The p50, p95, p99 and max of a latency sample, and its size, rounded to `digits`.
+
+    Args:
+        samples: the measured values, in one unit (the scenario names it in its keys).
+        digits: decimal places kept.
+    """
+    if not samples:
+        return {"n": 0}
+    if len(samples) == 1:
+        only = round(samples[0], digits)
+        return {"p50": only, "p95": only, "p99": only, "max": only, "n": 1}
+    cuts = statistics.quantiles(samples, n=100, method="inclusive")
+    return {
+        "p50": round(statistics.median(samples), digits),
+        "p95": round(cuts[94], digits),
+        "p99": round(cuts[98], digits),
+        "max": round(max(samples), digits),
+        "n": len(samples),
+    }
+
+
+async def timed_ms(rounds: int, action: Callable[[], Awaitable[object]]) -> list[float]:
+    """Milliseconds each of `rounds` sequential runs of `action` took."""
+    samples = []
+    for _ in range(rounds):
+        began = time.perf_counter()
+        await action()
+        samples.append((time.perf_counter() - began) * 1000)
+    return samples
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -146,6 +178,41 @@ async def dev_server_counts(metrics_url: str) -> dict[str, dict[str, float]]:
     return {kind: dict(values) for kind, values in counts.items()}
 
 
+def scrape(metrics_url: str) -> str:
+    """The text a Prometheus endpoint serves now."""
+    with urllib.request.urlopen(metrics_url, timeout=10) as response:
+        return response.read().decode()
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    """The sum of a metric's samples in a scrape whose labels include `labels` (the tests' own reading)."""
+    helper = Path(__file__).parents[1] / "tests" / "helpers" / "metrics.py"
+    return runpy.run_path(str(helper))["sample"](text, name, **labels)
+
+
+def heartbeats_recorded(metrics_url: str) -> float:
+    """Heartbeats a dev server's frontend has answered since it started, in every namespace."""
+    return sample(
+        scrape(metrics_url),
+        "service_requests",
+        operation="RecordActivityTaskHeartbeat",
+        service_name="frontend",
+    )
+
+
+def namespace_counts(text: str, namespace: str) -> dict[str, float]:
+    """Billed Actions, heartbeats and history reads of `namespace` so far, from a scrape of a dev server."""
+    namespace = namespace.replace("-", "_")  # as Prometheus labels spell it
+    frontend = {"service_name": "frontend", "namespace": namespace}
+    return {
+        "actions": sample(text, "action", namespace=namespace),
+        "heartbeats": sample(text, "service_requests", operation="RecordActivityTaskHeartbeat", **frontend),
+        "history_reads": sample(
+            text, "client_requests", operation="HistoryClientGetWorkflowExecutionHistory", **frontend
+        ),
+    }
+
+
 def request_kind(operation: str) -> str:
     """What a Temporal request was for (`describe`, `history`, `list/visibility`, `signal`,
     `worker poll`, ...), from its operation's name."""
@@ -187,38 +254,3 @@ class CallCounter:
             elif name in ("temporal_request_failure", "temporal_long_request_failure"):
                 self.failures[operation] += int(update.value)
         return dict(self.totals)
-
-
-@contextlib.contextmanager
-def http_server_process(script: str, env: dict[str, str], port: int) -> Iterator[tuple[int, str]]:
-    """Run `script serve` as a process, wait until it answers HTTP on `port`, and stop it by PID after.
-
-    Args:
-        script: a bench script whose `serve` argument runs its MCP server on `PORT`.
-        env: the process's whole environment, `PORT` included.
-        port: the loopback port it serves on.
-
-    Yields:
-        The process's PID and its MCP URL.
-    """
-    process = subprocess.Popen([sys.executable, script, "serve"], env=env)
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        deadline = time.monotonic() + _STARTUP_DEADLINE
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"The server exited with {process.returncode}")
-            with contextlib.suppress(httpx.HTTPError):
-                httpx.get(url, timeout=1)
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError("The server did not start")
-            time.sleep(0.2)
-        yield process.pid, url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()

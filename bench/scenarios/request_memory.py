@@ -1,13 +1,14 @@
 """How much memory a server process holds for concurrent maximal requests, at peak and after.
 
-    .venv/bin/python bench/request_memory.py [--calls 6] [--chars 45000000] [--budget BYTES] [--trace]
-        [--code DIR] [--label NAME] [--out FILE]
+    .venv/bin/python -m bench run request_memory [--calls 6] [--chars 45000000] [--budget BYTES] [--trace]
+        [--code DIR] [--label NAME]
 
-Starts a dev server with a folder payload store, then this file as an HTTP MCP server
+On the run's dev server (in memory), with a folder payload store, starts this file as an HTTP MCP server
 process with an embedded worker (`serve`), and sends `--calls` concurrent `tools/call`s
 of one `--chars`-character argument each from a real `fastmcp.Client` over streamable
 HTTP, as tasks. A call refused for the request-memory budget (HTTP 503), or whose
-connection dropped, is sent again after a second. It reports (in MiB) the server process's peak resident memory (`VmHWM`
+connection dropped, is sent again after a second. It reports (in MiB) the server process's
+peak resident memory (`VmHWM`
 in /proc) over its resident memory before the calls, per call and as a multiple of what
 was sent, its resident memory once every task has finished, 5 s and 30 s later, and after glibc's
 `malloc_trim` (what is still held by live objects), with where that is (`smaps`). `--budget` sets the server's
@@ -18,24 +19,17 @@ slower: the workflow tasks of big arguments then time out and retry).
 
 `--code` runs the server on another copy of the package (a folder holding a
 `fastmcp_temporal` package, e.g. an earlier commit's, laid out as installed), so a change
-is measured beside the code before it in one session. `--out` appends the run, named by
-`--label`, with the host's load average, to a JSON list under `bench/results/`
-(`request_memory.json` holds the runs `docs/large-payloads.md` quotes).
+is measured beside the code before it in one session; `--label` names the run in its settings
+(`bench/results/request_memory.json` holds the labelled runs `docs/large-payloads.md` quotes).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import ctypes
-import json
 import os
-import sys
-import tempfile
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +38,13 @@ from fastmcp import Client, FastMCP
 from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp_tasks.client import call_tool_task
 from mcp.shared.exceptions import MCPError
-from procs import http_server_process
 
+from bench.harness import dev_server, http_server_process
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver import free_port, start_dev_server
 
+QUESTION = "How much memory does a server process hold for concurrent maximal requests, at peak and after?"
+QUICK = {"calls": 2, "chars": 2_000_000}
 MIB = 1024 * 1024
-RESULTS = Path(__file__).parent / "results"
 _CALL_DEADLINE = 600.0
 
 
@@ -85,7 +79,9 @@ def _server() -> FastMCP:
         if not tracemalloc.is_tracing():
             return []
         current, peak = tracemalloc.get_traced_memory()
-        lines = [f"traced now {current / MIB:.0f} MiB, peak {peak / MIB:.0f} MiB; {'held' if held else 'at the peak'}:"]
+        lines = [
+            f"traced now {current / MIB:.0f} MiB, peak {peak / MIB:.0f} MiB; {'held' if held else 'at the peak'}:"
+        ]
         peaked = _PEAK_SNAPSHOT[1] if len(_PEAK_SNAPSHOT) > 1 and not held else None
         snapshot = peaked or tracemalloc.take_snapshot()
         for stat in snapshot.statistics("traceback")[:top]:
@@ -149,26 +145,6 @@ def _resident_by_kind(pid: int) -> dict[str, int]:
 def _reset_peak(pid: int) -> None:
     """Start VmHWM over from the current RSS (writing 5 to clear_refs, Linux >= 4.0)."""
     Path(f"/proc/{pid}/clear_refs").write_text("5")
-
-
-@contextlib.contextmanager
-def _server_process(
-    address: str, store: Path, budget: str | None, code: Path | None
-) -> Iterator[tuple[int, str]]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "PORT": str(port),
-        "FASTMCP_TEMPORAL_ADDRESS": address,
-        "FASTMCP_TEMPORAL_TASK_QUEUE": f"bench-memory-{uuid.uuid4().hex[:8]}",
-        "FASTMCP_TEMPORAL_PAYLOAD_STORE": str(store),
-    }
-    if budget is not None:
-        env["FASTMCP_TEMPORAL_REQUEST_MEMORY_BUDGET"] = budget
-    if code is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(code), os.environ.get("PYTHONPATH", "")])
-    with http_server_process(__file__, env, port) as (pid, url):
-        yield pid, url
 
 
 def _patient(url: str) -> StreamableHttpTransport:
@@ -249,49 +225,27 @@ async def _allocations(url: str) -> list[str]:
         return peak + (await client.call_tool("allocations", {"held": True})).data
 
 
-def _append(path: Path, arguments: argparse.Namespace, report: dict[str, Any]) -> None:
-    """Add the run to the JSON list at `path`, with what it ran and how loaded the host was."""
-    runs = json.loads(path.read_text()) if path.exists() else []
-    runs.append(
-        {
-            "label": arguments.label,
-            "budget": arguments.budget or "default",
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "load_average_1m": round(os.getloadavg()[0], 1),
-            "cpus": os.cpu_count(),
-            **report,
-        }
-    )
-    path.write_text(json.dumps(runs, indent=2) + "\n")
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calls", type=int, default=6)
     parser.add_argument("--chars", type=int, default=45_000_000)
     parser.add_argument("--trace", action="store_true", help="run the server under tracemalloc")
     parser.add_argument("--budget", help="FASTMCP_TEMPORAL_REQUEST_MEMORY_BUDGET for the server")
     parser.add_argument("--code", type=Path, help="run the server on the package in this folder")
-    parser.add_argument("--label", default="", help="the run's name in --out")
-    parser.add_argument("--out", help="append the run to this JSON list under bench/results/")
-    arguments = parser.parse_args()
-    temporal = start_dev_server(ui=False)
-    try:
-        with tempfile.TemporaryDirectory() as scratch:
-            store = Path(scratch) / "payloads"
-            with _server_process(temporal.address, store, arguments.budget, arguments.code) as (pid, url):
-                report = asyncio.run(_measure(url, pid, arguments.calls, arguments.chars, arguments.trace))
-                print(json.dumps(report, indent=2))
-                if arguments.out:
-                    _append(RESULTS / arguments.out, arguments, report)
-                if arguments.trace:
-                    print("\n".join(asyncio.run(_allocations(url))))
-    finally:
-        temporal.stop()
+    parser.add_argument("--label", default="", help="the run's name in its settings")
 
 
-if __name__ == "__main__":
-    if sys.argv[1:] == ["serve"]:
-        serve()
-    else:
-        main()
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    async with dev_server(in_memory=True) as temporal:
+        store = temporal.state / "payloads"
+        settings = {"FASTMCP_TEMPORAL_PAYLOAD_STORE": str(store)}
+        if args.budget is not None:
+            settings["FASTMCP_TEMPORAL_REQUEST_MEMORY_BUDGET"] = args.budget
+        with http_server_process(__file__, temporal.address, settings, args.code) as (pid, url):
+            report = await _measure(url, pid, args.calls, args.chars, args.trace)
+            if args.trace:
+                report["allocations"] = await _allocations(url)
+    return report | {"budget": args.budget or "default"}
+
+
+if __name__ == "__main__":  # the server process `harness.http_server_process` starts
+    serve()

@@ -1,6 +1,6 @@
 """How many Temporal calls one `tasks/update` makes, with and without a worker online.
 
-    .venv/bin/python bench/update_calls.py
+    .venv/bin/python -m bench run update_calls [--rounds 1]
 
 Parks a task on input with a worker, then answers it once through a server with the
 embedded worker and once through an API-only server (no worker anywhere), counting
@@ -9,23 +9,32 @@ the RPCs the Temporal client made during the `tasks/update` from the SDK's metri
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import collections
 import time
 import uuid
-from pathlib import Path
-from tempfile import TemporaryDirectory
+from typing import Any
 
-from bench_server import ask_ok
 from fastmcp import Client, FastMCP
 from fastmcp_tasks.client import call_tool_task
 from fastmcp_tasks.client_models import UpdateTaskRequest, UpdateTaskRequestParams
 from mcp_types import InputRequiredResult, Result
-from procs import CallCounter
 from temporalio.client import Client as TemporalClient
 
+from bench.bench_server import ask_ok
+from bench.harness import dev_server
+from bench.metrics import CallCounter, percentiles
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver import start_dev_server
+
+QUESTION = (
+    "How many Temporal calls, and how long, does one tasks/update take with and without a worker online?"
+)
+QUICK = {"rounds": 1}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rounds", type=int, default=3, help="answers per setting")
 
 
 def server(client: TemporalClient, queue: str, worker: bool) -> FastMCP:
@@ -39,7 +48,10 @@ def server(client: TemporalClient, queue: str, worker: bool) -> FastMCP:
     return mcp
 
 
-async def answer_once(client: TemporalClient, metrics: CallCounter, queue: str, worker: bool) -> str:
+async def answer_once(
+    client: TemporalClient, metrics: CallCounter, queue: str, worker: bool
+) -> tuple[float, dict[str, int]]:
+    """Park a task on input, then answer it through a server with or without a worker: ms, client calls."""
     async with Client(server(client, queue, worker=True)) as mcp_client:
         task = await call_tool_task(mcp_client, "ask")
         while (current := await task.status()).status != "input_required":
@@ -57,20 +69,21 @@ async def answer_once(client: TemporalClient, metrics: CallCounter, queue: str, 
         elapsed = time.perf_counter() - started
         calls = collections.Counter(metrics.snapshot()) - before
     ours = {op: n for op, n in calls.items() if not op.startswith(("Poll", "Respond", "Record"))}
-    return f"worker online: {worker!s:5}  ack after {elapsed * 1000:6.0f} ms  client calls {dict(ours)}"
+    return elapsed * 1000, ours
 
 
-async def main() -> None:
-    with TemporaryDirectory() as state:
-        dev = await asyncio.to_thread(start_dev_server, db_path=Path(state) / "temporal.db", ui=False)
-        try:
-            metrics = CallCounter()
-            client = await TemporalClient.connect(dev.address, runtime=metrics.runtime)
-            for worker in (True, False):
-                print(await answer_once(client, metrics, f"bench-{uuid.uuid4().hex[:8]}", worker))
-        finally:
-            dev.stop()
-
-
-if __name__ == "__main__":
-    asyncio.run(main())
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    figures: dict[str, Any] = {}
+    async with dev_server() as temporal:
+        metrics = CallCounter()
+        client = await TemporalClient.connect(temporal.address, runtime=metrics.runtime)
+        for worker in (True, False):
+            answers = [
+                await answer_once(client, metrics, f"bench-{uuid.uuid4().hex[:8]}", worker)
+                for _ in range(args.rounds)
+            ]
+            figures["worker_online" if worker else "no_worker"] = {
+                "ack_ms": percentiles([ms for ms, _ in answers]),
+                "client_calls": answers[-1][1],
+            }
+    return figures

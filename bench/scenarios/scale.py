@@ -1,13 +1,14 @@
 """Many tasks at once in production's shape: what reading them costs, and how they survive a kill -9.
 
-    .venv/bin/python bench/scale.py [--tasks 10000] [--warmup 60] [--window 300] [--clients 2]
-        [--reads-in-flight N] [--probes 10] [--progress 10] [--heartbeat-timeout 30] [--out FILE]
-    .venv/bin/python bench/scale.py --legs 1000 [--leg-seconds 120] [--sample 50] [--window 300]
-    .venv/bin/python bench/scale.py --parked 10000 [--sample 50] [--probes 10] [--warmup 60] [--window 300]
+    .venv/bin/python -m bench run scale [--tasks 10000] [--warmup 60] [--window 300] [--clients 2]
+        [--reads-in-flight N] [--probes 10] [--progress 10] [--heartbeat-timeout 30]
+    .venv/bin/python -m bench run scale --legs 1000 [--leg-seconds 120] [--sample 50] [--window 300]
+    .venv/bin/python -m bench run scale --parked 10000 [--sample 50] [--probes 10] [--warmup 60]
+        [--window 300]
 
-Starts its own file-backed dev server (sqlite), 2 API servers (`bench_server.py`,
+On the run's dev server (sqlite; with `--legs`, its metrics port on), 2 API servers (`bench_server.py`,
 `worker=False`) and 2 `fastmcp-temporal worker bench/bench_server.py` processes, each
-counting its Temporal requests in its SDK metrics (`bench/deploy.py`, `bench/procs.py`).
+counting its Temporal requests in its SDK metrics (`bench/deploy.py`, `bench/metrics.py`).
 Submits `--tasks` tasks over streamable HTTP: half `scale_park` (parked on input), half
 `scale_leg` (a leg that reports progress every `--progress` s until released). Legs run with
 `heartbeat_timeout` `--heartbeat-timeout` (the SDK sends their heartbeats every 0.8 x it): a
@@ -33,7 +34,7 @@ times a second (`--heartbeat-timeout 5` measures that). Then:
    `quiet_poll_interval` a minute after its first read) it measures `--window`
    seconds: Temporal requests per second by process and operation, requests per task per
    30 s (all, and by kind: describe, history, list/visibility, signal, ... as
-   `procs.request_kind` names them), the API servers' requests per task per 30 s by the kind of
+   `metrics.request_kind` names them), the API servers' requests per task per 30 s by the kind of
    task each names (`per_task_per_30s_by_task_kind`: `parked` per parked task, `leg` per leg,
    `shared`, naming no workflow, such as the change feed's visibility lists, per task of either
    kind; counted in each API server by `bench_server.count_by_workflow`, beside the SDK's
@@ -61,8 +62,8 @@ requests, CPU and RSS. Then every task must complete with its own result, each b
 with no attempt timed out or retried in Temporal's histories and no starved-loop warning in
 the workers' logs. Right after, on the same dev server, bare Temporal runs the same N: N
 `BareSleep` workflows, each one activity waiting as long with the same heartbeat timeout
-through the SDK's throttle, on 2 `bare_engine.py --sleepers` workers, measured alike.
-Writes `bench/results/legs-N.json` (or `--out`).
+through the SDK's throttle, on 2 `bare_engine.py --sleepers` workers, measured alike: the
+paired baseline, in the same run.
 
 **`--parked N`** parks N `scale_park` tasks on input over both API servers (what a deployment
 holding many tasks mostly holds), and reads only a `--sample` (50) of them with real
@@ -80,9 +81,9 @@ request) to the first read showing it. Then the kill and the finish as above: ev
 completes with its own result (a cancelled probe reads as cancelled), each body run once.
 
 Memory per 1,000 parked tasks per process is measured as the parked tasks are submitted.
-Writes `bench/results/scale.json` with `--parked 10000` and every other default,
-`scale-mixed.json` with every default, `parked-N.json` or `legs-N.json` from those modes, or
-`--out`, a file name under bench/results. Everything started is stopped at the end.
+(`bench/results/scale.json` holds a run with `--parked 10000` and every other default,
+`scale-mixed.json` one with every default, `parked-N.json` and `legs-N.json` runs of those
+modes.) Everything started is stopped at the end.
 """
 
 from __future__ import annotations
@@ -93,8 +94,6 @@ import contextlib
 import json
 import os
 import signal
-import statistics
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
@@ -103,16 +102,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-from deploy import (  # bench/ is on sys.path
-    Backends,
-    endpoint,
-    engine_env,
-    spawn,
-    start_api_server,
-    start_worker,
-    terminate,
-    worker_command,
-)
 from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp_tasks.client import call_tool_task
@@ -125,24 +114,39 @@ from fastmcp_tasks.client_models import (
     UpdateTaskRequest,
     UpdateTaskRequestParams,
 )
-from freshness import spread
-from marks import Marks
 from mcp_types import Result
-from procs import (
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client as TemporalClient
+
+from bench.deploy import (
+    Backends,
+    endpoint,
+    engine_env,
+    spawn,
+    start_api_server,
+    start_worker,
+    terminate,
+    worker_command,
+)
+from bench.harness import Temporal, dev_server
+from bench.marks import Marks
+from bench.metrics import (
     cpu_seconds,
     dev_server_counts,
     per_task_per_30s_by_kind,
+    percentiles,
     process_tree,
     rss_mb,
     temporal_calls,
 )
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client as TemporalClient
-
-from fastmcp_temporal.devserver import DevServer, free_port, start_dev_server
+from fastmcp_temporal.devserver import DevServer
 from fastmcp_temporal.server._scope import workflow_id
 
-RESULTS = Path(__file__).parent / "results"
+QUESTION = (
+    "Many tasks at once in production's shape (mixed, parked, or waiting legs beside bare Temporal): "
+    "what does reading them cost, how fresh are the reads, and how do they survive a kill -9?"
+)
+QUICK = {"tasks": 40, "warmup": 2.0, "window": 10.0, "probes": 1, "clients": 1}
 SERVERS = WORKERS = 2
 DEFAULT_POLL_S = 5.0  # what a read without pollIntervalMs waits
 CONCURRENCY = 50  # submits and sweep reads in flight at once
@@ -171,7 +175,6 @@ LEGS_HEARTBEAT_TIMEOUT_S = 5.0
 # Longer than a run at 10,000 tasks (about 25 min on 2 cores): with the default 15 min the first
 # parked tasks expired before the bench answered them.
 TASK_TTL_S = 7200
-SCALE_PARKED = 10_000  # `--parked` with every other default writes scale.json
 
 
 @dataclass
@@ -698,12 +701,8 @@ def _request_rates(calls: dict[str, Counter[str]], elapsed: float, tasks: int) -
 
 
 def _percentiles(seconds: list[float]) -> dict[str, float]:
-    if len(seconds) < 2:
-        return {}
-    return {
-        "p50": round(statistics.median(seconds) * 1000, 1),
-        "p95": round(statistics.quantiles(seconds, n=20)[18] * 1000, 1),
-    }
+    """Milliseconds."""
+    return percentiles([s * 1000 for s in seconds], digits=1)
 
 
 def _reach(marks: Marks, probes: list[Task]) -> dict[str, Any]:
@@ -713,7 +712,7 @@ def _reach(marks: Marks, probes: list[Task]) -> dict[str, Any]:
         moment, shown = marks.seen(probe.key, PROBES[probe.then][0]), _shown(probe)
         if moment is not None and shown is not None:
             reach[probe.then].append(shown - moment)
-    return {then: spread(values) for then, values in reach.items()}
+    return {then: percentiles(values) for then, values in reach.items()}
 
 
 async def kill_and_recover(
@@ -831,13 +830,13 @@ def _body_runs(marks: Marks, tasks: list[Task], killed: set[str]) -> dict[str, A
     }
 
 
-async def run(args: argparse.Namespace, state: Path) -> dict[str, Any]:
-    dev = await asyncio.to_thread(start_dev_server, db_path=state / "temporal.db", ui=False)
-    fleet = Fleet(dev, state, args)
+async def run_mixed(args: argparse.Namespace, temporal: Temporal) -> dict[str, Any]:
+    """Half parked, half legs: the window, the kill, the finish."""
+    fleet = Fleet(temporal.server, temporal.state, args)
     try:
         await fleet.start()
         parked, legs, probes = build_tasks(args.tasks, args.probes)
-        report: dict[str, Any] = {"settings": {k: v for k, v in vars(args).items() if k != "out"}}
+        report: dict[str, Any] = {}
         in_flight = args.reads_in_flight or min(args.tasks, MAX_READS_IN_FLIGHT)
         readers = await Readers(fleet.urls, args.clients, in_flight).__aenter__()
         before = await settled_rss(fleet.pids())
@@ -859,7 +858,6 @@ async def run(args: argparse.Namespace, state: Path) -> dict[str, Any]:
         return report
     finally:
         await fleet.stop()
-        dev.stop()
 
 
 # --- `--parked N`: tasks parked on input, a sample of them read, the rest unread ---------------
@@ -885,11 +883,10 @@ def build_parked(n: int, sample: int, probes: int) -> tuple[list[Task], list[Tas
     return tasks, read, read[: len(thens)]
 
 
-async def run_parked(args: argparse.Namespace, state: Path) -> dict[str, Any]:
+async def run_parked(args: argparse.Namespace, temporal: Temporal) -> dict[str, Any]:
     """Park `--parked` tasks, measure them unread, then with a sample read; kill, recover, finish."""
-    dev = await asyncio.to_thread(start_dev_server, db_path=state / "temporal.db", ui=False)
-    fleet = Fleet(dev, state, args)
-    report: dict[str, Any] = {"settings": {k: v for k, v in vars(args).items() if k != "out"}}
+    fleet = Fleet(temporal.server, temporal.state, args)
+    report: dict[str, Any] = {}
     try:
         await fleet.start()
         tasks, sample, probes = build_parked(args.parked, args.sample, args.probes)
@@ -916,7 +913,6 @@ async def run_parked(args: argparse.Namespace, state: Path) -> dict[str, Any]:
         return report
     finally:
         await fleet.stop()
-        dev.stop()
 
 
 async def parked_phase(
@@ -1019,7 +1015,7 @@ async def _reach_in_temporal(address: str, probes: list[Task]) -> dict[str, Any]
         if changes and (shown := _shown(probe)) is not None:
             changed = changes[-1].seconds + changes[-1].nanos / 1e9 + monotonic_minus_wall
             reach[probe.then].append(shown - changed)
-    return {then: spread(values) for then, values in reach.items()}
+    return {then: percentiles(values) for then, values in reach.items()}
 
 
 # --- `--legs N`: waiting legs running at once, beside bare Temporal at the same N -------------
@@ -1030,15 +1026,11 @@ def build_sleepers(n: int, prefix: str) -> list[Task]:
     return [Task(f"{prefix}{i}", "scale_sleep", "") for i in range(n)]
 
 
-async def run_legs(args: argparse.Namespace, state: Path) -> dict[str, Any]:
+async def run_legs(args: argparse.Namespace, temporal: Temporal) -> dict[str, Any]:
     """This project's `--legs` waiting legs on the fleet, then bare Temporal's on the same dev server."""
-    metrics_port = free_port()
-    dev = await asyncio.to_thread(
-        start_dev_server, db_path=state / "temporal.db", ui=False, metrics_port=metrics_port
-    )
-    server_metrics = f"http://127.0.0.1:{metrics_port}/metrics"
+    dev, state, server_metrics = temporal.server, temporal.state, str(temporal.metrics_url)
     fleet = Fleet(dev, state, args)
-    report: dict[str, Any] = {"settings": {k: v for k, v in vars(args).items() if k != "out"}}
+    report: dict[str, Any] = {}
     try:
         await fleet.start()
         report["ours"] = await ours_legs(fleet, args, server_metrics)
@@ -1048,7 +1040,6 @@ async def run_legs(args: argparse.Namespace, state: Path) -> dict[str, Any]:
         print(json.dumps(report["bare"]), flush=True)
     finally:
         await fleet.stop()
-        dev.stop()
     report["ours_vs_bare"] = {
         key: round(report["ours"]["window"][key] / report["bare"]["window"][key], 2)
         for key in ("actions_per_s", "frontend_requests_per_s")
@@ -1069,7 +1060,9 @@ async def ours_legs(fleet: Fleet, args: argparse.Namespace, server_metrics: str)
             arguments = {"key": task.key, "seconds": args.leg_seconds}
             task.task_id = (await call_tool_task(readers.client(), task.tool, arguments)).task_id
 
-        failures = [r for r in await _bounded_all([lambda t=t: one(t) for t in legs]) if isinstance(r, Exception)]
+        failures = [
+            r for r in await _bounded_all([lambda t=t: one(t) for t in legs]) if isinstance(r, Exception)
+        ]
         if failures:
             raise RuntimeError(f"{len(failures)} submits failed; the first: {failures[0]!r}")
         submitted = time.monotonic() - began
@@ -1087,7 +1080,9 @@ async def ours_legs(fleet: Fleet, args: argparse.Namespace, server_metrics: str)
     return {
         "submit_s": round(submitted, 1),
         "window": window,
-        "completed": sum(f.status == "completed" and _text(f) == f"done:{t.key}" for t, f in zip(legs, finals)),
+        "completed": sum(
+            f.status == "completed" and _text(f) == f"done:{t.key}" for t, f in zip(legs, finals)
+        ),
         "sample_read": {
             "tasks": len(sample),
             "read_errors": polling.errors,
@@ -1108,7 +1103,9 @@ async def _sample_seen_closing(sample: list[Task], deadline: float) -> None:
         await asyncio.sleep(0.5)
 
 
-async def bare_legs(dev: DevServer, state: Path, args: argparse.Namespace, server_metrics: str) -> dict[str, Any]:
+async def bare_legs(
+    dev: DevServer, state: Path, args: argparse.Namespace, server_metrics: str
+) -> dict[str, Any]:
     """The same legs as bare Temporal's: `BareSleep` workflows on 2 `bare_engine.py --sleepers` workers."""
     folder = state / "bare"
     (folder / "marks").mkdir(parents=True)
@@ -1121,7 +1118,9 @@ async def bare_legs(dev: DevServer, state: Path, args: argparse.Namespace, serve
         for i in range(WORKERS):
             metrics[f"worker-{i}"] = endpoint()
             log = folder / f"worker-{i}.log"
-            workers[f"worker-{i}"] = await spawn(command, env | {"FASTMCP_TEMPORAL_METRICS_ADDRESS": metrics[f"worker-{i}"]}, log)
+            workers[f"worker-{i}"] = await spawn(
+                command, env | {"FASTMCP_TEMPORAL_METRICS_ADDRESS": metrics[f"worker-{i}"]}, log
+            )
         client = await TemporalClient.connect(dev.address)
         legs = build_sleepers(args.legs, "b")
         began = time.monotonic()
@@ -1199,7 +1198,8 @@ async def legs_window(
         "frontend_long_requests_in_flight_mid_window": middle.get("pending", {}),
         "frontend_resource_exhausted": rate("resource_exhausted"),
         "sdk_requests_per_s_by_process": {
-            role: {op: round(n / elapsed, 2) for op, n in sorted(ops.items()) if n} for role, ops in sdk.items()
+            role: {op: round(n / elapsed, 2) for op, n in sorted(ops.items()) if n}
+            for role, ops in sdk.items()
         },
         "cpu_cores_by_process": {role: round(c, 3) for role, c in cpu.items()},
         "rss_mb_by_process": await settled_rss(pids),
@@ -1246,10 +1246,7 @@ async def attempts_in_temporal(address: str, task_queue: str) -> dict[str, int]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tasks", type=int, default=10_000, help="tasks held at once (half parked, half legs)"
     )
@@ -1290,31 +1287,11 @@ def main() -> None:
     parser.add_argument(
         "--sample", type=int, default=50, help="with --legs or --parked: tasks the clients read"
     )
-    parser.add_argument(
-        "--out", default=None, help="file name under bench/results (default: scale.json, full runs only)"
-    )
-    args = parser.parse_args()
-    defaults = all(getattr(args, k) == parser.get_default(k) for k in vars(args) if k != "parked")
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.heartbeat_timeout is None:
         args.heartbeat_timeout = LEGS_HEARTBEAT_TIMEOUT_S if args.legs else 30.0
-    with tempfile.TemporaryDirectory(prefix="fastmcp-temporal-scale-") as workdir:
-        scenario = run_legs if args.legs else run_parked if args.parked else run
-        report = asyncio.run(scenario(args, Path(workdir)))
-    print(json.dumps(report, indent=2))
-    out = args.out or _default_out(args, defaults)
-    if out:
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / out).write_text(json.dumps(report, indent=2) + "\n")
-
-
-def _default_out(args: argparse.Namespace, defaults: bool) -> str | None:
-    """The file under bench/results a run writes without `--out` (none for a smaller mixed run)."""
-    if args.legs:
-        return f"legs-{args.legs}.json"
-    if args.parked:
-        return "scale.json" if defaults and args.parked == SCALE_PARKED else f"parked-{args.parked}.json"
-    return "scale-mixed.json" if defaults else None
-
-
-if __name__ == "__main__":
-    main()
+    scenario = run_legs if args.legs else run_parked if args.parked else run_mixed
+    async with dev_server(metrics=bool(args.legs)) as temporal:
+        return await scenario(args, temporal)

@@ -1,8 +1,9 @@
 """What a long tool leg bills in Actions beside bare Temporal, and how fast a cancel reaches it.
 
-    .venv/bin/python bench/heartbeat_cost.py [--seconds 60] [--rounds 24] [--legs 0] [--out FILE]
+    .venv/bin/python -m bench run heartbeat_cost [--seconds 60] [--rounds 24] [--legs 0]
 
-Starts its own in-memory dev server with its Prometheus endpoint on, FastMCP servers with
+An in-memory dev server with its Prometheus endpoint on and a namespace per shape
+(`harness.dev_server_with_metrics`), FastMCP servers with
 the embedded worker (default settings: `heartbeat_timeout` 5 s), driven through real
 `fastmcp.Client`s, and beside them bare Temporal workers whose workflow runs one activity
 with the same heartbeat timeout, heartbeating through the SDK's own throttle:
@@ -21,8 +22,6 @@ with the same heartbeat timeout, heartbeating through the SDK's own throttle:
 3. **The cancel road at many legs** (`--legs N`): N silent legs run at once for `--seconds`;
    the worker's close long polls per leg per 30 s, and how many were in flight at most.
 
-Writes the figures to `--out` (default `bench/results/heartbeat_cost.json`), with the load average
-at its start and end.
 Everything started is stopped in `finally`.
 """
 
@@ -30,18 +29,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import runpy
-import statistics
-import subprocess
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from pathlib import Path
+from typing import Any
 
 import anyio
 from fastmcp import Client, Context, FastMCP
@@ -53,18 +46,26 @@ from temporalio.client import Client as TemporalClient
 from temporalio.service import WorkflowService
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from bench.harness import dev_server_with_metrics, wait_ready
+from bench.metrics import namespace_counts, percentiles, scrape
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.devserver import find_temporal_binary, free_port
-from fastmcp_temporal.workflows.models import SEARCH_ATTRIBUTES
 
-sample = runpy.run_path(str(Path(__file__).parents[1] / "tests" / "helpers" / "metrics.py"))["sample"]
+QUESTION = (
+    "What does a long tool leg bill in Actions beside bare Temporal (the paired baseline), and how fast "
+    "does a cancel reach it at any age?"
+)
+QUICK = {"seconds": 6, "rounds": 2}
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 # Counters reach the metrics endpoint this long after the request that moved them.
 _SETTLE = 2.0
 _CANCEL_AGES = (0.2, 50.0)
 # Each measured shape runs in a namespace of its own, so the dev server's counters of it are its own.
-SHAPES = {"silent": "ours-silent", "progress_every_second": "ours-progress",
-          "bare_silent": "bare-silent", "bare_progress_every_second": "bare-progress"}
+SHAPES = {
+    "silent": "ours-silent",
+    "progress_every_second": "ours-progress",
+    "bare_silent": "bare-silent",
+    "bare_progress_every_second": "bare-progress",
+}
 CANCELS_NAMESPACE = "default"
 
 
@@ -81,9 +82,12 @@ class CloseLongPolls:
         original = WorkflowService.get_workflow_execution_history
         polls = self
 
-        async def counted(service: WorkflowService, req: GetWorkflowExecutionHistoryRequest,
-                          *args: object, **kwargs: object) -> object:
-            closing = req.history_event_filter_type == HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT
+        async def counted(
+            service: WorkflowService, req: GetWorkflowExecutionHistoryRequest, *args: object, **kwargs: object
+        ) -> object:
+            closing = (
+                req.history_event_filter_type == HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT
+            )
             if not (closing and activity.in_activity()):  # a server's follow of a task, not a leg's
                 return await original(service, req, *args, **kwargs)
             polls.sent += 1
@@ -99,61 +103,6 @@ class CloseLongPolls:
             yield
         finally:
             WorkflowService.get_workflow_execution_history = original  # type: ignore[method-assign]
-
-
-@contextmanager
-def dev_server_with_metrics() -> Iterator[tuple[str, str]]:
-    """An in-memory dev server on loopback, with a namespace per shape; yields its address and metrics URL."""
-    port, metrics = free_port(), free_port()
-    command = [str(find_temporal_binary()), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
-    command += ["--port", str(port), "--metrics-port", str(metrics), "--log-level", "error"]
-    for namespace in SHAPES.values():
-        command += ["--namespace", namespace]
-    for name, kind in SEARCH_ATTRIBUTES.items():
-        command += ["--search-attribute", f"{name}={kind}"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        yield f"127.0.0.1:{port}", f"http://127.0.0.1:{metrics}/metrics"
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-async def wait_ready(address: str) -> None:
-    with anyio.fail_after(30):
-        while True:
-            try:
-                await TemporalClient.connect(address)
-                return
-            except Exception:
-                await anyio.sleep(0.2)
-
-
-def scrape(metrics_url: str) -> str:
-    with urllib.request.urlopen(metrics_url, timeout=10) as response:
-        return response.read().decode()
-
-
-def heartbeats_recorded(metrics_url: str) -> float:
-    """Heartbeats the frontend has answered since it started, in every namespace, from its own metrics."""
-    return sample(scrape(metrics_url), "service_requests", operation="RecordActivityTaskHeartbeat",
-                  service_name="frontend")
-
-
-def counts(text: str, namespace: str) -> dict[str, float]:
-    """Billed Actions, heartbeats and history reads of `namespace` so far, from a scrape of the dev server."""
-    namespace = namespace.replace("-", "_")  # as Prometheus labels spell it
-    return {
-        "actions": sample(text, "action", namespace=namespace),
-        "heartbeats": sample(text, "service_requests", operation="RecordActivityTaskHeartbeat",
-                             service_name="frontend", namespace=namespace),
-        "history_reads": sample(text, "client_requests", operation="HistoryClientGetWorkflowExecutionHistory",
-                                service_name="frontend", namespace=namespace),
-    }
 
 
 @activity.defn(name="bare_long_leg")
@@ -173,16 +122,23 @@ class BareLongLeg:
     @workflow.run
     async def run(self, seconds: float, report_every: float) -> str:
         return await workflow.execute_activity(
-            "bare_long_leg", args=[seconds, report_every], result_type=str,
-            start_to_close_timeout=timedelta(hours=1), heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            "bare_long_leg",
+            args=[seconds, report_every],
+            result_type=str,
+            start_to_close_timeout=timedelta(hours=1),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
         )
 
 
 def build_server(address: str, namespace: str, events: dict[str, float]) -> FastMCP:
     """A server whose `hold` tool logs when it starts (and its workflow) and when a cancel reaches it."""
     extension = TemporalTasksExtension(
-        address=address, namespace=namespace, task_queue="heartbeat-cost", heartbeat_timeout=HEARTBEAT_TIMEOUT,
-        shutdown_grace=timedelta(0), ui=False,
+        address=address,
+        namespace=namespace,
+        task_queue="heartbeat-cost",
+        heartbeat_timeout=HEARTBEAT_TIMEOUT,
+        shutdown_grace=timedelta(0),
+        ui=False,
     )
     server = FastMCP("heartbeat-cost")
     server.add_extension(extension)
@@ -221,21 +177,30 @@ async def price(address: str, metrics_url: str, seconds: float, polls: CloseLong
 
     async def ours(namespace: str, report_every: float) -> None:
         async with Client(build_server(address, namespace, events)) as client:
-            task = await call_tool_task(client, "hold", {"key": uuid.uuid4().hex, "seconds": seconds,
-                                                          "report_every": report_every})
+            task = await call_tool_task(
+                client, "hold", {"key": uuid.uuid4().hex, "seconds": seconds, "report_every": report_every}
+            )
             await task.wait(timeout=seconds + 120)
 
     async def bare(namespace: str, report_every: float) -> None:
         temporal = await TemporalClient.connect(address, namespace=namespace)
-        async with Worker(temporal, task_queue="bare-long-leg", workflows=[BareLongLeg], activities=[bare_long_leg],
-                          workflow_runner=UnsandboxedWorkflowRunner()):
-            await temporal.execute_workflow("BareLongLeg", args=[seconds, report_every], id=uuid.uuid4().hex,
-                                            task_queue="bare-long-leg")
+        async with Worker(
+            temporal,
+            task_queue="bare-long-leg",
+            workflows=[BareLongLeg],
+            activities=[bare_long_leg],
+            workflow_runner=UnsandboxedWorkflowRunner(),
+        ):
+            await temporal.execute_workflow(
+                "BareLongLeg", args=[seconds, report_every], id=uuid.uuid4().hex, task_queue="bare-long-leg"
+            )
 
-    runs = {"silent": lambda: ours(SHAPES["silent"], 0),
-            "progress_every_second": lambda: ours(SHAPES["progress_every_second"], 1.0),
-            "bare_silent": lambda: bare(SHAPES["bare_silent"], 0),
-            "bare_progress_every_second": lambda: bare(SHAPES["bare_progress_every_second"], 1.0)}
+    runs = {
+        "silent": lambda: ours(SHAPES["silent"], 0),
+        "progress_every_second": lambda: ours(SHAPES["progress_every_second"], 1.0),
+        "bare_silent": lambda: bare(SHAPES["bare_silent"], 0),
+        "bare_progress_every_second": lambda: bare(SHAPES["bare_progress_every_second"], 1.0),
+    }
     before_text, polls_before = scrape(metrics_url), polls.sent
     async with anyio.create_task_group() as group:
         for run in runs.values():
@@ -244,7 +209,7 @@ async def price(address: str, metrics_url: str, seconds: float, polls: CloseLong
     after_text = scrape(metrics_url)
     shapes: dict[str, dict] = {}
     for name, namespace in SHAPES.items():
-        before, after = counts(before_text, namespace), counts(after_text, namespace)
+        before, after = namespace_counts(before_text, namespace), namespace_counts(after_text, namespace)
         shapes[name] = {measure: after[measure] - before[measure] for measure in after}
         print(f"{name:28} {shapes[name]}")
     close_polls = polls.sent - polls_before
@@ -256,18 +221,19 @@ async def price(address: str, metrics_url: str, seconds: float, polls: CloseLong
         shape, bare_shape = shapes[ours_name], shapes[f"bare_{ours_name}"]
         shape["close_long_polls_per_30s"] = round(close_polls / 2 * 30 / seconds, 2)  # two legs of ours ran
         shape["actions_vs_bare"] = round(shape["actions"] / bare_shape["actions"], 2)
-        shape["modelled_10_min_vs_bare"] = round(shape["modelled_10_min_actions"] / bare_shape["modelled_10_min_actions"], 2)
+        shape["modelled_10_min_vs_bare"] = round(
+            shape["modelled_10_min_actions"] / bare_shape["modelled_10_min_actions"], 2
+        )
     return shapes
 
 
 def summary(latencies: list[float]) -> dict[str, float]:
-    latencies = sorted(latencies)
-    p95 = latencies[min(len(latencies) - 1, round(0.95 * (len(latencies) - 1)))]
-    return {"n": len(latencies), "p50_ms": round(statistics.median(latencies) * 1000), "p95_ms": round(p95 * 1000),
-            "max_ms": round(latencies[-1] * 1000)}
+    return percentiles([latency * 1000 for latency in latencies], digits=0)
 
 
-async def cancel_latency(client: Client, temporal: TemporalClient, rounds: int, events: dict[str, float]) -> dict:
+async def cancel_latency(
+    client: Client, temporal: TemporalClient, rounds: int, events: dict[str, float]
+) -> dict:
     """`rounds` legs at once, cancelled at ages spread over `_CANCEL_AGES`, alternately through
     `tasks/cancel` and an operator's `WorkflowHandle.cancel()`."""
     latencies: dict[str, list[tuple[float, float]]] = {"tasks/cancel": [], "WorkflowHandle.cancel": []}
@@ -293,52 +259,68 @@ async def cancel_latency(client: Client, temporal: TemporalClient, rounds: int, 
     every = [latency for rows in latencies.values() for _, latency in rows]
     figures = {"rounds": rounds, "ages_s": [round(a, 1) for a in ages], "all": summary(every)}
     figures |= {road: summary([latency for _, latency in rows]) for road, rows in latencies.items()}
-    figures["by_age_ms"] = sorted((round(age, 1), round(latency * 1000)) for rows in latencies.values()
-                                  for age, latency in rows)
+    figures["by_age_ms"] = sorted(
+        (round(age, 1), round(latency * 1000)) for rows in latencies.values() for age, latency in rows
+    )
     print(f"cancel -> CancelledError at ages {low:g}-{high:g} s: {figures}   (target p95 <= 1,000 ms)")
     return figures
 
 
-async def many_legs(client: Client, legs: int, seconds: float, polls: CloseLongPolls,
-                    events: dict[str, float]) -> dict:
+async def many_legs(
+    client: Client, legs: int, seconds: float, polls: CloseLongPolls, events: dict[str, float]
+) -> dict:
     """`legs` silent legs at once for `seconds`: the worker's close long polls per leg per 30 s, and
     the most in flight at once."""
     keys = [uuid.uuid4().hex for _ in range(legs)]
     sent_before = polls.sent
-    tasks = [await call_tool_task(client, "hold", {"key": key, "seconds": seconds, "report_every": 0}) for key in keys]
+    tasks = [
+        await call_tool_task(client, "hold", {"key": key, "seconds": seconds, "report_every": 0})
+        for key in keys
+    ]
     await until(lambda: all(f"{key}:start" in events for key in keys), timeout=300)
     polls.most_in_flight = polls.in_flight
     for task in tasks:
         await task.wait(timeout=seconds + 300)
-    figures = {"legs": legs, "leg_s": seconds,
-               "close_long_polls_per_leg_per_30s": round((polls.sent - sent_before) / legs * 30 / seconds, 2),
-               "most_in_flight": polls.most_in_flight}
+    figures = {
+        "legs": legs,
+        "leg_s": seconds,
+        "close_long_polls_per_leg_per_30s": round((polls.sent - sent_before) / legs * 30 / seconds, 2),
+        "most_in_flight": polls.most_in_flight,
+    }
     print(f"{legs} legs at once: {figures}")
     return figures
 
 
-async def main(options: argparse.Namespace) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--seconds", type=float, default=60, help="length of each measured leg (0 skips the price)"
+    )
+    parser.add_argument("--rounds", type=int, default=24, help="cancel rounds (0 skips)")
+    parser.add_argument(
+        "--legs", type=int, default=0, help="silent legs run at once for the cancel road's cost"
+    )
+
+
+async def run(options: argparse.Namespace) -> dict[str, Any]:
     events: dict[str, float] = {}
     polls = CloseLongPolls()
-    with dev_server_with_metrics() as (address, metrics_url), polls.counting():
+    with dev_server_with_metrics(tuple(SHAPES.values())) as (address, metrics_url), polls.counting():
         await wait_ready(address)
         shapes = await price(address, metrics_url, options.seconds, polls) if options.seconds else None
         temporal = await TemporalClient.connect(address, namespace=CANCELS_NAMESPACE)
         async with Client(build_server(address, CANCELS_NAMESPACE, events)) as client:
-            cancels = await cancel_latency(client, temporal, options.rounds, events) if options.rounds else None
-            legs = await many_legs(client, options.legs, options.seconds, polls, events) if options.legs else None
-    result = {"load_average_at_start": options.load, "leg_s": options.seconds,
-              "heartbeat_timeout_s": HEARTBEAT_TIMEOUT.total_seconds(), "per_task": shapes, "cancel": cancels,
-              "many_legs": legs, "load_average_at_end": round(os.getloadavg()[0], 2)}
-    options.out.write_text(json.dumps(result, indent=2) + "\n")
-
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=60, help="length of each measured leg (0 skips the price)")
-    parser.add_argument("--rounds", type=int, default=24, help="cancel rounds (0 skips)")
-    parser.add_argument("--legs", type=int, default=0, help="silent legs run at once for the cancel road's cost")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "heartbeat_cost.json")
-    options = parser.parse_args()
-    options.load = round(os.getloadavg()[0], 2)
-    anyio.run(main, options)
+            cancels = (
+                await cancel_latency(client, temporal, options.rounds, events) if options.rounds else None
+            )
+            legs = (
+                await many_legs(client, options.legs, options.seconds, polls, events)
+                if options.legs
+                else None
+            )
+    return {
+        "leg_s": options.seconds,
+        "heartbeat_timeout_s": HEARTBEAT_TIMEOUT.total_seconds(),
+        "per_task": shapes,
+        "cancel": cancels,
+        "many_legs": legs,
+    }

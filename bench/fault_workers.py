@@ -1,29 +1,20 @@
-"""How fast a killed worker's task recovers: kill -9 -> retried attempt starts -> task completes.
+"""Worker processes on `tests/fault_app.py` that a scenario can kill, and the attempt log they write.
 
-    .venv/bin/python bench/recovery.py [--rounds 10]
-
-Starts its own file-backed dev server (sqlite, WAL) and two `fastmcp-temporal worker
-tests/fault_app.py` processes (heartbeat timeout 2 s). Each round submits a resumable
-`count` task through an API-only FastMCP server and `fastmcp.Client`, kills the worker
-running it once the tool is near its end, and measures from the kill to the retried
-attempt's first line in the tool body and to Temporal closing the workflow. The retried
-attempt resumes from its checkpoint, so about 0.2 s of tool work remains after it starts.
-The killed worker is replaced before the next round. Target: heartbeat timeout + 3 s.
-
-Also the harness `bench/cancel_latency.py` uses. Everything started is stopped in `finally`.
+`fault_workers(n)` starts the run's dev server and `n` `fastmcp-temporal worker tests/fault_app.py`
+processes (heartbeat timeout 2 s, concurrency 20), and gives a `fastmcp.Client` of an API-only
+server on the same app; the tool bodies log each start, step and cancel with its wall-clock time,
+so a scenario can time from its own action to what a body saw. Everything started is stopped
+when the block ends. The `recovery` and `cancel_latency` scenarios stand on it.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -33,13 +24,10 @@ from typing import Any
 
 import anyio
 from fastmcp import Client
-from fastmcp_tasks.client import call_tool_task
-from temporalio.client import Client as TemporalClient
 
-from fastmcp_temporal.devserver import start_dev_server
-from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
+from bench.harness import REPO, dev_server
+from fastmcp_temporal.devserver import DevServer
 
-REPO = Path(__file__).resolve().parent.parent
 FAULT_APP = REPO / "tests" / "fault_app.py"
 CLI = Path(sys.executable).parent / "fastmcp-temporal"
 TASK_QUEUE = "bench"
@@ -60,17 +48,17 @@ fault_app = _load_fault_app()
 
 
 class Harness:
-    """A dev server, worker processes on fault_app, and the attempt log they write.
+    """Worker processes on fault_app on the run's dev server, and the attempt log they write.
 
     Starting the server and workers blocks: async callers run them in a thread.
     """
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, server: DevServer, workdir: Path) -> None:
         self.workdir = workdir
         self.log_dir = workdir / "attempts"
         self.log_dir.mkdir()
         self.workers: list[subprocess.Popen[bytes]] = []
-        self.server = start_dev_server(db_path=workdir / "temporal.db", ui=False)
+        self.server = server
 
     def start_worker(self) -> subprocess.Popen[bytes]:
         output = self.workdir / f"worker-{len(self.workers)}.log"
@@ -129,14 +117,13 @@ class Harness:
             except subprocess.TimeoutExpired:
                 worker.kill()
                 worker.wait()
-        self.server.stop()
 
 
 @asynccontextmanager
-async def harness(workers: int) -> AsyncIterator[tuple[Harness, Client]]:
+async def fault_workers(workers: int) -> AsyncIterator[tuple[Harness, Client]]:
     """A harness with `workers` worker processes, and a client of an API-only server."""
-    with tempfile.TemporaryDirectory(prefix="fastmcp-temporal-bench-") as workdir:
-        running = await anyio.to_thread.run_sync(Harness, Path(workdir))
+    async with dev_server() as temporal:
+        running = Harness(temporal.server, temporal.state)
         try:
             for _ in range(workers):
                 await anyio.to_thread.run_sync(running.start_worker)
@@ -145,48 +132,3 @@ async def harness(workers: int) -> AsyncIterator[tuple[Harness, Client]]:
                 yield running, client
         finally:
             running.close()
-
-
-def report(name: str, seconds: list[float], target: str) -> None:
-    ms = sorted(s * 1000 for s in seconds)
-    p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
-    p50 = statistics.median(ms)
-    print(f"{name:<42} n={len(ms):<3} p50 {p50:7.0f} ms   p95 {p95:7.0f} ms   (target {target})")
-
-
-async def main(rounds: int) -> None:
-    to_retry, to_done = [], []
-    async with harness(workers=2) as (bench, client):
-        temporal = await TemporalClient.connect(bench.server.address)
-        for round_ in range(rounds):
-            key = f"round-{round_}"
-            task = await call_tool_task(client, "count", {"key": key, "to": 30, "step": 0.1})
-            with anyio.fail_after(60):
-                while max((e["done"] for e in bench.events("step", key)), default=0) < 28:
-                    await anyio.sleep(0.01)
-            (first,) = bench.events("start", key)
-            victim = bench.worker_with_pid(first["pid"])
-            killed_at = time.time()
-            bench.kill(victim)
-            retry = (await bench.wait_for("start", key, count=2))[-1]
-            final = await task.wait(timeout=60)
-            assert final.status == "completed", final
-            handle = temporal.get_workflow_handle(workflow_id(ANONYMOUS_SCOPE_TAG, task.task_id))
-            closed = (await handle.describe()).close_time
-            assert closed is not None
-            to_retry.append(retry["t"] - killed_at)
-            to_done.append(closed.timestamp() - killed_at)
-            print(
-                f"round {round_}: retry +{to_retry[-1]:.2f}s (resumed from {retry['resumed_from']}), "
-                f"completed +{to_done[-1]:.2f}s"
-            )
-            await anyio.to_thread.run_sync(bench.start_worker)
-    hb = fault_app.HEARTBEAT_TIMEOUT.total_seconds()
-    report("kill -> retried attempt starts", to_retry, f"<= {hb + 3:g} s")
-    report("kill -> task completed", to_done, f"<= {hb + 3:g} s")
-
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=10)
-    anyio.run(main, parser.parse_args().rounds)

@@ -1,0 +1,1 @@
+"""One module per scenario, each registered in `bench/registry.py`."""
