@@ -140,8 +140,9 @@ def _choices() -> dict[str, tuple[Any, ...]]:
     """The values of each option typed as a choice (`Literal`), as its annotation names them."""
     choices = {}
     for name, hint in get_type_hints(ExecutionPolicy).items():
-        if allowed := tuple(value for arm in get_args(hint) if get_origin(arm) is Literal for value in get_args(arm)):
-            choices[name] = allowed
+        arms = [arm for arm in get_args(hint) if get_origin(arm) is Literal]
+        if arms:
+            choices[name] = tuple(value for arm in arms for value in get_args(arm))
     return choices
 
 

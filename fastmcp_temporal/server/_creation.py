@@ -67,7 +67,12 @@ class StartedWorkflow:
 
 
 async def start_task(
-    backend: Backend, plan: CallPlan, arguments: dict[str, Any] | None, context: Context, *, task_id: str | None = None
+    backend: Backend,
+    plan: CallPlan,
+    arguments: dict[str, Any] | None,
+    context: Context,
+    *,
+    task_id: str | None = None,
 ) -> tuple[CreateTaskResult, StartedWorkflow]:
     """Start a task's workflow (under `task_id`, else a new id): what the wire answers, and the workflow started."""
     started = await start_tool_workflow(backend, plan, arguments, context, kind="task", task_id=task_id)
@@ -97,8 +102,8 @@ async def start_tool_workflow(
     whose leg collects what `relay` says its server relays to the caller. With a rejoinable
     call's `call_id` (`Backend.call_id`), the workflow is named by it, and a running one of that
     name is joined instead of started again. `task_id`, when given, is the new task's id."""
-    raw_arguments = dict(arguments or {})
-    _fastmcp_private.validate_call(plan.component, raw_arguments, strict=context.fastmcp.strict_input_validation)
+    raw_arguments, strict = dict(arguments or {}), context.fastmcp.strict_input_validation
+    _fastmcp_private.validate_call(plan.component, raw_arguments, strict=strict)
 
     facts = TaskFacts.decide(backend, plan, kind, call_id or task_id)
     task = _task_input(backend, facts, plan.component, context, relay)

@@ -46,7 +46,9 @@ class TaskFacts:
     policy: LegPolicy
 
     @classmethod
-    def decide(cls, backend: Backend, plan: CallPlan, kind: WorkflowKind, task_id: str | None = None) -> TaskFacts:
+    def decide(
+        cls, backend: Backend, plan: CallPlan, kind: WorkflowKind, task_id: str | None = None
+    ) -> TaskFacts:
         """A new task's facts: the planned call's tool as called, run as its component (a mounted tool's
         child), under `task_id` (a new one when None)."""
         return cls(

@@ -78,7 +78,7 @@ def refuse_rejoin_that_cannot_apply(settings: TemporalTasksSettings, components:
 
 
 def _runs_as_workflow(settings: TemporalTasksSettings, policy: ExecutionPolicy) -> bool:
-    """Whether a caller that did not opt in gets the tool through a workflow: its policy, else the extension's."""
+    """Whether a caller that did not opt in gets the tool by a workflow: its policy, else the extension's."""
     return (policy.sync_calls or settings.sync_calls) == "workflow"
 
 

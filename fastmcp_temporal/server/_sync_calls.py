@@ -80,7 +80,11 @@ async def call_through_workflow(
 
 
 async def _rejoinable_call(
-    backend: Backend, plan: CallPlan, arguments: dict[str, Any] | None, context: Context, channel: CallerChannel
+    backend: Backend,
+    plan: CallPlan,
+    arguments: dict[str, Any] | None,
+    context: Context,
+    channel: CallerChannel,
 ) -> ToolResult:
     """A call a repeat of the same caller joins while it runs, or gets the result of once, if nobody
     got it yet; its leg collects progress for whichever request asks for it."""
@@ -120,10 +124,14 @@ async def _started(
     cancelled in `_outcome`, instead of the start being abandoned with the workflow running.
     """
     with anyio.CancelScope(shield=True):
-        return await start_tool_workflow(backend, plan, arguments, context, kind="call", relay=channel, call_id=call)
+        return await start_tool_workflow(
+            backend, plan, arguments, context, kind="call", relay=channel, call_id=call
+        )
 
 
-def _rejoinable_call_id(backend: Backend, plan: CallPlan, arguments: dict[str, Any] | None, context: Context) -> str:
+def _rejoinable_call_id(
+    backend: Backend, plan: CallPlan, arguments: dict[str, Any] | None, context: Context
+) -> str:
     """The call's id: its tool, its validated arguments, the round it answers (a 2026-07-28
     caller's answers, which make each round its own call), and who may join it. Bad arguments
     are refused here, as the start refuses them."""
