@@ -1,26 +1,21 @@
-"""Per-tool execution policy: timeouts and retries for one tool's legs.
+"""Per-tool execution policy: how one tool's legs are scheduled, and how its calls are served.
 
-The extension's settings are the defaults; `@execution_policy(...)` under
-`@mcp.tool(task=True)` overrides them for that tool. Only crashes and timeouts
-retry: tool errors are results, never retried. `sync_calls` chooses, for this tool,
-whether a caller that did not opt in to tasks is served inline or by a workflow;
-`leg="local"` runs a short tool's body as a local activity, inside the workflow task;
-`versioning_behavior` chooses, with Worker Versioning on, whether this tool's tasks stay
-on the deployment version that started them; `priority` orders this tool's tasks in the
-task queue's backlog (Temporal's priority key, 1 first), within which callers share fairly;
-`ask_before_task` lets a tool's first questions come back on the `tools/call` itself (SEP-2322),
-and the call that answers them gets the task (SEP-2663's MRTR → task composition); `rejoin`
-lets a client whose request timed out call a durable call again and join it, and
-`sync_call_answer_after` answers such a call still running with "call again" before the
-client's timeout.
+The extension's settings are the defaults; `@execution_policy(...)` under `@mcp.tool(task=True)`
+overrides them for that tool. Only crashes and timeouts retry: tool errors are results, never
+retried. The options are `ExecutionPolicy`'s fields, named and documented there once:
+`execution_policy` is that class under the name a decorator reads by, so type checkers and
+editors read the options, their types and their docs off the class, and an option it does not
+have is refused by name, with the nearest one it has.
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import timedelta
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from fastmcp_temporal._settings import VersioningBehaviorName
 
@@ -30,67 +25,37 @@ HIGHEST_PRIORITY = 1
 LOWEST_PRIORITY = 5
 
 F = TypeVar("F", bound=Callable[..., Any])
+C = TypeVar("C")
 
 
-@dataclass(frozen=True)
+def _naming_unknown_options(cls: type[C]) -> type[C]:
+    """Refuse an option the policy does not have by its name, with the nearest one it has."""
+    init, options = cls.__init__, [field.name for field in fields(cls)]  # type: ignore[arg-type]
+
+    @functools.wraps(init)
+    def checked(self: C, /, *unnamed: Any, **given: Any) -> None:
+        if unnamed:
+            raise TypeError(f"execution_policy takes its options by name: {', '.join(options)}.")
+        for name in given:
+            if name not in options:
+                nearest = difflib.get_close_matches(name, options, n=1)
+                fix = f"did you mean {nearest[0]}?" if nearest else f"its options are {', '.join(options)}."
+                raise TypeError(f"execution_policy() has no option {name!r}: {fix}")
+        init(self, **given)
+
+    setattr(cls, "__init__", checked)  # type checkers still read the dataclass's own
+    return cls
+
+
+@_naming_unknown_options
+@dataclass(frozen=True, kw_only=True)
 class ExecutionPolicy:
-    """How one tool's legs are scheduled; None leaves the extension's setting in force.
+    """Set how this tool's legs are scheduled: `@execution_policy(...)` below `@mcp.tool(task=True)`.
 
-    `@execution_policy(...)` builds one; a custom `Tool` subclass may carry one as its
-    `execution_policy` attribute instead.
-
-    Args:
-        start_to_close_timeout: the longest one leg may run.
-        heartbeat_timeout: a leg silent this long is retried on another worker.
-        maximum_attempts: attempts per leg after crashes or timeouts (0 is unlimited).
-        initial_retry_interval: the wait before the first retry.
-        heartbeat_interval: accepted and not read (see `execution_policy`).
-        sync_calls: `inline` or `workflow`, for callers that did not opt in to tasks.
-        leg: `activity`, or `local` for a tool that finishes within seconds.
-        versioning_behavior: `pinned` or `auto_upgrade`, with Worker Versioning on.
-        priority: 1 (first) to 5 (last) in the task queue's backlog; unset is Temporal's 3.
-        ask_before_task: a task's first questions answer the `tools/call` that started it.
-        rejoin: a durable call is named by its caller and arguments, and a repeat joins it.
-        sync_call_answer_after: a rejoinable call still running this long answers "call again".
-    """
-
-    start_to_close_timeout: timedelta | None = None
-    heartbeat_timeout: timedelta | None = None
-    maximum_attempts: int | None = None
-    initial_retry_interval: timedelta | None = None
-    heartbeat_interval: timedelta | None = None
-    sync_calls: Literal["inline", "workflow"] | None = None
-    leg: Literal["activity", "local"] | None = None
-    versioning_behavior: VersioningBehaviorName | None = None
-    priority: int | None = None
-    ask_before_task: bool | None = None
-    rejoin: bool | None = None
-    sync_call_answer_after: timedelta | None = None
-
-    def __post_init__(self) -> None:
-        _check_priority(self.priority)
-        _check_answer_after(self.sync_call_answer_after, self.rejoin)
-
-
-def execution_policy(
-    *,
-    start_to_close_timeout: timedelta | None = None,
-    heartbeat_timeout: timedelta | None = None,
-    maximum_attempts: int | None = None,
-    initial_retry_interval: timedelta | None = None,
-    heartbeat_interval: timedelta | None = None,
-    sync_calls: Literal["inline", "workflow"] | None = None,
-    leg: Literal["activity", "local"] | None = None,
-    versioning_behavior: VersioningBehaviorName | None = None,
-    priority: int | None = None,
-    ask_before_task: bool | None = None,
-    rejoin: bool | None = None,
-    sync_call_answer_after: timedelta | None = None,
-) -> Callable[[F], F]:
-    """Set how this tool's legs are scheduled; place it below `@mcp.tool(task=True)`.
-
-    Each argument left None keeps the extension's setting of the same name, read when the task
-    starts.
+    `execution_policy` is this class: the policy it makes, applied to the tool's function, is
+    carried with it. A custom `Tool` subclass may carry one as its `execution_policy` attribute
+    instead. Each option left None keeps the extension's setting of the same name, read when the
+    task starts.
 
     Args:
         start_to_close_timeout: the longest one leg of this tool may run (default 7 days).
@@ -132,43 +97,63 @@ def execution_policy(
             it); `timedelta(0)` waits for the end. Unset keeps the extension's setting (50 s).
 
     Raises:
+        TypeError: an option it does not have (the error names the nearest one it has).
         ValueError: `sync_calls`, `leg` or `versioning_behavior` is not one of its values,
             `priority` is not an integer from 1 to 5, `rejoin=True` with `sync_calls="inline"`,
             or `sync_call_answer_after` without `rejoin=True` or below zero.
     """
-    if sync_calls not in (None, "inline", "workflow"):
-        raise ValueError(f"execution_policy(sync_calls={sync_calls!r}): use 'inline' or 'workflow'.")
-    if rejoin and sync_calls == "inline":
-        raise ValueError(
-            "execution_policy(rejoin=True, sync_calls='inline'): only a durable call can be rejoined; "
-            "use sync_calls='workflow', or drop rejoin=True."
-        )
-    if leg not in (None, "activity", "local"):
-        raise ValueError(f"execution_policy(leg={leg!r}): use 'activity' or 'local'.")
-    if versioning_behavior not in (None, "pinned", "auto_upgrade"):
-        raise ValueError(
-            f"execution_policy(versioning_behavior={versioning_behavior!r}): use 'pinned' or 'auto_upgrade'."
-        )
-    policy = ExecutionPolicy(
-        start_to_close_timeout,
-        heartbeat_timeout,
-        maximum_attempts,
-        initial_retry_interval,
-        heartbeat_interval,
-        sync_calls,
-        leg,
-        versioning_behavior,
-        priority,
-        ask_before_task,
-        rejoin,
-        sync_call_answer_after,
-    )
 
-    def apply(fn: F) -> F:
-        setattr(fn, _ATTRIBUTE, policy)
+    start_to_close_timeout: timedelta | None = None
+    heartbeat_timeout: timedelta | None = None
+    maximum_attempts: int | None = None
+    initial_retry_interval: timedelta | None = None
+    heartbeat_interval: timedelta | None = None
+    sync_calls: Literal["inline", "workflow"] | None = None
+    leg: Literal["activity", "local"] | None = None
+    versioning_behavior: VersioningBehaviorName | None = None
+    priority: int | None = None
+    ask_before_task: bool | None = None
+    rejoin: bool | None = None
+    sync_call_answer_after: timedelta | None = None
+
+    def __post_init__(self) -> None:
+        _check_choices(self)
+        if self.rejoin and self.sync_calls == "inline":
+            raise ValueError(
+                "execution_policy(rejoin=True, sync_calls='inline'): only a durable call can be rejoined; "
+                "use sync_calls='workflow', or drop rejoin=True."
+            )
+        _check_priority(self.priority)
+        _check_answer_after(self.sync_call_answer_after, self.rejoin)
+
+    def __call__(self, fn: F) -> F:
+        """Carry this policy with the tool's function."""
+        setattr(fn, _ATTRIBUTE, self)
         return fn
 
-    return apply
+
+execution_policy = ExecutionPolicy
+"""`ExecutionPolicy` by the name a decorator reads by: `@execution_policy(leg="local")` below `@mcp.tool`."""
+
+
+def _choices() -> dict[str, tuple[Any, ...]]:
+    """The values of each option typed as a choice (`Literal`), as its annotation names them."""
+    choices = {}
+    for name, hint in get_type_hints(ExecutionPolicy).items():
+        arms = [arm for arm in get_args(hint) if get_origin(arm) is Literal]
+        if arms:
+            choices[name] = tuple(value for arm in arms for value in get_args(arm))
+    return choices
+
+
+_CHOICES = _choices()
+
+
+def _check_choices(policy: ExecutionPolicy) -> None:
+    for name, allowed in _CHOICES.items():
+        value = getattr(policy, name)
+        if value is not None and value not in allowed:
+            raise ValueError(f"execution_policy({name}={value!r}): use {' or '.join(map(repr, allowed))}.")
 
 
 def _check_priority(priority: int | None) -> None:

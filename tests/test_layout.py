@@ -12,7 +12,8 @@ shared top-level modules import no role. Some concerns have one home:
   `server/_quiet.py`, `server/_closed_answers.py`, and the change feed that tells it what changed, `server/_feed.py`)
   is the server's alone;
 - the `tasks/*` handlers (`server/_handlers.py`) are the extension's alone;
-- a task's memo is written at creation from its facts (`server/_facts.py`) alone.
+- a task's memo is written at creation from its facts (`server/_facts.py`) alone;
+- a call's tool policy and component are looked up by its plan (`server/_plan.py`) alone, once.
 The tests keep their own rooms apart too: what test modules share is in `tests/helpers/`,
 never in another test module, and `tests/` and `bench/` never put each other on `sys.path`.
 """
@@ -188,6 +189,15 @@ def test_a_tasks_facts_are_written_from_one_value() -> None:
     """The memo a task starts with is built from its `TaskFacts` alone, as its input and UI summary are."""
     writers = {name for name, path in _modules().items() if "created_memo" in _names_imported(path)}
     assert writers == {"fastmcp_temporal.server._facts"}
+
+
+def test_a_calls_policy_is_read_by_its_plan_alone() -> None:
+    """The server reads a tool's policy, and looks a call's component up, in `server/_plan.py`: the layers
+    below the entry take the call's `CallPlan` instead of reading them again."""
+    modules = _modules()
+    readers = {name for name, path in modules.items() if _within(name, "server")
+               and {"policy_of", "registered_component_for_key"} & _names_imported(path)}
+    assert readers == {"fastmcp_temporal.server._plan"}
 
 
 def test_the_cli_is_the_top_role() -> None:

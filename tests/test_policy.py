@@ -1,13 +1,15 @@
 """Per-tool execution policy on a real Temporal server, seen over the MCP wire.
 
 Proves that a leg outliving its `@execution_policy(start_to_close_timeout=...)` with one
-attempt ends the task `failed` with a message that says so, and that tool errors
-(`ToolError`, any exception) are results, never retried. What Temporal records for a
+attempt ends the task `failed` with a message that says so, that tool errors
+(`ToolError`, any exception) are results, never retried, and that an option the policy does
+not have is refused by its name, with the nearest one it has. What Temporal records for a
 leg's policy is in `test_long_tools.py`; a tool's own `timeout=` in `test_results.py`.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import anyio
@@ -60,3 +62,12 @@ async def test_a_tool_error_is_a_result_and_never_retried(
     assert result.is_error
     assert result.content[0].text == shown  # type: ignore[union-attr]
     assert runs == 1
+
+
+@pytest.mark.parametrize(
+    ("option", "fix"),
+    [("heartbeat", "did you mean heartbeat_timeout?"), ("color", "its options are start_to_close_timeout, ")],
+)
+def test_an_option_the_policy_does_not_have_is_refused_by_name(option: str, fix: str) -> None:
+    with pytest.raises(TypeError, match=re.escape(f"execution_policy() has no option '{option}': {fix}")):
+        execution_policy(**{option: timedelta(seconds=5)})

@@ -25,10 +25,10 @@ import mcp_types
 from fastmcp_temporal._fastmcp_private import CreateTaskResult, GetTaskResult
 from fastmcp_temporal.server._backend import Backend
 from fastmcp_temporal.server._creation import start_task
+from fastmcp_temporal.server._plan import CallPlan
 
 if TYPE_CHECKING:
     from fastmcp.server.context import Context
-    from fastmcp.tools.base import Tool
 
     from fastmcp_temporal.server._handlers import TaskMethods
 
@@ -36,13 +36,13 @@ _STATE_PREFIX = "fastmcp-temporal/task/"
 
 
 async def task_asking_first(
-    backend: Backend, methods: TaskMethods, tool: Tool, arguments: dict[str, Any] | None, context: Context
+    backend: Backend, methods: TaskMethods, plan: CallPlan, arguments: dict[str, Any] | None, context: Context
 ) -> CreateTaskResult | mcp_types.InputRequiredResult:
     """The call's task, or its first questions while the task waits for them."""
     if (task_id := _task_of(context.request_state)) is not None:
         await methods.update(task_id, context.input_responses or {})
         return _created(await methods.get(task_id))
-    created, started = await start_task(backend, tool, arguments, context)
+    created, started = await start_task(backend, plan, arguments, context)
     created = methods.watch(created, started)
     first = await methods.get(created.task_id)
     if first.status != "input_required" or not first.input_requests:

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from fastmcp.exceptions import ValidationError
-from mcp.shared.exceptions import MCPError
 from temporalio.client import WorkflowHandle
 from temporalio.common import (
     AutoUpgradeVersioningOverride,
@@ -37,23 +36,18 @@ from temporalio.common import (
 )
 
 from fastmcp_temporal import _fastmcp_private
-from fastmcp_temporal._fastmcp_private import (
-    CreateTaskResult,
-    TaskContextSnapshot,
-    registered_component_for_key,
-    snapshot_codec,
-)
-from fastmcp_temporal._policy import ExecutionPolicy, policy_of
+from fastmcp_temporal._fastmcp_private import CreateTaskResult, TaskContextSnapshot, snapshot_codec
+from fastmcp_temporal._policy import ExecutionPolicy
 from fastmcp_temporal._task_json import encode_answers
 from fastmcp_temporal.connection._sizes import converted, converter_budget
 from fastmcp_temporal.server._backend import Backend
 from fastmcp_temporal.server._facts import TaskFacts
+from fastmcp_temporal.server._plan import CallPlan
 from fastmcp_temporal.server._scope import WorkflowKind, fairness_key
 from fastmcp_temporal.server._ui_metadata import task_user_metadata
 from fastmcp_temporal.workflows.models import WORKFLOW_NAME, NextLeg, TaskInput, TaskOutcome, ToolCall
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
     from fastmcp.server.context import Context
     from fastmcp.tools.base import Tool
 
@@ -73,10 +67,15 @@ class StartedWorkflow:
 
 
 async def start_task(
-    backend: Backend, tool: Tool, arguments: dict[str, Any] | None, context: Context, *, task_id: str | None = None
+    backend: Backend,
+    plan: CallPlan,
+    arguments: dict[str, Any] | None,
+    context: Context,
+    *,
+    task_id: str | None = None,
 ) -> tuple[CreateTaskResult, StartedWorkflow]:
     """Start a task's workflow (under `task_id`, else a new id): what the wire answers, and the workflow started."""
-    started = await start_tool_workflow(backend, tool, arguments, context, kind="task", task_id=task_id)
+    started = await start_tool_workflow(backend, plan, arguments, context, kind="task", task_id=task_id)
     facts = started.facts
     return CreateTaskResult(
         task_id=facts.task_id,
@@ -90,7 +89,7 @@ async def start_task(
 
 async def start_tool_workflow(
     backend: Backend,
-    tool: Tool,
+    plan: CallPlan,
     arguments: dict[str, Any] | None,
     context: Context,
     *,
@@ -103,12 +102,11 @@ async def start_tool_workflow(
     whose leg collects what `relay` says its server relays to the caller. With a rejoinable
     call's `call_id` (`Backend.call_id`), the workflow is named by it, and a running one of that
     name is joined instead of started again. `task_id`, when given, is the new task's id."""
-    component = await task_component(context.fastmcp, tool)
-    raw_arguments = dict(arguments or {})
-    _fastmcp_private.validate_call(component, raw_arguments, strict=context.fastmcp.strict_input_validation)
+    raw_arguments, strict = dict(arguments or {}), context.fastmcp.strict_input_validation
+    _fastmcp_private.validate_call(plan.component, raw_arguments, strict=strict)
 
-    facts = TaskFacts.decide(backend, tool, component, kind, call_id or task_id)
-    task = _task_input(backend, facts, component, context, relay)
+    facts = TaskFacts.decide(backend, plan, kind, call_id or task_id)
+    task = _task_input(backend, facts, plan.component, context, relay)
     inputs, input_bytes = await _converted_call(backend, task, raw_arguments)
     handle = await backend.client.start_workflow(
         WORKFLOW_NAME,
@@ -121,8 +119,8 @@ async def start_tool_workflow(
         id_conflict_policy=_CONFLICT_POLICY[call_id is not None],
         id_reuse_policy=_REUSE_POLICY[call_id is not None],
         request_eager_start=backend.embedded_worker and backend.settings.deployment_version is None,
-        versioning_override=_versioning_override(backend, component),
-        priority=_priority(facts.scope, component),
+        versioning_override=_versioning_override(backend, plan.policy),
+        priority=_priority(facts.scope, plan.policy),
         **task_user_metadata(facts, raw_arguments, encrypted=_encrypted(backend)),
     )
     return StartedWorkflow(handle, facts, input_bytes)
@@ -139,19 +137,6 @@ class Relayed(Protocol):
 
     @property
     def carried_asks(self) -> list[str] | None: ...
-
-
-async def task_component(server: FastMCP, tool: Tool) -> Tool:
-    """The component a worker runs for `tool`: a mounted tool's child, not its wrapper."""
-    try:
-        return await registered_component_for_key(server, tool.key)
-    except MCPError:
-        return tool  # not among get_tasks(): validate against the tool as resolved
-
-
-async def tool_policy(server: FastMCP, tool: Tool) -> ExecutionPolicy:
-    """The execution policy `tool` carries: its own function's, or a mounted tool's child's."""
-    return policy_of(tool if hasattr(tool, "fn") else await task_component(server, tool))
 
 
 def _task_input(
@@ -231,14 +216,14 @@ def _encrypted(backend: Backend) -> bool:
     return backend.client.data_converter.payload_codec is not None
 
 
-def _versioning_override(backend: Backend, component: Tool) -> VersioningOverride | None:
+def _versioning_override(backend: Backend, policy: ExecutionPolicy) -> VersioningOverride | None:
     """The tool's own `versioning_behavior` where it differs from the extension's (the workers' default).
 
     Temporal pins a task only to a named version: a `pinned` tool's task stays on this
     process's version, the build that accepted the call.
     """
     settings = backend.settings
-    version, wanted = settings.deployment_version, policy_of(component).versioning_behavior
+    version, wanted = settings.deployment_version, policy.versioning_behavior
     if version is None or wanted in (None, settings.versioning_behavior):
         return None
     if wanted == "auto_upgrade":
@@ -246,6 +231,6 @@ def _versioning_override(backend: Backend, component: Tool) -> VersioningOverrid
     return PinnedVersioningOverride(version)
 
 
-def _priority(scope_tag: str, component: Tool) -> Priority:
+def _priority(scope_tag: str, policy: ExecutionPolicy) -> Priority:
     """The caller's fairness key and the tool's priority key (unset: Temporal's default)."""
-    return Priority(priority_key=policy_of(component).priority, fairness_key=fairness_key(scope_tag))
+    return Priority(priority_key=policy.priority, fairness_key=fairness_key(scope_tag))

@@ -47,17 +47,14 @@ from fastmcp_temporal.connection._process_exit import end_without_finalizing_on_
 from fastmcp_temporal.server._asks_first import task_asking_first
 from fastmcp_temporal.server._backend import Backend, temporal_errors
 from fastmcp_temporal.server._changes import TaskChanges
-from fastmcp_temporal.server._creation import start_task, tool_policy
+from fastmcp_temporal.server._creation import start_task
 from fastmcp_temporal.server._handlers import TaskMethods
 from fastmcp_temporal.server._handshake_tasks import ERA, HandshakeTasks, creation_requested
 from fastmcp_temporal.server._http_limit import limit_http_requests
+from fastmcp_temporal.server._plan import plan_sync_call, plan_task, refuse_rejoin_that_cannot_apply
 from fastmcp_temporal.server._push import TaskPush
 from fastmcp_temporal.server._scope import is_handshake_task, task_not_found
-from fastmcp_temporal.server._sync_calls import (
-    call_through_workflow,
-    refuse_rejoin_that_cannot_apply,
-    runs_as_workflow,
-)
+from fastmcp_temporal.server._sync_calls import call_through_workflow
 from fastmcp_temporal.worker import _leg_context
 from fastmcp_temporal.worker._plugin import McpTasksPlugin
 
@@ -277,16 +274,17 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
                 raise MCPError(METHOD_NOT_FOUND, f"Tool {tool.name!r} runs only as a task: call it with `task`.")
             raise _missing_capability(f"Tool {tool.name!r} requires the tasks extension ({TASKS_EXTENSION_ID})")
         if not opted_in:
-            if not await runs_as_workflow(self._settings, context.fastmcp, tool):
+            if (plan := await plan_sync_call(self._settings, context.fastmcp, tool)) is None:
                 return await call_next()
             with temporal_errors("run the call"):
-                return await call_through_workflow(self._running_backend(), tool, params.arguments, context)
+                return await call_through_workflow(self._running_backend(), plan, params.arguments, context)
         with temporal_errors("start the task"):
-            if self._methods is not None and (await tool_policy(context.fastmcp, tool)).ask_before_task:
+            plan = await plan_task(context.fastmcp, tool)
+            if self._methods is not None and plan.policy.ask_before_task:
                 return await task_asking_first(
-                    self._running_backend(), self._methods, tool, params.arguments, context
+                    self._running_backend(), self._methods, plan, params.arguments, context
                 )
-            created, started = await start_task(self._running_backend(), tool, params.arguments, context)
+            created, started = await start_task(self._running_backend(), plan, params.arguments, context)
         return created if self._methods is None else self._methods.watch(created, started)
 
     def _running_backend(self) -> Backend:

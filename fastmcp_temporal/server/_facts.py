@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from fastmcp_temporal._policy import policy_of
 from fastmcp_temporal.server._backend import Backend
 from fastmcp_temporal.server._scope import WorkflowKind, new_task_id, workflow_id
 from fastmcp_temporal.server._watch import Timing
@@ -23,7 +22,7 @@ from fastmcp_temporal.workflows.models import DEFAULT_POLL_INTERVAL_MS, LegPolic
 from fastmcp_temporal.workflows.task import SCOPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOOL_ATTRIBUTE
 
 if TYPE_CHECKING:
-    from fastmcp.tools.base import Tool
+    from fastmcp_temporal.server._plan import CallPlan
 
 # A tool's own `timeout=` is enforced inside the leg; the activity gets this much
 # longer so the tool's clean timeout error wins over a Temporal retry.
@@ -48,20 +47,20 @@ class TaskFacts:
 
     @classmethod
     def decide(
-        cls, backend: Backend, tool: Tool, component: Tool, kind: WorkflowKind, task_id: str | None = None
+        cls, backend: Backend, plan: CallPlan, kind: WorkflowKind, task_id: str | None = None
     ) -> TaskFacts:
-        """A new task's facts: `tool` as called, run as `component` (a mounted tool's child), under
-        `task_id` (a new one when None)."""
+        """A new task's facts: the planned call's tool as called, run as its component (a mounted tool's
+        child), under `task_id` (a new one when None)."""
         return cls(
             kind=kind,
             task_id=task_id or new_task_id(),
             scope=backend.caller_scope().tag,
-            tool=tool.name,
-            version=tool.version,
+            tool=plan.tool.name,
+            version=plan.tool.version,
             created_at=datetime.now(timezone.utc).isoformat(),
             ttl_ms=backend.ttl_ms,
-            poll_interval_ms=int(component.task_config.poll_interval.total_seconds() * 1000),
-            policy=_leg_policy(backend, component),
+            poll_interval_ms=int(plan.component.task_config.poll_interval.total_seconds() * 1000),
+            policy=_leg_policy(backend, plan),
         )
 
     @property
@@ -96,11 +95,11 @@ class TaskFacts:
         return Timing(self.created_at, self.ttl_ms, self.poll_interval_ms or DEFAULT_POLL_INTERVAL_MS)
 
 
-def _leg_policy(backend: Backend, component: Tool) -> LegPolicy:
+def _leg_policy(backend: Backend, plan: CallPlan) -> LegPolicy:
     """The extension's defaults, overridden by the tool's own `execution_policy`."""
-    settings, policy = backend.settings, policy_of(component)
+    settings, policy = backend.settings, plan.policy
     start_to_close = policy.start_to_close_timeout or settings.start_to_close_timeout
-    tool_timeout = getattr(component, "timeout", None)
+    tool_timeout = getattr(plan.component, "timeout", None)
     if tool_timeout is not None:
         start_to_close = max(start_to_close, timedelta(seconds=tool_timeout) + _TOOL_TIMEOUT_MARGIN)
     attempts = policy.maximum_attempts if policy.maximum_attempts is not None else settings.maximum_attempts

@@ -64,6 +64,7 @@ from fastmcp_temporal.server._handshake_asks import (
     until,
     why_unaskable,
 )
+from fastmcp_temporal.server._plan import plan_task
 from fastmcp_temporal.server._push import TERMINAL_STATUSES, TaskReads, TaskStatusParams
 from fastmcp_temporal.server._relay import carries
 from fastmcp_temporal.server._scope import (
@@ -178,7 +179,8 @@ class HandshakeTasks:
             )
         with temporal_errors("start the task"):
             task_id = new_task_id(HANDSHAKE_TASK_ID_PREFIX)
-            answer, started = await start_task(backend_of(), tool, arguments, context, task_id=task_id)
+            plan = await plan_task(context.fastmcp, tool)
+            answer, started = await start_task(backend_of(), plan, arguments, context, task_id=task_id)
         methods = self._methods_of()
         created["task"] = task_of(answer if methods is None else methods.watch(answer, started))
         return ToolResult(content=[])

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import asdict, replace
 from datetime import timedelta
@@ -41,25 +40,17 @@ from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal._fastmcp_private import cancel_requested, validate_call
-from fastmcp_temporal._policy import ExecutionPolicy, policy_of
-from fastmcp_temporal._settings import TemporalTasksSettings
+from fastmcp_temporal._policy import ExecutionPolicy
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._backend import Backend
-from fastmcp_temporal.server._creation import (
-    StartedWorkflow,
-    continuation_of,
-    start_tool_workflow,
-    task_component,
-    tool_policy,
-)
+from fastmcp_temporal.server._creation import StartedWorkflow, continuation_of, start_tool_workflow
+from fastmcp_temporal.server._plan import CallPlan
 from fastmcp_temporal.server._relay import AskNotCarried, CallerChannel, Relay, per_request_session
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 from fastmcp_temporal.workflows.models import KIND_MEMO, REFUSED_ASK, WORKFLOW_NAME, TaskOutcome
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
     from fastmcp.server.context import Context
-    from fastmcp.tools.base import Tool
 
 logger = logging.getLogger("fastmcp_temporal")
 
@@ -71,43 +62,14 @@ DELIVERED = "The call's result was delivered to its caller: the next call with t
 _clock = TemporalClock()
 
 
-async def runs_as_workflow(settings: TemporalTasksSettings, server: FastMCP, tool: Tool) -> bool:
-    """Whether a caller that did not opt in gets this tool through a workflow."""
-    return ((await tool_policy(server, tool)).sync_calls or settings.sync_calls) == "workflow"
-
-
-def refuse_rejoin_that_cannot_apply(settings: TemporalTasksSettings, components: Sequence[Any]) -> None:
-    """Refuse, when the server starts, a tool's `rejoin=True` that no call would honour.
-
-    Raises:
-        ValueError: a tool with `rejoin=True` is served inline, or only as a task.
-    """
-    for component in components:
-        policy = policy_of(component)
-        if not policy.rejoin:
-            continue
-        if component.task_config.mode == "required":
-            raise ValueError(
-                f"Tool {component.name!r} has execution_policy(rejoin=True) but runs only as a task "
-                "(task mode 'required'), which a caller cannot rejoin: drop rejoin=True, or let the tool "
-                "answer synchronous calls (task=True) with sync_calls='workflow'."
-            )
-        if (policy.sync_calls or settings.sync_calls) != "workflow":
-            raise ValueError(
-                f"Tool {component.name!r} has execution_policy(rejoin=True), which only a durable call can "
-                "honour, but its synchronous calls run inline: add sync_calls='workflow' to its "
-                "execution_policy (or set it on TemporalTasksExtension), or drop rejoin=True."
-            )
-
-
 async def call_through_workflow(
-    backend: Backend, tool: Tool, arguments: dict[str, Any] | None, context: Context
+    backend: Backend, plan: CallPlan, arguments: dict[str, Any] | None, context: Context
 ) -> ToolResult:
     """Run the call as a workflow and answer as the inline call would."""
     channel = CallerChannel.of(context)
-    if (policy := await tool_policy(context.fastmcp, tool)).rejoin:
-        return await _rejoinable_call(backend, tool, arguments, context, channel, policy)
-    started = await _started(backend, tool, arguments, context, channel, None)
+    if plan.policy.rejoin:
+        return await _rejoinable_call(backend, plan, arguments, context, channel)
+    started = await _started(backend, plan, arguments, context, channel, None)
     relay = Relay(backend, context, channel, started.input_bytes)
     try:
         outcome = await _outcome(started.handle, cancel_requested(context), relay)
@@ -119,29 +81,28 @@ async def call_through_workflow(
 
 async def _rejoinable_call(
     backend: Backend,
-    tool: Tool,
+    plan: CallPlan,
     arguments: dict[str, Any] | None,
     context: Context,
     channel: CallerChannel,
-    policy: ExecutionPolicy,
 ) -> ToolResult:
     """A call a repeat of the same caller joins while it runs, or gets the result of once, if nobody
     got it yet; its leg collects progress for whichever request asks for it."""
-    call = await _rejoinable_call_id(backend, tool, arguments, context)
+    call = _rejoinable_call_id(backend, plan, arguments, context)
     ttl = backend.settings.task_ttl
     if (undelivered := await _undelivered_result(backend, call, ttl)) is not None:
         run, outcome = undelivered
     else:
-        started = await _started(backend, tool, arguments, context, replace(channel, progress=True), call)
+        started = await _started(backend, plan, arguments, context, replace(channel, progress=True), call)
         relay = Relay(backend, context, channel, started.input_bytes, current_round_only=True)
-        answer_after = _answer_after(backend, policy, context)
+        answer_after = _answer_after(backend, plan.policy, context)
         try:
             outcome = await _outcome(started.handle, None, relay, shared=True, answer_after=answer_after)
         except AskNotCarried as refused:
             return InputRequiredToolResult(refused.ask)
         if outcome is None:
             assert answer_after is not None
-            return still_running(tool.name, relay.status, answer_after)
+            return still_running(plan.tool.name, relay.status, answer_after)
         run = relay.run or started.handle
     answer = _answer(outcome, run.id, ttl)
     if _replayable(outcome):
@@ -151,7 +112,7 @@ async def _rejoinable_call(
 
 async def _started(
     backend: Backend,
-    tool: Tool,
+    plan: CallPlan,
     arguments: dict[str, Any] | None,
     context: Context,
     channel: CallerChannel,
@@ -163,20 +124,22 @@ async def _started(
     cancelled in `_outcome`, instead of the start being abandoned with the workflow running.
     """
     with anyio.CancelScope(shield=True):
-        return await start_tool_workflow(backend, tool, arguments, context, kind="call", relay=channel, call_id=call)
+        return await start_tool_workflow(
+            backend, plan, arguments, context, kind="call", relay=channel, call_id=call
+        )
 
 
-async def _rejoinable_call_id(
-    backend: Backend, tool: Tool, arguments: dict[str, Any] | None, context: Context
+def _rejoinable_call_id(
+    backend: Backend, plan: CallPlan, arguments: dict[str, Any] | None, context: Context
 ) -> str:
     """The call's id: its tool, its validated arguments, the round it answers (a 2026-07-28
     caller's answers, which make each round its own call), and who may join it. Bad arguments
     are refused here, as the start refuses them."""
-    component = await task_component(context.fastmcp, tool)
-    validated = validate_call(component, dict(arguments or {}), strict=context.fastmcp.strict_input_validation)
+    strict = context.fastmcp.strict_input_validation
+    validated = validate_call(plan.component, dict(arguments or {}), strict=strict)
     continuation = continuation_of(context)
     answers = asdict(continuation) if continuation is not None else None
-    return backend.call_id(component.key, validated, _joiner(backend, context), answers)
+    return backend.call_id(plan.component.key, validated, _joiner(backend, context), answers)
 
 
 def _joiner(backend: Backend, context: Context) -> str:
