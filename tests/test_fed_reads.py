@@ -34,7 +34,7 @@ from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver import DevServer
-from fastmcp_temporal.server import _watch
+from fastmcp_temporal.server import _feed_gaps
 from fastmcp_temporal.server._feed import Change, TemporalVisibility
 from fastmcp_temporal.server._stalled import EXPIRED_REASON
 from fastmcp_temporal.worker import _progress
@@ -261,7 +261,7 @@ async def test_a_change_visibility_never_lists_shows_at_the_safety_reread(
 ) -> None:
     """A parked task the feed stops listing: nothing else re-reads it (no leg, no TTL due), so only
     the safety re-read shows its answer and close; at its default 10 min this test would time out."""
-    monkeypatch.setattr(_watch, "SAFETY_REREAD", timedelta(seconds=DEADLINE / 4))
+    monkeypatch.setattr(_feed_gaps, "SAFETY_REREAD", timedelta(seconds=DEADLINE / 4))
     visibility = LateVisibility(monkeypatch, late=timedelta(0))
     async with fed_servers(temporal_server, task_queue, make_extension) as fed:
         task = await call_tool_task(fed.worker, "parks")

@@ -48,23 +48,19 @@ from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._changes import TaskChanges
 from fastmcp_temporal.server._closed_answers import _CLOSED_RECHECK_MAX, Closed
+from fastmcp_temporal.server._described import _HEARTBEAT_LANDS, _PROGRESS_RECHECK_MIN, Known, progress_age
 from fastmcp_temporal.server._feed import Change
+from fastmcp_temporal.server._feed_gaps import _WORKFLOW_TASK_RECHECK, SAFETY_REREAD
 from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, POLL_LOOP_SLACK
 from fastmcp_temporal.server._known import KnownTasks
 from fastmcp_temporal.server._quiet import LONG_POLL_PERIOD, Quiet, QuietTasks
 from fastmcp_temporal.server._watch import (
     _CLOSE_ONLY_FIRST_RECHECK,
     _CLOSE_ONLY_RECHECK,
-    _HEARTBEAT_LANDS,
-    _PROGRESS_RECHECK_MIN,
     _WATCH_IDLE,
-    _WORKFLOW_TASK_RECHECK,
-    SAFETY_REREAD,
-    Known,
     Timing,
     Watch,
     _close_only_recheck,
-    _progress_age,
     shown_of,
 )
 from fastmcp_temporal.worker._progress import PROGRESS_STAMP_AFTER
@@ -235,10 +231,10 @@ async def test_a_task_running_no_leg_is_never_reread_for_progress() -> None:
 async def test_how_old_silent_progress_may_be_is_how_long_it_stood_still_within_bounds() -> None:
     found = await description(legs=((STARTED, b"step"),))
     minimum = _PROGRESS_RECHECK_MIN.total_seconds()
-    assert _progress_age(known(found, read_at=100.0, progress_since=100.0), PROGRESS_REFRESH) == minimum
-    assert _progress_age(known(found, read_at=100.0, progress_since=95.0), PROGRESS_REFRESH) == 5.0
+    assert progress_age(known(found, read_at=100.0, progress_since=100.0), PROGRESS_REFRESH) == minimum
+    assert progress_age(known(found, read_at=100.0, progress_since=95.0), PROGRESS_REFRESH) == 5.0
     assert (
-        _progress_age(known(found, read_at=100.0, progress_since=0.0), PROGRESS_REFRESH)
+        progress_age(known(found, read_at=100.0, progress_since=0.0), PROGRESS_REFRESH)
         == PROGRESS_REFRESH
     )
 
@@ -249,8 +245,8 @@ async def test_progress_still_for_as_long_as_a_new_message_would_be_stamped_is_r
     stamped_after = PROGRESS_STAMP_AFTER.total_seconds()
     backstop = 4 * stamped_after
     almost = known(found, read_at=100.0, progress_since=100.0 - stamped_after + 1)
-    assert _progress_age(almost, backstop) == stamped_after - 1
-    assert _progress_age(known(found, read_at=100.0, progress_since=100.0 - stamped_after), backstop) == backstop
+    assert progress_age(almost, backstop) == stamped_after - 1
+    assert progress_age(known(found, read_at=100.0, progress_since=100.0 - stamped_after), backstop) == backstop
 
 
 async def test_a_stamped_message_is_a_change_and_a_copy_read_right_after_it_is_reread_once_more() -> None:

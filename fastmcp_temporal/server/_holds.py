@@ -24,10 +24,9 @@ client that waits the advertised interval (or the FastMCP client, which waits at
 within it, and one that lands during a hold at once. Only a task this server hears changes of
 advertises it; any other keeps its own interval.
 
-Where a change comes from (`_changes.TaskChanges`): this server's watch of the task (a long
-poll of its history, `_known`) signals every event that changes an answer, and so does the
-visibility change feed (`_feed`) for a task it lists; a task neither covers is answered at
-once, since nothing would end its hold but the cap.
+Where a change comes from (`_changes.TaskChanges`): this server's watch of the task (`_watches`:
+a long poll of its history, or the visibility change feed) signals every change of an answer it
+hears; a task it does not follow is answered at once, since nothing would end its hold but the cap.
 
 One caller (`_scope.caller_key`) has at most `held_reads_per_caller` reads held at once
 (`HeldReads`); its further reads are answered at once, with the task's own interval, as if
