@@ -31,8 +31,8 @@ ROOT = Path(fastmcp_temporal.__file__).parent
 REPO = ROOT.parent
 TESTS, BENCH = REPO / "tests", REPO / "bench"
 READ_PATH = {f"fastmcp_temporal.server.{name}" for name in (
-    "_known", "_holds", "_quiet", "_closed_answers", "_changes", "_watches", "_watch", "_described",
-    "_long_poll_road", "_feed_road", "_feed_gaps", "_feed")}
+    "_known", "_held_reads", "_holds", "_quiet", "_closed_answers", "_changes",
+    "_watches", "_watch", "_described", "_long_poll_road", "_feed_road", "_feed_gaps", "_feed")}
 FOLDERS = {"fastmcp_temporal": ROOT, "fastmcp_temporal.workflows": REPO / "workflows",
            "fastmcp_temporal.activities": REPO / "activities"}
 

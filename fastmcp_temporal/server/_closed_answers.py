@@ -21,7 +21,7 @@ from typing import Any
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.converter import DataConverter
 
-from fastmcp_temporal._fastmcp_private import TaskStatus
+from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._watch import Timing
 from fastmcp_temporal.workflows.models import TaskOutcome
@@ -33,7 +33,8 @@ CLOSED_CACHE_MAX_RESULT_CHARS = 64 * 1024
 # known current, then after twice as long each time the run is the same, up to this.
 _CLOSED_RECHECK_MAX = timedelta(minutes=1)
 
-# A completed outcome's status and answer fields (None: it expired unanswered), from the task methods.
+# What the task methods pass in: a completed outcome's status and answer fields (None: it expired
+# unanswered).
 OutcomeState = Callable[[TaskOutcome], tuple[TaskStatus, dict[str, Any]] | None]
 
 
@@ -60,6 +61,10 @@ class Closed:
         """Still the latest run at `now`: re-checked after twice as long next time."""
         recheck = min(2 * self.recheck, _CLOSED_RECHECK_MAX.total_seconds())
         return replace(self, checked_at=now, recheck=recheck)
+
+
+# What the task methods pass in: a remembered close's answer.
+ClosedAnswer = Callable[[Closed], GetTaskResult]
 
 
 class ClosedAnswers:

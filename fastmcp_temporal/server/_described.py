@@ -63,7 +63,10 @@ class Known:
 
 
 def known_from(
-    description: WorkflowExecutionDescription, memo: TaskMemo, read_at: float, before: Known | None,
+    description: WorkflowExecutionDescription,
+    memo: TaskMemo,
+    read_at: float,
+    before: Known | None,
     temporal_read_at: datetime | None = None,
 ) -> Known:
     """What a `describe()` started at `read_at` (`temporal_read_at` on Temporal's clock) found, carrying
@@ -74,7 +77,9 @@ def known_from(
     return known
 
 
-def progress_due(known: Known, leg_scheduled: tuple[int, float], progressed_at: float, progress_refresh: float) -> float:
+def progress_due(
+    known: Known, leg_scheduled: tuple[int, float], progressed_at: float, progress_refresh: float
+) -> float:
     """When the copy's progress is due a re-read (event-loop time; inf: no leg runs), given the last
     leg's schedule event and when it was seen, and when a leg's last stamp of a new message was seen."""
     leg_event, leg_seen_at = leg_scheduled
@@ -126,7 +131,8 @@ def _heartbeat_grid(known: Known) -> _HeartbeatGrid | None:
             continue
         if not leg.HasField("last_heartbeat_time"):
             continue
-        age = (known.temporal_read_at - leg.last_heartbeat_time.ToDatetime(tzinfo=timezone.utc)).total_seconds()
+        last_heartbeat = leg.last_heartbeat_time.ToDatetime(tzinfo=timezone.utc)
+        age = (known.temporal_read_at - last_heartbeat).total_seconds()
         if not 0 <= age <= _GRID_WINDOWS * window:
             return None
         return _HeartbeatGrid(known.read_at - age + _HEARTBEAT_LANDS.total_seconds(), window)

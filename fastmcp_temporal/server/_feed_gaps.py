@@ -45,7 +45,9 @@ def fed_due(known: Known, progress_due: float, progress_refresh: float) -> float
     return due
 
 
-def round_left(description: WorkflowExecutionDescription, memo: TaskMemo, ttl: timedelta, now: datetime) -> float:
+def round_left(
+    description: WorkflowExecutionDescription, memo: TaskMemo, ttl: timedelta, now: datetime
+) -> float:
     """Seconds until a parked task's TTL timer fires, from the stamp that published its asks
     (inf when nothing is asked): its firing adds no stamp, and a stalled task's read ends it."""
     stamp = description.typed_search_attributes.get(CHANGED_AT_ATTRIBUTE)

@@ -3,17 +3,17 @@
 A read answers from the copy its watch keeps (`_watches`, `_watch`) while that copy is current,
 else from a `describe()` that concurrent reads share; a closed task from the closed-answer cache
 (`_closed_answers`). A read of a client in a poll loop that would repeat this server's last answer
-is held until the task changes or its hold ends (`_holds` says when and how long); `next_change` is
-the one way a held read, a listen stream or an asking question hears a change. Each answer is
-remembered, with the poll interval it advertises: the short one of held reads, or a quiet task's
-longer one (`_quiet`). Everything is keyed by workflow id: the task methods pass in what re-reads or
-answers a task, so this module needs no scope and imports nothing of theirs.
+is held until the task changes or its hold ends (`_holds` says when and how long, `_held_reads`
+waits); `next_change` is the one way a held read, a listen stream or an asking question hears a
+change. Each answer is remembered, with the poll interval it advertises: the short one of held
+reads, or a quiet task's longer one (`_quiet`). Everything is keyed by workflow id: the task
+methods pass in what re-reads or answers a task, so this module needs no scope and imports nothing
+of theirs.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,22 +24,17 @@ from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal._settings import TemporalTasksSettings
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._changes import Read, Signalled, TaskChanges
-from fastmcp_temporal.server._closed_answers import Closed, ClosedAnswers, OutcomeState
+from fastmcp_temporal.server._closed_answers import Closed, ClosedAnswer, ClosedAnswers, OutcomeState
 from fastmcp_temporal.server._described import Known
 from fastmcp_temporal.server._feed import ChangeFeed
-from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, HeldReads, holdable
+from fastmcp_temporal.server._held_reads import HeldReads, Reread
+from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, holdable
 from fastmcp_temporal.server._quiet import QuietTasks
-from fastmcp_temporal.server._watch import Shown, Timing, Watch, shown_of
+from fastmcp_temporal.server._watch import Timing, Watch
 from fastmcp_temporal.server._watches import Watches
 from fastmcp_temporal.workflows.models import TaskMemo, TaskOutcome
 
 Described = tuple[WorkflowExecutionDescription, TaskMemo]  # one `describe()`, and the memo it read
-
-
-# What the task methods pass in besides `OutcomeState`: a remembered close's answer, and the task's
-# answer now (`True`: from a `describe()`, even where what the watch knows would answer).
-ClosedAnswer = Callable[[Closed], GetTaskResult]
-Reread = Callable[[bool], Awaitable[GetTaskResult]]
 
 
 class KnownTasks:
@@ -60,7 +55,9 @@ class KnownTasks:
         self._watches = Watches(client, settings, clock, changes, feed, self._remember_close)
         self._reads: dict[str, asyncio.Future[Described]] = {}
         self._quiet = QuietTasks(settings.quiet_poll_interval, settings.quiet_tasks)
-        self._held = HeldReads(settings.held_reads_per_caller)
+        self._held = HeldReads(
+            settings.held_reads_per_caller, self._watches, changes, self.closed, self.next_change
+        )
 
     def watch_created(
         self, key: str, handle: WorkflowHandle[Any, TaskOutcome], timing: Timing, run_id: str
@@ -85,47 +82,31 @@ class KnownTasks:
         """What the watch knows of its task, while current (`Watches.current`)."""
         return await self._watches.current(watch)
 
-    async def next_change(self, heard: Signalled, reads: dict[str, Read], deadline: float) -> tuple[set[str], set[str]]:
+    async def next_change(
+        self, heard: Signalled, reads: dict[str, Read], deadline: float
+    ) -> tuple[set[str], set[str]]:
         """Once a task `heard` follows is signalled or a reader's copy of one (`reads`) is due before
         `deadline` (or the server stops): the tasks signalled, and those due, when this server's copy
         is by the road it hears the task on (`Watch.due`: a long poll, the feed), else at `unheard_due`."""
-        loop, due = asyncio.get_running_loop(), {key: self._watches.due(key, read) for key, read in reads.items()}
+        loop = asyncio.get_running_loop()
+        due = {key: self._watches.due(key, read) for key, read in reads.items()}
         await heard.wait(min([deadline, *due.values()]) - loop.time())
         return heard.take(), {key for key, at in due.items() if at <= loop.time() and at < deadline}
 
-    async def answer(self, key: str, closed_answer: ClosedAnswer, reread: Reread, caller: str) -> GetTaskResult:
+    async def answer(
+        self, key: str, closed_answer: ClosedAnswer, reread: Reread, caller: str
+    ) -> GetTaskResult:
         """The task's answer, remembered: at once, or, for a read `Watch.hold_for` holds, once it
-        differs from what the last answer showed, or when the hold ends.
-
-        A held read looks again at each change the watch signals, and when what the watch
-        knows is due a re-read; a progress re-read ends it, so each read costs at most one
-        `describe()` for progress. `caller`'s read past its held reads is answered at once (`HeldReads`).
-        """
+        differs from what the last answer showed, or when the hold ends (`HeldReads.answer`).
+        `caller`'s read past its held reads is answered at once."""
         loop, watch = asyncio.get_running_loop(), self._watches.heard(key)
         if watch is None or not (hold := watch.hold_for(loop.time(), *self._holds)):
             return self.remember(key, await reread(False))
         with self._held.holding(caller) as may_hold:
             if not may_hold:
                 return self.remember(key, await reread(False), holding=False)
-            return await self._held_answer(key, watch, loop.time() + hold, closed_answer, reread)
-
-    async def _held_answer(
-        self, key: str, watch: Watch, deadline: float, closed: ClosedAnswer, reread: Reread
-    ) -> GetTaskResult:
-        loop, shown = asyncio.get_running_loop(), watch.shown
-        with self._changes.following([key]) as heard:
-            # a task created here and not read yet answers what its creation did, until its first recheck
-            answer = None if watch.known is None and watch.close_only else await reread(False)
-            while (followed := self._watches.heard(key)) is not None and _repeats(answer, shown):
-                changed, due = await self.next_change(heard, {key: Read(loop.time())}, deadline)
-                if (cached := self.closed.cached(key)) is not None:
-                    return self.remember(key, closed(cached))
-                if not changed and not due:
-                    break
-                answer = await reread(not changed)  # unsignalled, the known copy is due a re-read
-                if not changed and not followed.close_only:
-                    break  # a progress re-read: answer it
-        return self.remember(key, answer if answer is not None else await reread(False))
+            held = await self._held.answer(key, watch, loop.time() + hold, closed_answer, reread)
+            return self.remember(key, held)
 
     @property
     def _holds(self) -> tuple[float, float]:
@@ -134,9 +115,9 @@ class KnownTasks:
     def remember(self, key: str, answer: GetTaskResult, *, holding: bool = True) -> GetTaskResult:
         """Remember what a read answers the task; that answer, with the poll interval it advertises.
 
-        A task whose reads are held advertises `HELD_POLL_INTERVAL` (unless not `holding`); where `quiet_poll_interval`
-        is set, a quiet task a longer one, and the watch of one whose reads here come further
-        apart than a long poll lasts is let go: each read then describes it, at less cost.
+        A task whose reads are held advertises `HELD_POLL_INTERVAL` (unless not `holding`); where
+        `quiet_poll_interval` is set, a quiet task a longer one, and the watch of one whose reads here
+        come further apart than a long poll lasts is let go: each read then describes it, at less cost.
         """
         now = asyncio.get_running_loop().time()
         quiet = self._quiet.quiet_after(key, answer, now)
@@ -231,11 +212,6 @@ class KnownTasks:
         quiet interval."""
         self._quiet.forget(key)
         return self.closed.remember(key, status, fields, timing, expires_at, run_id)
-
-
-def _repeats(answer: GetTaskResult | None, shown: Shown) -> bool:
-    """Whether a held read's answer (None: the creation's, not read yet) is what the last answer showed."""
-    return answer is None or (shown_of(answer) == shown and holdable(answer.status))
 
 
 async def described(handle: WorkflowHandle[Any, Any]) -> Described:

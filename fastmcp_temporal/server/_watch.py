@@ -125,7 +125,8 @@ class Watch:
     def due(self, now: float, progress_refresh: float, read_recheck: float) -> float:
         """When what the watch knows stops answering reads, unless an event comes first (event-loop
         time), by the road it hears the task on: its progress, or on a long poll for the close alone its
-        recheck, or through the feed what it cannot list (`_feed_gaps.fed_due`); a new task never read, from `now`."""
+        recheck, or through the feed what it cannot list (`_feed_gaps.fed_due`); a new task never read,
+        from `now`."""
         if self.known is None:
             return now + self.recheck(read_recheck) if self.close_only else now
         progress_due = self.progress_due(progress_refresh)
@@ -203,13 +204,15 @@ class Watch:
         `POLL_LOOP_SLACK`) of the last answer, a client in a poll loop; for the task's own
         poll interval, at most `read_hold` after the creation's answer, `reread_hold` after a read's.
         """
-        if not holdable(self.shown[0]) or now - self.answered_at > self.advertised + POLL_LOOP_SLACK.total_seconds():
+        in_poll_loop = now - self.answered_at <= self.advertised + POLL_LOOP_SLACK.total_seconds()
+        if not holdable(self.shown[0]) or not in_poll_loop:
             return 0.0
         cap = read_hold if self.by_creation else reread_hold
         return min(cap, self.timing.poll_interval_ms / 1000)
 
     def record_shown(self, answer: GetTaskResult, now: float, *, by_creation: bool = False) -> None:
-        """What a read (or the creation) was shown at `now`: a read held later waits for a change from this."""
+        """What a read (or the creation) was shown at `now`: a read held later waits for a change from
+        this."""
         self.shown, self.answered_at, self.by_creation = shown_of(answer), now, by_creation
         self.advertised = (answer.poll_interval_ms or 0) / 1000
 

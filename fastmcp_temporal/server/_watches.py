@@ -56,7 +56,7 @@ class Watches:
         self._settings = settings
         self._clock = clock  # Temporal's: every event a long poll reads moves it
         self._changes = changes  # signalled at each event that changes an answer, and at a watch's end
-        self._feed = feed  # follows tasks past `_long_poll_cap` long polls, where the namespace stamps changes
+        self._feed = feed  # follows tasks past `_long_poll_cap` long polls, where changes are stamped
         self._completed = completed
         self._watches: dict[str, Watch] = {}
         self._long_polled = 0
@@ -77,7 +77,13 @@ class Watches:
         return watch if watch is not None and watch.follow is not None and not watch.follow.done() else None
 
     def follow(
-        self, key: str, handle: WorkflowHandle[Any, TaskOutcome], timing: Timing, run_id: str, *, close_only: bool
+        self,
+        key: str,
+        handle: WorkflowHandle[Any, TaskOutcome],
+        timing: Timing,
+        run_id: str,
+        *,
+        close_only: bool,
     ) -> Watch | None:
         """Start following a task, by a long poll while the long polls have room and the feed follows
         none, else through the feed where there is one; None with `watched_tasks` 0, or with no road."""
@@ -143,7 +149,9 @@ class Watches:
         """Follow the task by a long poll until it ends, then through the feed if it moves there."""
         completed, changed = partial(self._completed, key, watch), partial(self._changes.changed, key)
         try:
-            to_the_feed = await follow_history(self._client, self._clock, watch, completed, changed, self._feeds)
+            to_the_feed = await follow_history(
+                self._client, self._clock, watch, completed, changed, self._feeds
+            )
         except RPCError as exc:
             if exc.status == RPCStatusCode.RESOURCE_EXHAUSTED:
                 self._follow_after = asyncio.get_running_loop().time() + _REFUSED_PAUSE.total_seconds()
@@ -175,6 +183,6 @@ class Watches:
         watch = self._watches.get(key)
         if watch is not None and watch.follow is follow:
             del self._watches[key]
-            self._changes.changed(key)  # held reads look again, and answer: nothing tells them of a change now
+            self._changes.changed(key)  # held reads look again and answer: nothing tells them of a change now
         if not follow.cancelled():
             follow.exception()  # a failed long poll only ends the watch; reads describe
