@@ -430,7 +430,7 @@ async def test_a_read_after_a_parked_answer_is_held_too() -> None:
     assert parked.hold_for(10.01, read_hold=1.0, reread_hold=2.0) == 2.0
 
 
-async def test_an_answer_differs_by_what_a_caller_can_tell_apart() -> None:
+async def test_an_answer_differs_by_what_a_caller_can_distinguish() -> None:
     shown = shown_of(answer("working", "step 1", input_requests={"a": {"method": "x"}}))
     assert shown_of(answer("working", "step 1", input_requests={"a": {"method": "y"}})) == shown
     assert shown_of(answer("working", "step 2", input_requests={"a": {}})) != shown
@@ -709,7 +709,7 @@ PARKED = answer("input_required", input_requests={"k": {}})
 
 
 def test_a_quiet_task_asks_for_its_own_interval_then_half_its_quiet_up_to_the_cap() -> None:
-    quiet = Quiet(shown=hash(("working", None, frozenset())), since=100.0, answered_at=100.0, apart=float("inf"))
+    quiet = Quiet(shown=hash(("working", None, frozenset())), since=100.0, answered_at=100.0, read_gap=float("inf"))
     assert quiet.interval(100.0 + CAP - 0.1, BASE, CAP) == BASE
     assert quiet.interval(100.0 + CAP, BASE, CAP) == CAP / 2
     assert quiet.interval(100.0 + 1.5 * CAP, BASE, CAP) == 0.75 * CAP
@@ -721,9 +721,9 @@ def test_a_quiet_task_asks_for_its_own_interval_then_half_its_quiet_up_to_the_ca
 def test_the_same_answer_keeps_its_quiet_and_any_change_starts_it_anew() -> None:
     quiet = QuietTasks(timedelta(seconds=CAP), REMEMBERED)
     first = quiet.quiet_after("t", PARKED, now=0.0)
-    assert first is not None and (first.since, first.apart) == (0.0, float("inf"))
+    assert first is not None and (first.since, first.read_gap) == (0.0, float("inf"))
     again = quiet.quiet_after("t", answer("input_required", input_requests={"k": {"other": 1}}), now=40.0)
-    assert again is not None and (again.since, again.apart) == (0.0, 40.0)
+    assert again is not None and (again.since, again.read_gap) == (0.0, 40.0)
     for changed in (answer("working"), answer("input_required", input_requests={"k2": {}})):
         after = quiet.quiet_after("t", changed, now=50.0)
         assert after is not None and after.since == 50.0
@@ -749,7 +749,7 @@ def test_a_server_with_quiet_off_remembers_nothing_of_the_tasks_it_answers() -> 
     assert len(off) == 0
 
 
-def test_a_quiet_task_read_here_further_apart_than_a_long_poll_lasts_is_let_go() -> None:
+def test_a_quiet_task_read_here_at_longer_gaps_than_a_long_poll_lasts_is_let_go() -> None:
     quiet = QuietTasks(timedelta(seconds=CAP), REMEMBERED)
     for now in range(0, int(CAP) + 11, 10):
         quiet.quiet_after("t", PARKED, now=float(now))

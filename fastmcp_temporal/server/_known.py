@@ -116,8 +116,8 @@ class KnownTasks:
         """Remember what a read answers the task; that answer, with the poll interval it advertises.
 
         A task whose reads are held advertises `HELD_POLL_INTERVAL` (unless not `holding`); where
-        `quiet_poll_interval` is set, a quiet task a longer one, and the watch of one whose reads here
-        come further apart than a long poll lasts is let go: each read then describes it, at less cost.
+        `quiet_poll_interval` is set, a quiet task a longer one, and the watch of one read here at
+        longer gaps than a long poll lasts is let go: each read then describes it, at less cost.
         """
         now = asyncio.get_running_loop().time()
         quiet = self._quiet.quiet_after(key, answer, now)
