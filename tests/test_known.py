@@ -1,6 +1,7 @@
 """What a server knows of a task decides when a read answers from it, without a Temporal server.
 
-A watch's state machine (`server/_watch.py`) is fed hand-built `describe()` answers and history
+A watch's state machine (`server/_watch.py`, with its copy's progress re-reads, `server/_described.py`,
+and the feed's gaps, `server/_feed_gaps.py`) is fed hand-built `describe()` answers and history
 events: what it knows answers a read until an event that changes an answer, a new run, a new leg
 or aged progress makes it stale (a reported message after a second); which reads are held and for
 how long (`server/_holds.py`: a poll loop's repeat read, within the task's interval and the caps),
