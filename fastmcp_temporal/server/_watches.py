@@ -150,7 +150,7 @@ class Watches:
         completed, changed = partial(self._completed, key, watch), partial(self._changes.changed, key)
         try:
             to_the_feed = await follow_history(
-                self._client, self._clock, watch, completed, changed, self._feeds
+                self._client, self._clock, watch, completed, changed, self._feed_follows_any
             )
         except RPCError as exc:
             if exc.status == RPCStatusCode.RESOURCE_EXHAUSTED:
@@ -159,7 +159,7 @@ class Watches:
         if to_the_feed:
             await self._to_the_feed(key, watch)
 
-    def _feeds(self) -> bool:
+    def _feed_follows_any(self) -> bool:
         return self._fed > 0
 
     async def _to_the_feed(self, key: str, watch: Watch) -> None:
