@@ -5,8 +5,9 @@ server whose single long poll (`watched_tasks=1`) a first task holds: every late
 server reads is followed by one visibility query per interval for all of them
 (`ListWorkflowExecutions`), with no long poll of its history; yet an ask, an answer through
 the other server (a partial one too), the close, a cancel through the other server, and a
-leg's stamped progress message each show at its reads, which are held until then (a read that answered from its copy
-without the feed would repeat the old answer); and a parked task whose worker is gone is
+leg's stamped progress message each show at its reads, which are held until then (a read that
+answered from its copy without the feed would repeat the old answer, and a watch subscribes to the
+feed again only after every deadline, so the feed's wake-up alone shows them); and a parked task whose worker is gone is
 still ended at its TTL by a read, although its TTL timer adds no stamp. Against a visibility
 that lags as production's does (rows listed late and out of order), every change still
 shows; one it never lists shows at the safety re-read.
@@ -34,7 +35,7 @@ from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver import DevServer
-from fastmcp_temporal.server import _watch
+from fastmcp_temporal.server import _feed_gaps, _feed_road
 from fastmcp_temporal.server._feed import Change, TemporalVisibility
 from fastmcp_temporal.server._stalled import EXPIRED_REASON
 from fastmcp_temporal.worker import _progress
@@ -58,6 +59,14 @@ pytestmark = pytest.mark.anyio
 LIST = "ListWorkflowExecutions"
 # Longer than any test: only an event, or the feed, can show what changed.
 NEVER = timedelta(seconds=DEADLINE * 4)
+
+
+@pytest.fixture(autouse=True)
+def only_the_feeds_wake_up_shows_a_change_in_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fed watch subscribes to the feed again every `IDLE_CHECK` (15 s), which hands it a change the
+    feed listed even had the feed not woken it, within a 30 s deadline: pushed past every deadline
+    here, a change shows in time only because the feed wakes the watch that follows its task."""
+    monkeypatch.setattr(_feed_road, "IDLE_CHECK", NEVER)
 
 
 async def asks_two(ctx: Context) -> str | InputRequiredResult:
@@ -261,7 +270,7 @@ async def test_a_change_visibility_never_lists_shows_at_the_safety_reread(
 ) -> None:
     """A parked task the feed stops listing: nothing else re-reads it (no leg, no TTL due), so only
     the safety re-read shows its answer and close; at its default 10 min this test would time out."""
-    monkeypatch.setattr(_watch, "SAFETY_REREAD", timedelta(seconds=DEADLINE / 4))
+    monkeypatch.setattr(_feed_gaps, "SAFETY_REREAD", timedelta(seconds=DEADLINE / 4))
     visibility = LateVisibility(monkeypatch, late=timedelta(0))
     async with fed_servers(temporal_server, task_queue, make_extension) as fed:
         task = await call_tool_task(fed.worker, "parks")

@@ -1,6 +1,7 @@
 """What a server knows of a task decides when a read answers from it, without a Temporal server.
 
-A watch's state machine (`server/_watch.py`) is fed hand-built `describe()` answers and history
+A watch's state machine (`server/_watch.py`, with its copy's progress re-reads, `server/_described.py`,
+and the feed's gaps, `server/_feed_gaps.py`) is fed hand-built `describe()` answers and history
 events: what it knows answers a read until an event that changes an answer, a new run, a new leg
 or aged progress makes it stale (a reported message after a second); which reads are held and for
 how long (`server/_holds.py`: a poll loop's repeat read, within the task's interval and the caps),
@@ -48,23 +49,19 @@ from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._changes import TaskChanges
 from fastmcp_temporal.server._closed_answers import _CLOSED_RECHECK_MAX, Closed
+from fastmcp_temporal.server._described import _HEARTBEAT_LANDS, _PROGRESS_RECHECK_MIN, Known, progress_age
 from fastmcp_temporal.server._feed import Change
+from fastmcp_temporal.server._feed_gaps import _WORKFLOW_TASK_RECHECK, SAFETY_REREAD
 from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, POLL_LOOP_SLACK
 from fastmcp_temporal.server._known import KnownTasks
 from fastmcp_temporal.server._quiet import LONG_POLL_PERIOD, Quiet, QuietTasks
 from fastmcp_temporal.server._watch import (
     _CLOSE_ONLY_FIRST_RECHECK,
     _CLOSE_ONLY_RECHECK,
-    _HEARTBEAT_LANDS,
-    _PROGRESS_RECHECK_MIN,
     _WATCH_IDLE,
-    _WORKFLOW_TASK_RECHECK,
-    SAFETY_REREAD,
-    Known,
     Timing,
     Watch,
     _close_only_recheck,
-    _progress_age,
     shown_of,
 )
 from fastmcp_temporal.worker._progress import PROGRESS_STAMP_AFTER
@@ -235,10 +232,10 @@ async def test_a_task_running_no_leg_is_never_reread_for_progress() -> None:
 async def test_how_old_silent_progress_may_be_is_how_long_it_stood_still_within_bounds() -> None:
     found = await description(legs=((STARTED, b"step"),))
     minimum = _PROGRESS_RECHECK_MIN.total_seconds()
-    assert _progress_age(known(found, read_at=100.0, progress_since=100.0), PROGRESS_REFRESH) == minimum
-    assert _progress_age(known(found, read_at=100.0, progress_since=95.0), PROGRESS_REFRESH) == 5.0
+    assert progress_age(known(found, read_at=100.0, progress_since=100.0), PROGRESS_REFRESH) == minimum
+    assert progress_age(known(found, read_at=100.0, progress_since=95.0), PROGRESS_REFRESH) == 5.0
     assert (
-        _progress_age(known(found, read_at=100.0, progress_since=0.0), PROGRESS_REFRESH)
+        progress_age(known(found, read_at=100.0, progress_since=0.0), PROGRESS_REFRESH)
         == PROGRESS_REFRESH
     )
 
@@ -249,8 +246,8 @@ async def test_progress_still_for_as_long_as_a_new_message_would_be_stamped_is_r
     stamped_after = PROGRESS_STAMP_AFTER.total_seconds()
     backstop = 4 * stamped_after
     almost = known(found, read_at=100.0, progress_since=100.0 - stamped_after + 1)
-    assert _progress_age(almost, backstop) == stamped_after - 1
-    assert _progress_age(known(found, read_at=100.0, progress_since=100.0 - stamped_after), backstop) == backstop
+    assert progress_age(almost, backstop) == stamped_after - 1
+    assert progress_age(known(found, read_at=100.0, progress_since=100.0 - stamped_after), backstop) == backstop
 
 
 async def test_a_stamped_message_is_a_change_and_a_copy_read_right_after_it_is_reread_once_more() -> None:
@@ -434,7 +431,7 @@ async def test_a_read_after_a_parked_answer_is_held_too() -> None:
     assert parked.hold_for(10.01, read_hold=1.0, reread_hold=2.0) == 2.0
 
 
-async def test_an_answer_differs_by_what_a_caller_can_tell_apart() -> None:
+async def test_an_answer_differs_by_what_a_caller_can_distinguish() -> None:
     shown = shown_of(answer("working", "step 1", input_requests={"a": {"method": "x"}}))
     assert shown_of(answer("working", "step 1", input_requests={"a": {"method": "y"}})) == shown
     assert shown_of(answer("working", "step 2", input_requests={"a": {}})) != shown
@@ -713,7 +710,7 @@ PARKED = answer("input_required", input_requests={"k": {}})
 
 
 def test_a_quiet_task_asks_for_its_own_interval_then_half_its_quiet_up_to_the_cap() -> None:
-    quiet = Quiet(shown=hash(("working", None, frozenset())), since=100.0, answered_at=100.0, apart=float("inf"))
+    quiet = Quiet(shown=hash(("working", None, frozenset())), since=100.0, answered_at=100.0, read_gap=float("inf"))
     assert quiet.interval(100.0 + CAP - 0.1, BASE, CAP) == BASE
     assert quiet.interval(100.0 + CAP, BASE, CAP) == CAP / 2
     assert quiet.interval(100.0 + 1.5 * CAP, BASE, CAP) == 0.75 * CAP
@@ -725,9 +722,9 @@ def test_a_quiet_task_asks_for_its_own_interval_then_half_its_quiet_up_to_the_ca
 def test_the_same_answer_keeps_its_quiet_and_any_change_starts_it_anew() -> None:
     quiet = QuietTasks(timedelta(seconds=CAP), REMEMBERED)
     first = quiet.quiet_after("t", PARKED, now=0.0)
-    assert first is not None and (first.since, first.apart) == (0.0, float("inf"))
+    assert first is not None and (first.since, first.read_gap) == (0.0, float("inf"))
     again = quiet.quiet_after("t", answer("input_required", input_requests={"k": {"other": 1}}), now=40.0)
-    assert again is not None and (again.since, again.apart) == (0.0, 40.0)
+    assert again is not None and (again.since, again.read_gap) == (0.0, 40.0)
     for changed in (answer("working"), answer("input_required", input_requests={"k2": {}})):
         after = quiet.quiet_after("t", changed, now=50.0)
         assert after is not None and after.since == 50.0
@@ -753,7 +750,7 @@ def test_a_server_with_quiet_off_remembers_nothing_of_the_tasks_it_answers() -> 
     assert len(off) == 0
 
 
-def test_a_quiet_task_read_here_further_apart_than_a_long_poll_lasts_is_let_go() -> None:
+def test_a_quiet_task_read_here_at_longer_gaps_than_a_long_poll_lasts_is_let_go() -> None:
     quiet = QuietTasks(timedelta(seconds=CAP), REMEMBERED)
     for now in range(0, int(CAP) + 11, 10):
         quiet.quiet_after("t", PARKED, now=float(now))

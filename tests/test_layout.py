@@ -8,9 +8,9 @@ but `worker/`, whose machinery it orchestrates, the dev-server launcher is the b
 role (the others reach it through its public names) and the CLI the top one, and the
 shared top-level modules import no role. Some concerns have one home:
 - only the extension and the plugin run the start-up check of FastMCP's internals;
-- what a server knows of the tasks it reads (`server/_known.py`, `server/_watch.py`,
-  `server/_quiet.py`, `server/_closed_answers.py`, and the change feed that tells it what changed, `server/_feed.py`)
-  is the server's alone;
+- the read path, what a server knows of the tasks it reads (`READ_PATH`: the reads it answers,
+  the watches and their roads, the change feed, the closed-answer cache), is the server's alone,
+  in modules of at most 300 lines;
 - the `tasks/*` handlers (`server/_handlers.py`) are the extension's alone;
 - a task's memo is written at creation from its facts (`server/_facts.py`) alone;
 - a call's tool policy and component are looked up by its plan (`server/_plan.py`) alone, once.
@@ -31,6 +31,9 @@ import fastmcp_temporal
 ROOT = Path(fastmcp_temporal.__file__).parent
 REPO = ROOT.parent
 TESTS, BENCH = REPO / "tests", REPO / "bench"
+READ_PATH = {f"fastmcp_temporal.server.{name}" for name in (
+    "_known", "_held_reads", "_holds", "_quiet", "_closed_answers", "_changes",
+    "_watches", "_watch", "_described", "_long_poll_road", "_feed_road", "_feed_gaps", "_feed")}
 FOLDERS = {"fastmcp_temporal": ROOT, "fastmcp_temporal.workflows": REPO / "workflows",
            "fastmcp_temporal.activities": REPO / "activities"}
 
@@ -157,10 +160,9 @@ def test_only_the_extension_and_the_plugin_run_the_upstream_check() -> None:
 
 def test_nothing_outside_the_server_imports_what_it_knows_of_tasks() -> None:
     modules = _modules()
-    known_tasks = {f"fastmcp_temporal.server.{name}" for name in ("_known", "_watch", "_quiet", "_feed", "_closed_answers")}
     for name, path in modules.items():
         if not _within(name, "server"):
-            leaks = _imports(path, modules) & known_tasks
+            leaks = _imports(path, modules) & READ_PATH
             assert not leaks, f"{name} imports {leaks}"
 
 
@@ -250,3 +252,12 @@ def test_each_module_is_short_enough_to_read_as_one_concern() -> None:
     long = {name: lines for name, path in _modules().items()
             if (lines := len(path.read_text().splitlines())) > 500 and name != "fastmcp_temporal._settings"}
     assert not long, f"split these into modules of one concern each: {long}"
+
+
+def test_each_module_of_the_read_path_is_a_room_read_at_once() -> None:
+    """The read path is split by concern (reads, watches, roads, the feed, the closed answers), each
+    module at most 300 lines."""
+    modules = _modules()
+    assert READ_PATH <= modules.keys(), f"gone from the read path: {READ_PATH - modules.keys()}"
+    long = {name: lines for name in READ_PATH if (lines := len(modules[name].read_text().splitlines())) > 300}
+    assert not long, f"split these by concern: {long}"

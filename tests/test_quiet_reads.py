@@ -9,8 +9,8 @@ an ask the tool makes once released shows at the API server's very next poll (th
 first read back from the workflow's memo in Temporal), and that answer and the later ones
 advertise the tool's own interval again; a close and a cancel made through the other
 server, once Temporal shows them, show at the very next poll too. A server that follows a
-task with a long poll of its history lets go of it once the task is quiet and its reads there
-come at longer intervals than a long poll lasts (counted on that server's own Temporal client:
+task with a long poll of its history lets go of it once the task is quiet and the gap between
+its reads there is longer than a long poll lasts (counted on that server's own Temporal client:
 no long poll of the task left in flight), and still shows the task's close at the next read.
 """
 
@@ -173,7 +173,7 @@ async def test_a_close_and_a_cancel_through_another_server_show_at_the_next_poll
         assert final.result is not None and "done" in str(final.result)
 
 
-async def test_a_quiet_task_read_further_apart_than_a_long_poll_lasts_is_no_longer_long_polled(
+async def test_a_quiet_task_read_at_longer_gaps_than_a_long_poll_lasts_is_no_longer_long_polled(
     temporal_server: DevServer, task_queue: str, make_extension: Callable[..., TemporalTasksExtension]
 ) -> None:
     release = anyio.Event()

@@ -211,7 +211,7 @@ async def test_a_quiet_task_read_many_times_costs_a_few_temporal_requests(
     gated = gated_tool(started, release)
     requests = TemporalRequests()
     worker = server_with(make_extension(), parks, gated, name="worker")
-    # reads 50 ms apart would each wait up to reread_hold: this counts what reads cost, not how long they wait
+    # reads every 50 ms would each wait up to reread_hold: this counts what reads cost, not how long they wait
     api, temporal = await _api_server(temporal_server, task_queue, requests, parks, gated, reread_hold=timedelta(0))
     async with Client(worker) as one, Client(api) as two:
         parked = await call_tool_task(one, "parks")
@@ -244,7 +244,7 @@ async def test_progress_shows_within_progress_refresh(
 
     requests = TemporalRequests()
     worker = server_with(make_extension(), reports, name="worker")
-    api, temporal = await _api_server(  # reread_hold 0: reads 50 ms apart, each answered at once
+    api, temporal = await _api_server(  # reread_hold 0: reads every 50 ms, each answered at once
         temporal_server, task_queue, requests, reports, progress_refresh=timedelta(seconds=2), reread_hold=timedelta(0)
     )
     async with Client(worker) as one, Client(api) as two:

@@ -26,31 +26,33 @@ from settings_reference import shown_value
 
 from fastmcp_temporal._settings import TemporalTasksSettings
 
-READ_PATH = "fastmcp_temporal.server._known"
-"""The module holding the read path's I/O timing: long polls, the closed-task cache."""
 WATCH = "fastmcp_temporal.server._watch"
 """The module holding one watch's decisions: when what is known answers, held reads' re-reads."""
+DESCRIBED = "fastmcp_temporal.server._described"
+"""The module holding when a copy's progress is due a re-read."""
+FEED_GAPS = "fastmcp_temporal.server._feed_gaps"
+"""The module holding what a copy followed through the change feed is re-read for."""
 HANDLERS = "fastmcp_temporal.server._handlers"
 HEARTBEAT = "fastmcp_temporal.worker._heartbeat"
 NOTICES = "fastmcp_temporal.worker._notices"
 
 CONSTANTS: dict[str, str] = {
-    "close_only_for": f"{READ_PATH}:_CLOSE_ONLY_FOR",
+    "close_only_for": "fastmcp_temporal.server._long_poll_road:_CLOSE_ONLY_FOR",
     "close_only_first_recheck": f"{WATCH}:_CLOSE_ONLY_FIRST_RECHECK",
     "close_only_recheck": f"{WATCH}:_CLOSE_ONLY_RECHECK",
     "held_poll_interval": "fastmcp_temporal.server._holds:HELD_POLL_INTERVAL",
     "poll_loop_slack": "fastmcp_temporal.server._holds:POLL_LOOP_SLACK",
-    "progress_recheck_min": f"{WATCH}:_PROGRESS_RECHECK_MIN",
-    "heartbeat_lands": f"{WATCH}:_HEARTBEAT_LANDS",
+    "progress_recheck_min": f"{DESCRIBED}:_PROGRESS_RECHECK_MIN",
+    "heartbeat_lands": f"{DESCRIBED}:_HEARTBEAT_LANDS",
     "notice_delay": f"{HEARTBEAT}:NOTICE_DELAY",
     "follow_after": "fastmcp_temporal.worker._leg_follow:_FOLLOW_AFTER",
     "closed_recheck_max": "fastmcp_temporal.server._closed_answers:_CLOSED_RECHECK_MAX",
     "closed_cache_entries": "fastmcp_temporal.server._closed_answers:_CLOSED_CACHE_ENTRIES",
     "closed_cache_max_result_chars": "fastmcp_temporal.server._closed_answers:CLOSED_CACHE_MAX_RESULT_CHARS",
     "watch_idle": f"{WATCH}:_WATCH_IDLE",
-    "workflow_task_recheck": f"{WATCH}:_WORKFLOW_TASK_RECHECK",
-    "safety_reread": f"{WATCH}:SAFETY_REREAD",
-    "refused_pause": f"{READ_PATH}:_REFUSED_PAUSE",
+    "workflow_task_recheck": f"{FEED_GAPS}:_WORKFLOW_TASK_RECHECK",
+    "safety_reread": f"{FEED_GAPS}:SAFETY_REREAD",
+    "refused_pause": "fastmcp_temporal.server._watches:_REFUSED_PAUSE",
     "long_poll_period": "fastmcp_temporal.server._quiet:LONG_POLL_PERIOD",
     "default_poll_interval_ms": "fastmcp_temporal.workflows.models:DEFAULT_POLL_INTERVAL_MS milliseconds",
     "apply_wait": f"{HANDLERS}:_APPLY_WAIT",

@@ -24,22 +24,18 @@ client that waits the advertised interval (or the FastMCP client, which waits at
 within it, and one that lands during a hold at once. Only a task this server hears changes of
 advertises it; any other keeps its own interval.
 
-Where a change comes from (`_changes.TaskChanges`): this server's watch of the task (a long
-poll of its history, `_known`) signals every event that changes an answer, and so does the
-visibility change feed (`_feed`) for a task it lists; a task neither covers is answered at
-once, since nothing would end its hold but the cap.
+Where a change comes from (`_changes.TaskChanges`): this server's watch of the task (`_watches`:
+a long poll of its history, or the visibility change feed) signals every change of an answer it
+hears; a task it does not follow is answered at once, since nothing would end its hold but the cap.
 
 One caller (`_scope.caller_key`) has at most `held_reads_per_caller` reads held at once
-(`HeldReads`); its further reads are answered at once, with the task's own interval, as if
+(`_held_reads.HeldReads`); its further reads are answered at once, with the task's own interval, as if
 holds were off. A read is never refused for it: holding only spares a client polls, and a
 client waiting on many tasks must not fail.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 
 # What answers advertise while reads are held: the gap between two held reads, within which
@@ -54,25 +50,3 @@ _RUNNING = frozenset({"working", "input_required"})
 def holdable(status: str) -> bool:
     """Whether a read answering `status` may wait for a change (a closed task's answer never changes)."""
     return status in _RUNNING
-
-
-class HeldReads:
-    """The reads held now, by caller, against the limit of each."""
-
-    def __init__(self, per_caller: int) -> None:
-        self._per_caller = per_caller
-        self._held: Counter[str] = Counter()
-
-    @contextmanager
-    def holding(self, caller: str) -> Iterator[bool]:
-        """Whether a read of `caller` may be held (counted as held while in the block), or is past its limit."""
-        if self._held[caller] >= self._per_caller:
-            yield False
-            return
-        self._held[caller] += 1
-        try:
-            yield True
-        finally:
-            self._held[caller] -= 1
-            if not self._held[caller]:
-                del self._held[caller]

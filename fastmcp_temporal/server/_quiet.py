@@ -45,10 +45,10 @@ _TERMINAL = frozenset({"completed", "failed", "cancelled"})
 class Quiet:
     """What this server last answered of a running task, since when, and how its reads came."""
 
-    shown: int  # the hash of what a caller can tell apart in the answer (`Shown`): a few bytes, not a copy
+    shown: int  # the hash of what a caller can distinguish in the answer (`Shown`): a few bytes, not a copy
     since: float  # event-loop time this server first answered it
     answered_at: float  # when it last answered the task
-    apart: float  # how long before that it had answered the task (inf: never)
+    read_gap: float  # how long before that it had answered the task (inf: never)
 
     def interval(self, now: float, base: float, cap: float) -> float:
         """The poll interval to advertise at `now`, in seconds: the task's own (`base`) until it has
@@ -60,9 +60,9 @@ class Quiet:
 
     def let_go(self, base: float, cap: float) -> bool:
         """Whether a `describe()` per read costs this server less than following the task: it is
-        quiet, and the reads this server gets of it come further apart than a long poll lasts."""
+        quiet, and the gap between the reads this server gets of it is longer than a long poll lasts."""
         quiet = self.interval(self.answered_at, base, cap) > base
-        return quiet and self.apart >= LONG_POLL_PERIOD.total_seconds()
+        return quiet and self.read_gap >= LONG_POLL_PERIOD.total_seconds()
 
 
 class QuietTasks:
@@ -87,10 +87,10 @@ class QuietTasks:
         before = self._entries.pop(key, None)
         seen = hash(shown_of(answer))
         if before is None:
-            quiet = Quiet(seen, since=now, answered_at=now, apart=float("inf"))
+            quiet = Quiet(seen, since=now, answered_at=now, read_gap=float("inf"))
         else:
             since = before.since if before.shown == seen else now
-            quiet = Quiet(seen, since, answered_at=now, apart=now - before.answered_at)
+            quiet = Quiet(seen, since, answered_at=now, read_gap=now - before.answered_at)
         self._entries[key] = quiet
         while len(self._entries) > self._most:
             self._entries.popitem(last=False)

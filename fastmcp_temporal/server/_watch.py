@@ -1,78 +1,36 @@
-"""One followed task's state, and the decisions reads make from it.
+"""One task this server follows, and whether what it knows of the task still answers a read.
 
-A `Watch` holds what one `describe()` found (`Known`), the last history event that changes
-an answer (`saw`), and what reads last answered (`shown`, when, and the interval that answer
-advertised); from these alone it decides whether what it knows still answers a read
-(`current`), when a running leg's progress is due a re-read (`progress_due`), how often a
-held read re-reads a task whose close alone is followed (`recheck`), how long a read may be
-held (`hold_for`, the rules are `_holds`'), and when nobody reads it any more (`idle`).
-Every decision is a function of that state and the time passed in, with no I/O, so the
-schedule is unit-tested without a Temporal server (tests/test_known.py); `_known.KnownTasks`
-feeds it from long polls and `describe()`.
-
-Progress (a running leg's heartbeat details) adds no history event, so only a `describe()`
-sees it. A copy is re-read once it is as old as its progress had stood still, at least
-`_PROGRESS_RECHECK_MIN` and at most `progress_refresh`: progress that changes reaches a
-reader about as late as it had stood still before, at one `describe()` per re-read however
-many read it (a held read ends after one such re-read, so each read costs at most one). A
-message after a stillness longer than `worker._progress.PROGRESS_STAMP_AFTER` needs no
-re-read: the leg stamps it on the task (`PROGRESSED_SIGNAL`), an event `saw` takes as a change; a copy read
-within `_PROGRESS_RECHECK_MIN` of the stamp is re-read once more, in case the heartbeat that
-carries the message landed just after it. So a copy whose progress stood still that long is
-re-read only at `progress_refresh`, a backstop for a worker that does not stamp: a long silent
-leg, the common long tool, costs a `describe()` per `progress_refresh`.
-
-A leg's heartbeats reach Temporal on a grid: the SDK sends one per throttle window
-(`SDK_THROTTLE_SHARE` of the leg's heartbeat timeout), at the window's end (`_HeartbeatGrid`,
-placed from the leg's last heartbeat on Temporal's clock). Where the grid is known, a copy is
-re-read just after each heartbeat lands while a new message would not be stamped (its
-progress stood still for less than `PROGRESS_STAMP_AFTER` and a window), so any message
-shows within `_HEARTBEAT_LANDS` of the heartbeat that carries it, at one `describe()` per
-window however often it changes; then every `progress_refresh`, the stamp telling of a new
-message. A re-read between two heartbeats would find nothing new.
+A `Watch` holds the last copy a `describe()` found (`_described.Known`), the last history event that
+changes an answer (`saw`, or a change the feed listed: `fed_change`), and what reads last answered
+(`shown`, when, and the interval that answer advertised). From these alone it decides whether the
+copy still answers a read (`current`) and until when (`due`, by the road the task is heard on: its
+legs' progress, `_described`; the feed's gaps, `_feed_gaps`; or, while only its close is followed,
+`recheck`), how long a read may be held (`hold_for`, by the rules of `_holds`), and when nobody
+reads the task any more (`idle`). Every decision is a function of that state and the time passed
+in, with no I/O; `_watches.Watches` feeds it from its roads and `_known.KnownTasks` from reads.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType, PendingActivityState, PendingWorkflowTaskState
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import WorkflowExecutionDescription, WorkflowHandle
 
 from fastmcp_temporal._fastmcp_private import GetTaskResult, TaskStatus
+from fastmcp_temporal.server._described import Known, known_from, progress_due
 from fastmcp_temporal.server._feed import Change
+from fastmcp_temporal.server._feed_gaps import fed_due, newer, round_left
 from fastmcp_temporal.server._holds import POLL_LOOP_SLACK, holdable
-from fastmcp_temporal.worker._heartbeat import SDK_THROTTLE_SHARE
-from fastmcp_temporal.worker._progress import PROGRESS_STAMP_AFTER
 from fastmcp_temporal.workflows.models import PROGRESSED_SIGNAL, TaskMemo, TaskOutcome
-from fastmcp_temporal.workflows.task import CHANGED_AT_ATTRIBUTE
 
 # A followed task no read asked about for this long (and three of its poll intervals)
 # is let go when its long poll next returns.
 _WATCH_IDLE = timedelta(minutes=1)
-# A copy of a task followed through the change feed is re-read this long after it was read,
-# whatever the feed says: a change visibility listed later than `change_feed_lag` shows then.
-SAFETY_REREAD = timedelta(minutes=10)
-# A parked task's TTL timer is taken to have fired (and its workflow task to be scheduled) this
-# long after its deadline.
-_TIMER_FIRING = timedelta(milliseconds=500)
-# A fed copy of a task whose workflow task waits is re-read this long after it was read.
-_WORKFLOW_TASK_RECHECK = timedelta(seconds=2)
-# Stamps compare to within this (a stamp may round through visibility).
-_STAMP_PRECISION = timedelta(milliseconds=1)
-# A running leg's progress is re-read once the known copy is as old as it had stood still:
-# at least this, at most `PROGRESS_STAMP_AFTER` (then at `progress_refresh`).
-_PROGRESS_RECHECK_MIN = timedelta(seconds=2)
-# A heartbeat sent at its window's end shows in a `describe()` this long after the grid says.
-_HEARTBEAT_LANDS = timedelta(milliseconds=300)
-# A leg whose last heartbeat is older than this many windows is off its grid (a retry, a stalled
-# loop): its re-reads are not moved.
-_GRID_WINDOWS = 2
 # While a new task's close alone is followed, a held read first re-reads it this long after
 # it began: most of a burst's queued tasks close before, and a tool that asks at once shows
 # its ask by then.
@@ -104,7 +62,7 @@ _UNSEEN_BY_READS = frozenset(
     }
 )
 
-Shown = tuple[TaskStatus, str | None, frozenset[str]]  # what a caller can tell apart between answers
+Shown = tuple[TaskStatus, str | None, frozenset[str]]  # what a caller can distinguish between answers
 _CREATED: Shown = ("working", None, frozenset())
 
 
@@ -117,32 +75,10 @@ class Timing:
     poll_interval_ms: int
 
 
-@dataclass(frozen=True)
-class Known:
-    """A task as one `describe()` found it, and when (event-loop time)."""
-
-    description: WorkflowExecutionDescription
-    memo: TaskMemo
-    read_at: float
-    progress_since: float  # since when its legs' heartbeat details have read the same
-    round_ends: float = float("inf")  # when a parked task's TTL timer fires (event-loop time), if fed
-    temporal_read_at: datetime | None = None  # `read_at` on Temporal's clock, to place its legs' heartbeats
-
-    @property
-    def events(self) -> int:
-        return self.description.raw_description.workflow_execution_info.history_length
-
-    @property
-    def progress(self) -> bytes | None:
-        """The running legs' heartbeat details; None when no leg runs (nothing can change unseen)."""
-        pending = self.description.raw_description.pending_activities
-        return b"".join(leg.heartbeat_details.SerializeToString() for leg in pending) if pending else None
-
-
 @dataclass
 class Watch:
     """A task this server follows by a long poll of its history, or through the change feed
-    (`fed`; `_known.KnownTasks.follow`).
+    (`fed`; `_watches.Watches.follow`).
 
     `known` answers reads while the poll (or the feed: `fed_change`) has seen no change past it,
     and, when a leg runs, while its progress is fresh enough (`progress_due`); a fed copy also
@@ -160,7 +96,7 @@ class Watch:
     changed: int = 0  # the last history event that changes what a read answers
     leg_scheduled: tuple[int, float] = (0, 0.0)  # the last leg's schedule event, and when it was seen
     progressed_at: float = float("-inf")  # when a leg's last stamp of a new message was seen
-    fed: bool = False  # followed through the change feed (`_fed`), not a long poll of its history
+    fed: bool = False  # followed through the change feed (`_feed_road`), not a long poll of its history
     close_only: bool = False
     close_only_recheck: float = _CLOSE_ONLY_FIRST_RECHECK.total_seconds()
     known: Known | None = None
@@ -189,31 +125,20 @@ class Watch:
     def due(self, now: float, progress_refresh: float, read_recheck: float) -> float:
         """When what the watch knows stops answering reads, unless an event comes first (event-loop
         time), by the road it hears the task on: its progress, or on a long poll for the close alone its
-        recheck, or through the feed what it cannot list (`_fed_due`); a new task never read, from `now`."""
+        recheck, or through the feed what it cannot list (`_feed_gaps.fed_due`); a new task never read,
+        from `now`."""
         if self.known is None:
             return now + self.recheck(read_recheck) if self.close_only else now
         progress_due = self.progress_due(progress_refresh)
         if self.fed:
-            return _fed_due(self.known, progress_due, progress_refresh)
+            return fed_due(self.known, progress_due, progress_refresh)
         return min(progress_due, self.known.read_at + self.recheck(read_recheck))
 
     def progress_due(self, progress_refresh: float) -> float:
         """When the known copy's progress is due a re-read (event-loop time; inf: no leg runs)."""
-        known = self.known
-        if known is None:
+        if self.known is None:
             return float("-inf")  # nothing known: due a read now
-        leg_event, leg_seen_at = self.leg_scheduled
-        if leg_event > known.events:  # a leg began after the known copy: its progress is due a first read
-            return leg_seen_at + _PROGRESS_RECHECK_MIN.total_seconds()
-        if known.progress is None:
-            return float("inf")
-        if known.read_at - self.progressed_at < _PROGRESS_RECHECK_MIN.total_seconds():
-            # read right after a stamp: its heartbeat may have reached Temporal just after the read
-            return known.read_at + _PROGRESS_RECHECK_MIN.total_seconds()
-        grid = _heartbeat_grid(known)
-        if grid is None:
-            return known.read_at + _progress_age(known, progress_refresh)
-        return grid.landing_after(known.read_at + _progress_age_on_grid(known, grid, progress_refresh))
+        return progress_due(self.known, self.leg_scheduled, self.progressed_at, progress_refresh)
 
     def learned(
         self, description: WorkflowExecutionDescription, memo: TaskMemo, read_at: float,
@@ -221,7 +146,7 @@ class Watch:
     ) -> None:
         """What a `describe()` started at `read_at` (`temporal_now` on Temporal's clock) found; while
         the close alone is followed, it answers for `close_only_recheck`, which it sets anew."""
-        self.known = _known(description, memo, read_at, self.known, temporal_now)
+        self.known = known_from(description, memo, read_at, self.known, temporal_now)
         if self.fed and temporal_now is not None:
             self._knows_round_end(read_at, temporal_now)
         if self.close_only:
@@ -236,8 +161,9 @@ class Watch:
 
     def _knows_round_end(self, now: float, temporal_now: datetime) -> None:
         assert self.known is not None
-        round_left = _round_left(self.known.description, self.known.memo, self.timing, temporal_now)
-        self.known = replace(self.known, round_ends=now + round_left)
+        ttl = timedelta(milliseconds=self.timing.ttl_ms)
+        left = round_left(self.known.description, self.known.memo, ttl, temporal_now)
+        self.known = replace(self.known, round_ends=now + left)
 
     def saw(self, event: HistoryEvent, now: float) -> bool:
         """Note what a history event changes for reads; whether held reads should look again
@@ -257,7 +183,7 @@ class Watch:
         """Note a change the feed listed; whether the known copy does not show it yet (held reads
         look again, and the next read describes the task)."""
         known = self.known
-        if known is not None and not _newer(change, known.description):
+        if known is not None and not newer(change, known.description):
             return False
         self.changed = max(self.changed, (known.events if known is not None else 0) + 1)
         return True
@@ -278,29 +204,17 @@ class Watch:
         `POLL_LOOP_SLACK`) of the last answer, a client in a poll loop; for the task's own
         poll interval, at most `read_hold` after the creation's answer, `reread_hold` after a read's.
         """
-        if not holdable(self.shown[0]) or now - self.answered_at > self.advertised + POLL_LOOP_SLACK.total_seconds():
+        in_poll_loop = now - self.answered_at <= self.advertised + POLL_LOOP_SLACK.total_seconds()
+        if not holdable(self.shown[0]) or not in_poll_loop:
             return 0.0
         cap = read_hold if self.by_creation else reread_hold
         return min(cap, self.timing.poll_interval_ms / 1000)
 
     def record_shown(self, answer: GetTaskResult, now: float, *, by_creation: bool = False) -> None:
-        """What a read (or the creation) was shown at `now`: a read held later waits for a change from this."""
+        """What a read (or the creation) was shown at `now`: a read held later waits for a change from
+        this."""
         self.shown, self.answered_at, self.by_creation = shown_of(answer), now, by_creation
         self.advertised = (answer.poll_interval_ms or 0) / 1000
-
-
-def _fed_due(known: Known, progress_due: float, progress_refresh: float) -> float:
-    """When a fed copy is due a re-read: its progress, or what the feed cannot list: a late listing, a
-    parked task's TTL no worker runs, and, with no leg's progress due (inf), a waiting workflow task (a
-    stalled task's TTL is ended by a read) soon, a next leg's start as silent progress."""
-    due = min(progress_due, known.read_at + SAFETY_REREAD.total_seconds(), known.round_ends)
-    if progress_due < float("inf") or known.description.status != WorkflowExecutionStatus.RUNNING:
-        return due
-    if known.description.raw_description.HasField("pending_workflow_task"):
-        return min(due, known.read_at + _WORKFLOW_TASK_RECHECK.total_seconds())
-    if not known.memo.open_requests():
-        return min(due, known.read_at + _progress_age(known, progress_refresh))
-    return due
 
 
 def _close_only_recheck(previous: float, description: WorkflowExecutionDescription) -> float:
@@ -315,78 +229,6 @@ def _close_only_recheck(previous: float, description: WorkflowExecutionDescripti
     return _CLOSE_ONLY_RECHECK.total_seconds() if running else previous * 2
 
 
-def _progress_age(known: Known, progress_refresh: float) -> float:
-    """How old known progress may be when read: as old as it had stood still, at least
-    `_PROGRESS_RECHECK_MIN`, at most `progress_refresh`. A message after a longer stillness
-    than `PROGRESS_STAMP_AFTER` is stamped (`progressed`), so progress that stood still that
-    long is re-read only as a backstop, at `progress_refresh`, for a leg on a worker that does
-    not stamp."""
-    still = known.read_at - known.progress_since
-    if still >= PROGRESS_STAMP_AFTER.total_seconds():
-        return progress_refresh
-    return min(max(still, _PROGRESS_RECHECK_MIN.total_seconds()), progress_refresh)
-
-
-@dataclass(frozen=True)
-class _HeartbeatGrid:
-    """When a running leg's heartbeats land (event-loop time): one `landed`, then one a `window`."""
-
-    landed: float
-    window: float
-
-    def landing_after(self, due: float) -> float:
-        """Just after the first heartbeat that lands at or after `due`."""
-        return self.landed + max(0, math.ceil((due - self.landed) / self.window)) * self.window
-
-
-def _heartbeat_grid(known: Known) -> _HeartbeatGrid | None:
-    """The running leg's heartbeat grid, from its last heartbeat in the copy on Temporal's clock, plus
-    `_HEARTBEAT_LANDS`; None when unknown, or stale (a retry, a stalled loop)."""
-    if known.temporal_read_at is None:
-        return None
-    for leg in known.description.raw_description.pending_activities:
-        window = SDK_THROTTLE_SHARE * leg.activity_options.heartbeat_timeout.ToTimedelta().total_seconds()
-        if leg.state != PendingActivityState.PENDING_ACTIVITY_STATE_STARTED or window <= 0:
-            continue
-        if not leg.HasField("last_heartbeat_time"):
-            continue
-        age = (known.temporal_read_at - leg.last_heartbeat_time.ToDatetime(tzinfo=timezone.utc)).total_seconds()
-        if not 0 <= age <= _GRID_WINDOWS * window:
-            return None
-        return _HeartbeatGrid(known.read_at - age + _HEARTBEAT_LANDS.total_seconds(), window)
-    return None
-
-
-def _progress_age_on_grid(known: Known, grid: _HeartbeatGrid, progress_refresh: float) -> float:
-    """How old known progress may be when read, for a leg whose heartbeat grid is known: at its next
-    heartbeat while a new message would not be stamped (the progress stood still for less than
-    `PROGRESS_STAMP_AFTER` and the window that carries a stamped one), then `progress_refresh`."""
-    still = known.read_at - known.progress_since
-    if still < PROGRESS_STAMP_AFTER.total_seconds() + grid.window:
-        return _PROGRESS_RECHECK_MIN.total_seconds()
-    return progress_refresh
-
-
-def _round_left(description: WorkflowExecutionDescription, memo: TaskMemo, timing: Timing, now: datetime) -> float:
-    """Seconds until a parked task's TTL timer fires, from the stamp that published its asks
-    (inf when nothing is asked): its firing adds no stamp, and a stalled task's read ends it."""
-    stamp = description.typed_search_attributes.get(CHANGED_AT_ATTRIBUTE)
-    if not memo.open_requests() or stamp is None:
-        return float("inf")
-    return (stamp + timedelta(milliseconds=timing.ttl_ms) - now).total_seconds() + _TIMER_FIRING.total_seconds()
-
-
-def _newer(change: Change, description: WorkflowExecutionDescription) -> bool:
-    """Whether a change the feed listed is past what a `describe()` found: the close of a task
-    found running, or a stamp after the one it found (both read from the same search attribute)."""
-    if description.status != WorkflowExecutionStatus.RUNNING:
-        return False
-    if change.closed:
-        return True
-    stamp = description.typed_search_attributes.get(CHANGED_AT_ATTRIBUTE)
-    return stamp is None or change.at - stamp > _STAMP_PRECISION
-
-
 def _progressed(event: HistoryEvent) -> bool:
     """Whether the event is a leg's stamp of a new message (`PROGRESSED_SIGNAL`)."""
     return (
@@ -395,20 +237,8 @@ def _progressed(event: HistoryEvent) -> bool:
     )
 
 
-def _known(
-    description: WorkflowExecutionDescription, memo: TaskMemo, read_at: float, before: Known | None,
-    temporal_read_at: datetime | None = None,
-) -> Known:
-    """What a `describe()` started at `read_at` (`temporal_read_at` on Temporal's clock) found, carrying
-    over since when progress stood still."""
-    known = Known(description, memo, read_at, progress_since=read_at, temporal_read_at=temporal_read_at)
-    if before is not None and before.progress == known.progress and before.read_at <= read_at:
-        return replace(known, progress_since=before.progress_since)
-    return known
-
-
 def shown_of(answer: GetTaskResult) -> Shown:
-    """What a caller can tell apart between two answers."""
+    """What a caller can distinguish between two answers."""
     return answer.status, answer.status_message, frozenset(answer.input_requests or ())
 
 

@@ -1,23 +1,13 @@
 """Following a task through the change feed, where a long poll of its history would cost more.
 
 A long poll of a task's history is one of the namespace's capped long polls, and costs a
-request per event and per long-poll period (`LONG_POLL_PERIOD`, 20 s) whatever its reads.
-Where the namespace has `McpTaskChangedAt`, a server's `ChangeFeed` follows any number of
-tasks at one visibility query per `change_feed_interval` while any is followed, so the cost
-grows with the changes, not the tasks. A server so long-polls only as many tasks as cost
-less than the feed (`long_polls_cheaper_than_the_feed`: 80 at the default 250 ms), and at
-most `watched_tasks`; it follows the rest through the feed. Once the feed follows any task its
-queries are paid whatever it follows, so a long poll beside it only adds its own requests: new
-tasks are then fed too, and a long-polled one moves to the feed when its long poll next expires
-(`_known.KnownTasks`), until the feed follows none.
-
-The feed lists what a task stamps (an ask, the end of a round, a partial answer, a cancel,
-a stamped progress message) and its close; `Watch.fed_change` decides whether the copy a
-read would answer from already shows it. What it cannot list is left to re-reads
-(`Watch.due`): a leg's start and unstamped progress, the TTL of a task no worker runs, and,
-after `_watch.SAFETY_REREAD`, anything visibility listed later than `change_feed_lag`.
-When the feed cannot tell (a failed query), the watch ends: reads describe the task, and
-follow it anew.
+request per event and per long-poll period (`LONG_POLL_PERIOD`) whatever its reads. The
+`ChangeFeed` follows any number of tasks at one visibility query per `change_feed_interval`,
+so a server long-polls only as many tasks as cost less than the feed
+(`long_polls_cheaper_than_the_feed`) and follows the rest through it (`_watches` decides).
+Each change the feed lists is handed to the watch (`Watch.fed_change`), which says whether its
+copy already shows it; what the feed cannot list is re-read for (`_feed_gaps`). When the feed
+cannot tell (a failed query), the road ends: reads describe the task, and follow it anew.
 """
 
 from __future__ import annotations
@@ -30,14 +20,14 @@ from fastmcp_temporal.server._feed import ChangeFeed
 from fastmcp_temporal.server._quiet import LONG_POLL_PERIOD
 from fastmcp_temporal.server._watch import Watch
 
+# A task followed through the feed is checked this often for idleness (its watch then ends), and
+# subscribed to again: a change the feed listed meanwhile is handed over then.
+IDLE_CHECK = timedelta(seconds=15)
+
 
 def long_polls_cheaper_than_the_feed(interval: timedelta) -> int:
     """How many tasks' long polls cost fewer requests than a feed queried every `interval`."""
     return int(LONG_POLL_PERIOD / interval)
-
-
-# A fed task nobody waits on is checked for idleness this often (its watch then ends).
-_IDLE_CHECK = timedelta(seconds=15)
 
 
 async def follow_feed(feed: ChangeFeed, watch: Watch, after: datetime, changed: Callable[[], None]) -> None:
@@ -50,7 +40,7 @@ async def follow_feed(feed: ChangeFeed, watch: Watch, after: datetime, changed: 
     while True:
         next_change = feed.subscribe(watch.handle.id, after=after)
         try:
-            done, _ = await asyncio.wait([next_change], timeout=_IDLE_CHECK.total_seconds())
+            done, _ = await asyncio.wait([next_change], timeout=IDLE_CHECK.total_seconds())
         finally:
             if not next_change.done():
                 next_change.cancel()
