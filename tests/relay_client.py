@@ -1,4 +1,4 @@
-"""A caller of today's kind, run as its own process: a handshake-era `fastmcp.Client` (2025-11-25)
+"""A caller of today's kind, run as its own process: a 2025-11-25 `fastmcp.Client`
 that never imports `fastmcp_tasks`, so it is the plain client most users have, not the one the
 tasks extension folds into.
 

@@ -3,7 +3,7 @@
 A source (a watch's long poll and a write through this server, `_known`; the visibility
 change feed, `_feed`) calls `TaskChanges.changed` when a task may answer differently; a
 held `tasks/get` (`_known`, `_holds`), a listen stream (`_push`) and a 2025-11-25 question's
-asking (`_handshake_asks`) follow the tasks they read, and each asks `_known.KnownTasks.next_change`
+asking (`_asks_2025_11_25`) follow the tasks they read, and each asks `_known.KnownTasks.next_change`
 when to read them again. The signal carries no state, only "read this task again", so a late or
 repeated one costs a read and nothing is lost by coalescing.
 """

@@ -57,7 +57,7 @@ from pydantic import ConfigDict
 
 from fastmcp_temporal._fastmcp_private import GetTaskResult
 from fastmcp_temporal.server._changes import Read, Signalled, TaskChanges
-from fastmcp_temporal.server._scope import current_caller, is_handshake_task
+from fastmcp_temporal.server._scope import current_caller, is_2025_11_25_task
 from fastmcp_temporal.server._watch import Shown, shown_of
 
 logger = logging.getLogger("fastmcp_temporal")
@@ -152,7 +152,7 @@ def _requested_task_ids(ctx: ServerRequestContext[Any, Any], params: Subscriptio
     ids = (params.notifications.model_extra or {}).get(TASK_IDS_KEY)
     if not isinstance(ids, list):
         return []
-    unique = dict.fromkeys(task_id for task_id in ids if isinstance(task_id, str) and not is_handshake_task(task_id))
+    unique = dict.fromkeys(task_id for task_id in ids if isinstance(task_id, str) and not is_2025_11_25_task(task_id))
     return list(unique)[:MAX_TASKS_PER_STREAM]
 
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from mcp.server.session import ServerSession
 
     from fastmcp_temporal._fastmcp_private import GetTaskResult
-    from fastmcp_temporal.server._handshake_tasks import TaskReadsAndWrites
+    from fastmcp_temporal.server._tasks_2025_11_25 import TaskReadsAndWrites
 
 logger = logging.getLogger("fastmcp_temporal")
 

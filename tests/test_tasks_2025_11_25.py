@@ -36,16 +36,16 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.server import _handshake_asks, _handshake_tasks
+from fastmcp_temporal.server import _asks_2025_11_25, _tasks_2025_11_25
 from helpers.npm import node_script
 from helpers.servers import (
-    HANDSHAKE_VERSION,
-    HandshakeSession,
+    VERSION_2025_11_25,
     HeldRequest,
+    Session2025_11_25,
     WireError,
     gated_tool,
-    handshake_session,
     serving_http,
+    session_2025_11_25,
     verifier,
 )
 from helpers.temporal import anonymous_workflow_id, temporal_client
@@ -54,7 +54,7 @@ from helpers.wire import ask, tasks_get
 
 pytestmark = pytest.mark.anyio
 
-CLIENT = Path(__file__).with_name("handshake_tasks_client.mjs")
+CLIENT = Path(__file__).with_name("tasks_2025_11_25_client.mjs")
 CLIENT_TASKS = {"list": {}, "cancel": {}, "requests": {}}
 
 
@@ -76,7 +76,7 @@ async def plain() -> str:
 def served(extension: TemporalTasksExtension, **options: Any) -> tuple[FastMCP, anyio.Event]:
     """A server with the tools these tests call; the event releases `gated`."""
     started, release = anyio.Event(), anyio.Event()
-    server = FastMCP("handshake-tasks", **options)
+    server = FastMCP("tasks-2025-11-25", **options)
     server.add_extension(extension)
     for tool in (interview, refuses, gated_tool(started, release)):
         server.tool(tool, task=True)
@@ -106,7 +106,7 @@ async def test_the_typescript_sdk_calls_a_tool_as_a_task_and_answers_its_questio
         closed = (await handle.describe()).status
 
     assert seen.get("error") is None, seen
-    assert seen["protocol"] == HANDSHAKE_VERSION
+    assert seen["protocol"] == VERSION_2025_11_25
     assert seen["server_tasks"]["requests"] == {"tools": {"call": {}}}
     task_id = seen["task_id"]
     assert task_id.startswith("2025-11-25.")
@@ -152,20 +152,20 @@ async def test_the_typescript_sdk_cancels_a_task(make_extension: Any, typescript
 
 
 def tasks_session(
-    url: str, *, tasks: bool = True, token: str | None = None, version: str = HANDSHAKE_VERSION, elicitation: bool = False
-) -> AbstractAsyncContextManager[HandshakeSession]:
+    url: str, *, tasks: bool = True, token: str | None = None, version: str = VERSION_2025_11_25, elicitation: bool = False
+) -> AbstractAsyncContextManager[Session2025_11_25]:
     """A raw session that declares the tasks capability (or not), and elicitation (or not)."""
     capabilities = ({"tasks": CLIENT_TASKS} if tasks else {}) | ({"elicitation": {}} if elicitation else {})
-    return handshake_session(url, capabilities=capabilities, token=token, version=version)
+    return session_2025_11_25(url, capabilities=capabilities, token=token, version=version)
 
 
-async def create(session: HandshakeSession, tool: str, arguments: dict[str, Any] | None = None) -> str:
+async def create(session: Session2025_11_25, tool: str, arguments: dict[str, Any] | None = None) -> str:
     created = await session.request("tools/call", {"name": tool, "arguments": arguments or {}, "task": {"ttl": 60_000}})
     assert created["task"]["status"] == "working", created
     return created["task"]["taskId"]
 
 
-async def until_ended(session: HandshakeSession, task_id: str) -> dict[str, Any]:
+async def until_ended(session: Session2025_11_25, task_id: str) -> dict[str, Any]:
     with anyio.fail_after(DEADLINE):
         while (task := await session.request("tasks/get", {"taskId": task_id}))["status"] == "working":
             pass
@@ -238,7 +238,7 @@ async def test_a_task_of_one_era_is_not_found_by_the_other(wire: tuple[str, Fast
 
 
 async def test_a_caller_lists_and_reads_only_its_own_tasks_page_by_page(make_extension: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_handshake_tasks, "LIST_PAGE_SIZE", 2)
+    monkeypatch.setattr(_tasks_2025_11_25, "LIST_PAGE_SIZE", 2)
     server, _ = served(make_extension(), auth=verifier())
     async with serving_http(server) as url:
         async with tasks_session(url, token="token-a") as mine, tasks_session(url, token="token-b") as theirs:
@@ -353,11 +353,11 @@ ACCEPT_ADA = {"action": "accept", "content": {"value": "Ada"}}
 HELLO_ADA = [{"type": "text", "text": "hello Ada"}]
 
 
-async def answered(session: HandshakeSession, held: HeldRequest) -> dict[str, Any]:
+async def answered(session: Session2025_11_25, held: HeldRequest) -> dict[str, Any]:
     """Answer the question asked on `held`; what `held` then answers."""
     question = await held.asked()
     assert question["params"]["message"] == "name?"
-    assert question["params"]["_meta"][_handshake_asks.RELATED_TASK_META]["taskId"]
+    assert question["params"]["_meta"][_asks_2025_11_25.RELATED_TASK_META]["taskId"]
     await session.respond(question["id"], ACCEPT_ADA)
     return await held.answer()
 
@@ -483,7 +483,7 @@ async def test_a_stateless_server_says_why_it_cannot_ask(make_extension: Any) ->
 async def test_an_open_tasks_result_tells_a_change_not_the_time_of_a_read(
     make_extension: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_handshake_asks, "_RECHECK", 0.05)  # the open tasks/result re-reads the task often
+    monkeypatch.setattr(_asks_2025_11_25, "_RECHECK", 0.05)  # the open tasks/result re-reads the task often
     server, release = served(make_extension())
     async with serving_http(server) as url, tasks_session(url) as session:
         task_id = await create(session, "gated")

@@ -17,7 +17,7 @@ receives as a task, not whether it calls tools as tasks, and the official tasks 
   each change of status it sees as `notifications/tasks/status` on its stream), and answers
   exactly what the `tools/call` would have answered (its result, stamped with the related-task
   `_meta`, or its JSON-RPC error). A task that asks is `input_required`: its round of questions
-  is this server's (`_handshake_asks.Round`), not a request's, and goes to the caller as server-to-client
+  is this server's (`_asks_2025_11_25.Round`), not a request's, and goes to the caller as server-to-client
   requests carrying the related-task `_meta`, on one open `tasks/result` at a time, or on the
   GET stream of each session that polls `tasks/get` while it holds one (as ext-tasks does). A
   round is asked until it is answered or its task ends: when the stream asking it closes
@@ -54,9 +54,7 @@ from fastmcp_temporal._fastmcp_private import (
     connection_of,
     holds_get_stream,
 )
-from fastmcp_temporal.server._backend import Backend, temporal_errors
-from fastmcp_temporal.server._creation import StartedWorkflow, start_task
-from fastmcp_temporal.server._handshake_asks import (
+from fastmcp_temporal.server._asks_2025_11_25 import (
     RELATED_TASK_META,
     Round,
     ask_round,
@@ -64,13 +62,15 @@ from fastmcp_temporal.server._handshake_asks import (
     until,
     why_unaskable,
 )
+from fastmcp_temporal.server._backend import Backend, temporal_errors
+from fastmcp_temporal.server._creation import StartedWorkflow, start_task
 from fastmcp_temporal.server._push import TERMINAL_STATUSES, TaskReads, TaskStatusParams
 from fastmcp_temporal.server._relay import carries
 from fastmcp_temporal.server._scope import (
     ANONYMOUS_SCOPE_TAG,
-    HANDSHAKE_ERA,
-    HANDSHAKE_TASK_ID_PREFIX,
-    is_handshake_task,
+    TASK_ID_PREFIX_2025_11_25,
+    VERSION_2025_11_25,
+    is_2025_11_25_task,
     new_task_id,
     task_not_found,
     workflow_id,
@@ -81,12 +81,12 @@ if TYPE_CHECKING:
     from fastmcp.tools.base import Tool
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
-ERA = HANDSHAKE_ERA
+ERA = VERSION_2025_11_25
 LIST_PAGE_SIZE = 50
 _SETTLED = frozenset({"input_required", *TERMINAL_STATUSES})
 
 # Set by the middleware for a task-augmented `tools/call`: where the interceptor puts its answer.
-_CREATED: ContextVar[dict[str, Any] | None] = ContextVar("fastmcp_temporal_handshake_created", default=None)
+_CREATED: ContextVar[dict[str, Any] | None] = ContextVar("fastmcp_temporal_created_2025_11_25", default=None)
 
 
 class _TaskStatusNotification(Notification[TaskStatusParams, Literal["notifications/tasks/status"]]):
@@ -131,7 +131,7 @@ def task_of(answer: CreateTaskResult | GetTaskResult) -> dict[str, Any]:
     return {key: value for key, value in task.items() if value is not None or key == "ttl"}
 
 
-class HandshakeTasks:
+class Tasks2025_11_25:
     """Serves the 2025-11-25 tasks while the extension runs (`methods_of`)."""
 
     def __init__(self, methods_of: Callable[[], TaskReadsAndWrites | None], lists: Callable[[], bool]) -> None:
@@ -177,7 +177,7 @@ class HandshakeTasks:
                 "call it without `task`.",
             )
         with temporal_errors("start the task"):
-            task_id = new_task_id(HANDSHAKE_TASK_ID_PREFIX)
+            task_id = new_task_id(TASK_ID_PREFIX_2025_11_25)
             answer, started = await start_task(backend_of(), tool, arguments, context, task_id=task_id)
         methods = self._methods_of()
         created["task"] = task_of(answer if methods is None else methods.watch(answer, started))
@@ -311,7 +311,7 @@ class HandshakeTasks:
                 "tasks/list is served only to identified callers (a server with auth): anonymous callers would "
                 "see each other's tasks. Read a task by its id with tasks/get.",
             )
-        prefixes = [workflow_id(tag, HANDSHAKE_TASK_ID_PREFIX) for tag in scope.lookup_tags]
+        prefixes = [workflow_id(tag, TASK_ID_PREFIX_2025_11_25) for tag in scope.lookup_tags]
         query = " OR ".join(f"WorkflowId STARTS_WITH '{prefix}'" for prefix in prefixes)
         token = backend.page_token(scope, cursor)
         page = backend.client.list_workflows(query, page_size=LIST_PAGE_SIZE, next_page_token=token)
@@ -333,7 +333,7 @@ class HandshakeTasks:
 
     def _methods(self, task_id: str) -> TaskReadsAndWrites:
         methods = self._methods_of()
-        if methods is None or not is_handshake_task(task_id):  # no task tools, or a 2026-07-28 task
+        if methods is None or not is_2025_11_25_task(task_id):  # no task tools, or a 2026-07-28 task
             raise task_not_found(task_id)
         return methods
 
