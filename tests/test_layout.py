@@ -12,7 +12,8 @@ shared top-level modules import no role. Some concerns have one home:
   `server/_quiet.py`, `server/_closed_answers.py`, and the change feed that tells it what changed, `server/_feed.py`)
   is the server's alone;
 - the `tasks/*` handlers (`server/_handlers.py`) are the extension's alone;
-- a task's memo is written at creation from its facts (`server/_facts.py`) alone.
+- a task's memo is written at creation from its facts (`server/_facts.py`) alone;
+- the groups of task statuses (ended, running, waiting on the caller) are named in `server/_status.py` alone.
 The tests keep their own rooms apart too: what test modules share is in `tests/helpers/`,
 never in another test module, and `tests/` and `bench/` never put each other on `sys.path`.
 """
@@ -240,3 +241,30 @@ def test_each_module_is_short_enough_to_read_as_one_concern() -> None:
     long = {name: lines for name, path in _modules().items()
             if (lines := len(path.read_text().splitlines())) > 500 and name != "fastmcp_temporal._settings"}
     assert not long, f"split these into modules of one concern each: {long}"
+
+
+def _status_literal_sets(path: Path) -> list[str]:
+    """The sets of task-status literals `path` writes out: `{...}`, `set(...)`, `frozenset(...)`."""
+    from fastmcp_temporal.server._status import MCP_STATUSES
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("set", "frozenset"):
+            elements = [element for arg in node.args if isinstance(arg, (ast.Set, ast.List, ast.Tuple))
+                        for element in arg.elts]
+        elif isinstance(node, ast.Set):
+            elements = node.elts
+        else:
+            continue
+        if any(isinstance(element, ast.Constant) and element.value in MCP_STATUSES for element in elements):
+            found.append(ast.unparse(node))
+    return found
+
+
+def test_the_groups_of_task_statuses_are_defined_once() -> None:
+    """Ended, running, waiting on the caller: `server/_status.py` names each group; the others import it."""
+    home = ROOT / "server" / "_status.py"
+    assert _status_literal_sets(home)
+    for name, path in _modules().items():
+        if path != home:
+            assert not _status_literal_sets(path), f"{name} defines a set of task statuses: import it from {home.name}"

@@ -29,7 +29,6 @@ from fastmcp_temporal.server._status import Ending, mcp_status
 from fastmcp_temporal.workflows.models import WORKFLOW_NAME
 from fastmcp_temporal.workflows.task import SCOPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOOL_ATTRIBUTE
 
-MCP_STATUSES = ("working", "input_required", "completed", "failed", "cancelled")
 KINDS: tuple[WorkflowKind, ...] = get_args(WorkflowKind)
 _KIND_PREFIXES = {kind: workflow_id_prefix(kind) for kind in KINDS}
 STATUS_QUERIES = {

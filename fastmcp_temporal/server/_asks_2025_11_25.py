@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR
 
-from fastmcp_temporal.server._push import TERMINAL_STATUSES
 from fastmcp_temporal.server._relay import carries, per_request_session, send_ask
+from fastmcp_temporal.server._status import TERMINAL_STATUSES
 
 if TYPE_CHECKING:
     from mcp.server.session import ServerSession

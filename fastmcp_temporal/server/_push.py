@@ -58,13 +58,13 @@ from pydantic import ConfigDict
 from fastmcp_temporal._fastmcp_private import GetTaskResult
 from fastmcp_temporal.server._changes import Read, Signalled, TaskChanges
 from fastmcp_temporal.server._scope import current_caller, is_2025_11_25_task
+from fastmcp_temporal.server._status import TERMINAL_STATUSES
 from fastmcp_temporal.server._watch import Shown, shown_of
 
 logger = logging.getLogger("fastmcp_temporal")
 
 TASK_IDS_KEY = "taskIds"
 TASK_STATUS_METHOD = "notifications/tasks"
-TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
 # Open streams at once on one server, and tasks one stream follows (further ids are not honored).
 MAX_STREAMS = 1024
 MAX_TASKS_PER_STREAM = 256

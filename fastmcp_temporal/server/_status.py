@@ -4,17 +4,28 @@
 name a task's status from its execution's status, whether a cancel was requested, whether it
 waits for input and, once it has ended, how it ended. Each gathers those facts its own way
 (the memo's open asks or the published `McpTaskStatus`; the outcome read from history or the
-status published last), and this function alone turns them into the status.
+status published last), and this function alone turns them into the status. The groups of
+statuses the server decides by (ended, running) are named here, and nowhere else.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
+from mcp_types import TaskStatus
 from temporalio.client import WorkflowExecutionStatus as Status
 
 Ending = Literal["completed", "failed", "expired"]
 """How an ended task ended, as its outcome (or the status it published last) says."""
+
+MCP_STATUSES: tuple[TaskStatus, ...] = get_args(TaskStatus)
+"""Every status a task reads on the wire, in the order a task may pass through them."""
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+"""A task that reads one of these has ended: its answer never changes again."""
+RUNNING_STATUSES: frozenset[str] = frozenset(MCP_STATUSES) - TERMINAL_STATUSES
+"""A task that reads one of these may still change."""
+SETTLED_STATUSES: frozenset[str] = TERMINAL_STATUSES | {"input_required"}
+"""A task that reads one of these waits on its caller: it has ended, or it asks."""
 
 _FAILED = (Status.FAILED, Status.TERMINATED, Status.TIMED_OUT)
 

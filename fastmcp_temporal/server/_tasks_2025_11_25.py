@@ -64,7 +64,7 @@ from fastmcp_temporal.server._asks_2025_11_25 import (
 )
 from fastmcp_temporal.server._backend import Backend, temporal_errors
 from fastmcp_temporal.server._creation import StartedWorkflow, start_task
-from fastmcp_temporal.server._push import TERMINAL_STATUSES, TaskReads, TaskStatusParams
+from fastmcp_temporal.server._push import TaskReads, TaskStatusParams
 from fastmcp_temporal.server._relay import carries
 from fastmcp_temporal.server._scope import (
     ANONYMOUS_SCOPE_TAG,
@@ -75,6 +75,7 @@ from fastmcp_temporal.server._scope import (
     task_not_found,
     workflow_id,
 )
+from fastmcp_temporal.server._status import SETTLED_STATUSES, TERMINAL_STATUSES
 
 if TYPE_CHECKING:
     from fastmcp.server.context import Context
@@ -83,7 +84,6 @@ if TYPE_CHECKING:
 
 ERA = VERSION_2025_11_25
 LIST_PAGE_SIZE = 50
-_SETTLED = frozenset({"input_required", *TERMINAL_STATUSES})
 
 # Set by the middleware for a task-augmented `tools/call`: where the interceptor puts its answer.
 _CREATED: ContextVar[dict[str, Any] | None] = ContextVar("fastmcp_temporal_created_2025_11_25", default=None)
@@ -218,7 +218,7 @@ class Tasks2025_11_25:
                 status = _TaskStatusNotification(params=TaskStatusParams.model_validate(task))
                 await ctx.session.send_notification(status, related_request_id=ctx.request_id)
 
-        while (answer := await until(methods, task_id, _SETTLED, tell)).status == "input_required":
+        while (answer := await until(methods, task_id, SETTLED_STATUSES, tell)).status == "input_required":
             await self._asked_on_request(ctx, methods, answer)
         if answer.status == "cancelled":
             raise MCPError(INTERNAL_ERROR, f"Task {task_id} was cancelled before the tool finished: it has no result.")
