@@ -51,13 +51,13 @@ from fastmcp_temporal.server._creation import start_task, tool_policy
 from fastmcp_temporal.server._handlers import TaskMethods
 from fastmcp_temporal.server._http_limit import limit_http_requests
 from fastmcp_temporal.server._push import TaskPush
-from fastmcp_temporal.server._scope import is_2025_11_25_task, task_not_found
+from fastmcp_temporal.server._scope import VERSION_2025_11_25, is_2025_11_25_task, task_not_found
 from fastmcp_temporal.server._sync_calls import (
     call_through_workflow,
     refuse_rejoin_that_cannot_apply,
     runs_as_workflow,
 )
-from fastmcp_temporal.server._tasks_2025_11_25 import ERA, Tasks2025_11_25, creation_requested
+from fastmcp_temporal.server._tasks_2025_11_25 import Tasks2025_11_25, creation_requested
 from fastmcp_temporal.worker import _leg_context
 from fastmcp_temporal.worker._plugin import McpTasksPlugin
 
@@ -70,7 +70,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("fastmcp_temporal")
 
 _TASK_METHOD_VERSIONS = frozenset(MODERN_PROTOCOL_VERSIONS)
-_BOTH_ERAS = _TASK_METHOD_VERSIONS | {ERA}
+_ERA_2025_11_25 = frozenset({VERSION_2025_11_25})
+_BOTH_ERAS = _TASK_METHOD_VERSIONS | _ERA_2025_11_25
 
 
 class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
@@ -187,14 +188,14 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
             MethodBinding("tasks/get", GetTaskParams, self._handle_get, _BOTH_ERAS),
             MethodBinding("tasks/update", UpdateTaskParams, self._handle_update, _TASK_METHOD_VERSIONS),
             MethodBinding("tasks/cancel", CancelTaskParams, self._handle_cancel, _BOTH_ERAS),
-            MethodBinding("tasks/result", GetTaskParams, self._handle_result, frozenset({ERA})),
-            MethodBinding("tasks/list", PaginatedRequestParams, self._handle_list, frozenset({ERA})),
+            MethodBinding("tasks/result", GetTaskParams, self._handle_result, _ERA_2025_11_25),
+            MethodBinding("tasks/list", PaginatedRequestParams, self._handle_list, _ERA_2025_11_25),
         ]
 
     async def _handle_get(
         self, ctx: ServerRequestContext[Any, Any], params: GetTaskParams
     ) -> GetTaskResult | dict[str, Any]:
-        if ctx.protocol_version == ERA:
+        if ctx.protocol_version == VERSION_2025_11_25:
             with temporal_errors("read the task"):
                 return await self._tasks_2025_11_25.get(ctx, params.task_id)
         methods = self._task_methods(ctx, params.task_id)
@@ -211,7 +212,7 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
     async def _handle_cancel(
         self, ctx: ServerRequestContext[Any, Any], params: CancelTaskParams
     ) -> CancelTaskResult | dict[str, Any]:
-        if ctx.protocol_version == ERA:
+        if ctx.protocol_version == VERSION_2025_11_25:
             with temporal_errors("cancel the task"):
                 return await self._tasks_2025_11_25.cancel(params.task_id)
         methods = self._task_methods(ctx, params.task_id)
@@ -253,7 +254,7 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
             tool = await context.fastmcp.get_tool(params.name, version)
         except NotFoundError:
             tool = None
-        if tool is not None and from_client and creation_requested():
+        if tool is not None and from_client and creation_requested(context):
             return await self._tasks_2025_11_25.create(self._running_backend, tool, params.arguments, context)
         if tool is None or not tool.task_config.supports_tasks():
             return await call_next()
@@ -273,7 +274,7 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
                 )
             return await call_next()
         if mode == "required" and not opted_in:
-            if request is not None and request.protocol_version == ERA:
+            if request is not None and request.protocol_version == VERSION_2025_11_25:
                 raise MCPError(METHOD_NOT_FOUND, f"Tool {tool.name!r} runs only as a task: call it with `task`.")
             raise _missing_capability(f"Tool {tool.name!r} requires the tasks extension ({TASKS_EXTENSION_ID})")
         if not opted_in:

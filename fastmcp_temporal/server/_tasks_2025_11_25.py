@@ -29,25 +29,26 @@ receives as a task, not whether it calls tools as tasks, and the official tasks 
 
 The era is in the task id (`2025-11-25.` before the random part): a task created on one era is
 not found by the other era's methods, and a caller's list is one visibility query by prefix.
-mcp's runner shapes every 2025-11-25 `tools/call` result as a `CallToolResult`, so the answer
-to a task-augmented call is put in place by a server middleware (`middleware`), the one tier
-that sees the result after that shaping.
+mcp's runner sieves every 2025-11-25 `tools/call` result through that era's `CallToolResult`,
+so a task-augmented call answers a `CallToolResult` whose `_meta` carries the `CreateTaskResult`,
+which a server middleware (`middleware`), the one tier that sees the result after that sieve,
+answers in its place.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import suppress
-from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from fastmcp.tools.base import ToolResult
+import mcp_types
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Notification
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from starlette.requests import Request
 from temporalio.service import RPCError, RPCStatusCode
 
+from fastmcp_temporal import _fastmcp_private
 from fastmcp_temporal._fastmcp_private import (
     CreateTaskResult,
     GetTaskResult,
@@ -64,7 +65,6 @@ from fastmcp_temporal.server._asks_2025_11_25 import (
 )
 from fastmcp_temporal.server._backend import Backend, temporal_errors
 from fastmcp_temporal.server._creation import StartedWorkflow, start_task
-from fastmcp_temporal.server._push import TaskReads, TaskStatusParams
 from fastmcp_temporal.server._relay import carries
 from fastmcp_temporal.server._scope import (
     ANONYMOUS_SCOPE_TAG,
@@ -75,23 +75,19 @@ from fastmcp_temporal.server._scope import (
     task_not_found,
     workflow_id,
 )
-from fastmcp_temporal.server._status import SETTLED_STATUSES, TERMINAL_STATUSES
+from fastmcp_temporal.server._status import SETTLED_STATUSES
+from fastmcp_temporal.server._task_reads import TaskReads
+from fastmcp_temporal.server._wire import status_notification
 
 if TYPE_CHECKING:
     from fastmcp.server.context import Context
     from fastmcp.tools.base import Tool
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
-ERA = VERSION_2025_11_25
 LIST_PAGE_SIZE = 50
-
-# Set by the middleware for a task-augmented `tools/call`: where the interceptor puts its answer.
-_CREATED: ContextVar[dict[str, Any] | None] = ContextVar("fastmcp_temporal_created_2025_11_25", default=None)
-
-
-class _TaskStatusNotification(Notification[TaskStatusParams, Literal["notifications/tasks/status"]]):
-    method: Literal["notifications/tasks/status"] = "notifications/tasks/status"
-    params: TaskStatusParams
+STATUS_METHOD = "notifications/tasks/status"
+# Where a task-augmented call's `CallToolResult` carries its `CreateTaskResult` to the middleware.
+_CREATED_META = "fastmcp-temporal/created-task"
 
 
 class TaskReadsAndWrites(TaskReads, Protocol):
@@ -101,14 +97,22 @@ class TaskReadsAndWrites(TaskReads, Protocol):
 
     async def update(self, task_id: str, responses: dict[str, Any]) -> Any: ...
 
-    async def cancel(self, task_id: str) -> Any: ...
+    async def cancel_unless_ended(self, task_id: str) -> tuple[GetTaskResult, bool]: ...
 
     def watch(self, created: CreateTaskResult, started: StartedWorkflow) -> CreateTaskResult: ...
 
 
-def creation_requested() -> bool:
-    """This `tools/call` asks for a 2025-11-25 task."""
-    return _CREATED.get() is not None
+def asks_for_task(protocol_version: str | None, params: Mapping[str, Any] | None) -> bool:
+    """A `tools/call` with `params` asks for a 2025-11-25 task (an older era's `task` is ignored, as the
+    spec says of a receiver without tasks)."""
+    return protocol_version == VERSION_2025_11_25 and (params or {}).get("task") is not None
+
+
+def creation_requested(context: Context) -> bool:
+    """The `tools/call` `context` serves asks for a 2025-11-25 task."""
+    request = context.request_context
+    params = _fastmcp_private.raw_request_params(context)
+    return request is not None and asks_for_task(request.protocol_version, params)
 
 
 def task_of(answer: CreateTaskResult | GetTaskResult) -> dict[str, Any]:
@@ -141,22 +145,17 @@ class Tasks2025_11_25:
 
     async def middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Declare the tasks capability to every 2025-11-25 client; answer a task-augmented `tools/call`
-        with the task the interceptor created (`create`)."""
-        params = ctx.params or {}
+        with the `CreateTaskResult` the interceptor created (`create`)."""
         if ctx.method == "initialize":
             return self._with_tasks_capability(await call_next(ctx))
-        if not (ctx.method == "tools/call" and ctx.protocol_version == ERA and params.get("task") is not None):
-            return await call_next(ctx)  # an older era's `task` is ignored, as the spec says of a receiver without tasks
-        created: dict[str, Any] = {}
-        token = _CREATED.set(created)
-        try:
-            answered = await call_next(ctx)
-        finally:
-            _CREATED.reset(token)
-        return created or answered  # nothing created: the call's own answer (bad arguments, unknown tool)
+        answered = await call_next(ctx)
+        if ctx.method != "tools/call" or not asks_for_task(ctx.protocol_version, ctx.params):
+            return answered
+        created = (answered.get("_meta") or {}).get(_CREATED_META) if isinstance(answered, dict) else None
+        return answered if created is None else created  # none: the call's own answer (bad arguments, no tool)
 
     def _with_tasks_capability(self, result: HandlerResult) -> HandlerResult:
-        if not isinstance(result, dict) or result.get("protocolVersion") != ERA:
+        if not isinstance(result, dict) or result.get("protocolVersion") != VERSION_2025_11_25:
             return result
         tasks: dict[str, Any] = {"cancel": {}, "requests": {"tools": {"call": {}}}}
         if self._lists():
@@ -165,11 +164,9 @@ class Tasks2025_11_25:
 
     async def create(
         self, backend_of: Callable[[], Backend], tool: Tool, arguments: dict[str, Any] | None, context: Context
-    ) -> ToolResult:
-        """Start the task a task-augmented call asks for; its `CreateTaskResult` goes out in place of
-        the placeholder returned here."""
-        created = _CREATED.get()
-        assert created is not None
+    ) -> mcp_types.CallToolResult:
+        """Start the task a task-augmented call asks for: its `CreateTaskResult`, in the `_meta` of the
+        `CallToolResult` mcp lets through, for `middleware` to answer."""
         if not tool.task_config.supports_tasks():
             raise MCPError(
                 METHOD_NOT_FOUND,
@@ -180,8 +177,8 @@ class Tasks2025_11_25:
             task_id = new_task_id(TASK_ID_PREFIX_2025_11_25)
             answer, started = await start_task(backend_of(), tool, arguments, context, task_id=task_id)
         methods = self._methods_of()
-        created["task"] = task_of(answer if methods is None else methods.watch(answer, started))
-        return ToolResult(content=[])
+        created = {"task": task_of(answer if methods is None else methods.watch(answer, started))}
+        return mcp_types.CallToolResult(content=[], _meta={_CREATED_META: created})
 
     # --- the task methods ----------------------------------------------------------------
 
@@ -197,12 +194,11 @@ class Tasks2025_11_25:
         return task_of(answer)
 
     async def cancel(self, task_id: str) -> dict[str, Any]:
-        methods = self._methods(task_id)
-        answer = await methods.answer_now(task_id)
-        if answer.status in TERMINAL_STATUSES:
+        """Cancel the task; one that has ended is refused with -32602, as the spec says."""
+        answer, cancelled = await self._methods(task_id).cancel_unless_ended(task_id)
+        if not cancelled:
             raise MCPError(INVALID_PARAMS, f"Cannot cancel task: already in terminal status {answer.status!r}")
-        await methods.cancel(task_id)
-        return task_of(await methods.answer_now(task_id))
+        return task_of(answer)
 
     async def result(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> dict[str, Any]:
         """What the `tools/call` would have answered, once the task has ended; its questions asked on the way."""
@@ -215,8 +211,8 @@ class Tasks2025_11_25:
             task = task_of(answer)
             if (change := (task["status"], task.get("statusMessage"))) != (told[-1] if told else None):
                 told.append(change)
-                status = _TaskStatusNotification(params=TaskStatusParams.model_validate(task))
-                await ctx.session.send_notification(status, related_request_id=ctx.request_id)
+                notification = status_notification(STATUS_METHOD, task)
+                await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
 
         while (answer := await until(methods, task_id, SETTLED_STATUSES, tell)).status == "input_required":
             await self._asked_on_request(ctx, methods, answer)
