@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -33,9 +33,11 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import InputRequiredResult, Request, RequestParams, Result
 from pydantic import ConfigDict, Field
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
+from fastmcp_temporal.devserver import DevServer
 from fastmcp_temporal.server import _asks_2025_11_25, _tasks_2025_11_25
 from helpers.npm import node_script
 from helpers.servers import (
@@ -56,6 +58,8 @@ pytestmark = pytest.mark.anyio
 
 CLIENT = Path(__file__).with_name("tasks_2025_11_25_client.mjs")
 CLIENT_TASKS = {"list": {}, "cancel": {}, "requests": {}}
+LIST_ROWS, DESCRIBE = "list_workflow_executions", "describe_workflow_execution"
+HISTORY, CANCEL = "get_workflow_execution_history", "request_cancel_workflow_execution"
 
 
 async def interview(ctx: Context) -> str | InputRequiredResult:
@@ -272,6 +276,57 @@ async def test_a_caller_lists_and_reads_only_its_own_tasks_page_by_page(make_ext
     assert pages >= 2  # three tasks, two a page
     assert {error.code for error in bad_cursors} == {not_their_cursor.value.code, not_theirs.value.code} == {-32602}
     assert all("pass a nextCursor it answered" in str(error) for error in [*bad_cursors, not_their_cursor.value])
+
+
+class TemporalCalls:
+    """The calls of the operations named one Temporal client makes, in order (each still goes to Temporal)."""
+
+    def __init__(self, client: TemporalClient, *operations: str) -> None:
+        self.made: list[str] = []
+        service = client.workflow_service
+        for operation in operations:
+            setattr(service, operation, self._recorded(operation, getattr(service, operation)))
+
+    def _recorded(self, operation: str, call: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def recorded(*args: Any, **kwargs: Any) -> Any:
+            self.made.append(operation)
+            return await call(*args, **kwargs)
+
+        return recorded
+
+
+async def test_a_list_answers_from_its_visibility_rows_and_a_cancel_reads_the_task_once(
+    make_extension: Any, temporal_server: DevServer, task_queue: str
+) -> None:
+    """Tasks created through one server, listed and cancelled through another that has read none of them:
+    the list asks Temporal for its page of rows and nothing of each task; the cancel describes the task
+    once before it asks Temporal to cancel it, and answers it without reading it again."""
+    client = await TemporalClient.connect(temporal_server.address)
+    calls = TemporalCalls(client, LIST_ROWS, DESCRIBE, HISTORY, CANCEL)
+    caller = verifier({"token-rows": {"client_id": f"client-{task_queue}"}})  # a caller with no other tasks
+    creating, _ = served(make_extension(), auth=caller)
+    api_only = TemporalTasksExtension(client=client, task_queue=task_queue, worker=False)
+    reading, _ = served(api_only, auth=caller)
+    async with serving_http(creating) as creating_url, serving_http(reading) as reading_url:
+        async with tasks_session(creating_url, token="token-rows") as creator:
+            failed = {await create(creator, "refuses") for _ in range(2)}
+            asking = await create(creator, "interview")
+            await until_ended(creator, next(iter(failed)))
+            unread = await create(creator, "interview")
+        async with tasks_session(reading_url, token="token-rows") as reader:
+            shown = {**dict.fromkeys(failed, "failed"), **dict.fromkeys((asking, unread), "input_required")}
+            with anyio.fail_after(DEADLINE):
+                while True:  # visibility lists a task, and its close, shortly after
+                    calls.made.clear()
+                    page = await reader.request("tasks/list", {})
+                    if {task["taskId"]: task["status"] for task in page["tasks"]} == shown:
+                        break
+            listing = list(calls.made)
+            calls.made.clear()
+            cancelled = await reader.request("tasks/cancel", {"taskId": unread})
+    assert listing == [LIST_ROWS]
+    assert cancelled["status"] == "cancelled"
+    assert calls.made[: calls.made.index(CANCEL) + 1] == [DESCRIBE, CANCEL]
 
 
 async def test_a_question_the_client_cannot_answer_is_refused_and_the_task_keeps_waiting(

@@ -31,6 +31,7 @@ from typing import Any
 import mcp_types
 from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure
 from temporalio.client import (
+    WorkflowExecution,
     WorkflowExecutionDescription,
     WorkflowFailureError,
     WorkflowHandle,
@@ -56,7 +57,7 @@ from fastmcp_temporal.server._feed import ChangeFeed
 from fastmcp_temporal.server._known import KnownTasks, described
 from fastmcp_temporal.server._scope import current_caller, task_not_found, workflow_id
 from fastmcp_temporal.server._stalled import EXPIRED_REASON, StalledTasks
-from fastmcp_temporal.server._status import mcp_status
+from fastmcp_temporal.server._status import listed_status, mcp_status
 from fastmcp_temporal.server._watch import Timing
 from fastmcp_temporal.server._wire import task_answer
 from fastmcp_temporal.workflows.models import (
@@ -194,12 +195,29 @@ class TaskMethods:
         return self._backend.client.get_workflow_handle(key, result_type=TaskOutcome)
 
     def _timing(self, task: _Task) -> Timing:
-        memo = task.memo
+        return self._timing_of(task.description, task.memo)
+
+    def _timing_of(self, execution: WorkflowExecution, memo: TaskMemo) -> Timing:
         return Timing(
-            created_at=memo.created_at or task.description.start_time.isoformat(),
+            created_at=memo.created_at or execution.start_time.isoformat(),
             ttl_ms=memo.ttl_ms or self._backend.ttl_ms,
             poll_interval_ms=memo.poll_interval_ms,
         )
+
+    async def listed(self, execution: WorkflowExecution) -> GetTaskResult | None:
+        """The task a visibility row of the caller's shows, answered from the row alone: as this server
+        remembers its close, else as its execution, memo and published status tell it (`listed_status`), which
+        hold neither a running task's progress message nor an ended one's result. None once expired."""
+        await self._clock.read_once(self._backend.client)
+        task_id = execution.id.rsplit("/", 1)[-1]
+        if (closed := self._known.closed.cached(execution.id)) is not None:
+            return _closed_answer(task_id, closed)
+        memo = TaskMemo.parse(await execution.memo())
+        asking = set(memo.open_requests()) - self._answered.get(task_id, set())
+        status = listed_status(execution, awaiting_input=bool(asking))
+        if status == "expired" or _expires_at(execution, memo) < self._clock.now():
+            return None
+        return task_answer(GetTaskResult, task_id, status, self._timing_of(execution, memo))
 
     async def update(self, task_id: str, responses: dict[str, Any]) -> UpdateTaskResult:
         task = await self._find(task_id)  # not a remembered close: a new run may be asking
@@ -352,11 +370,11 @@ def _namespace_missing(exc: RPCError) -> bool:
     return any(detail.Is(NamespaceNotFoundFailure.DESCRIPTOR) for detail in exc.grpc_status.details)
 
 
-def _expires_at(description: WorkflowExecutionDescription, memo: TaskMemo) -> datetime:
+def _expires_at(execution: WorkflowExecution, memo: TaskMemo) -> datetime:
     """When the closed task's TTL ends (Temporal's time); never for a running one."""
-    if description.close_time is None:
+    if execution.close_time is None:
         return datetime.max.replace(tzinfo=timezone.utc)
-    return description.close_time + timedelta(milliseconds=memo.ttl_ms or 0)
+    return execution.close_time + timedelta(milliseconds=memo.ttl_ms or 0)
 
 
 def _outcome_state(outcome: TaskOutcome) -> tuple[TaskStatus, dict[str, Any]] | None:

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp_types
@@ -83,6 +82,7 @@ if TYPE_CHECKING:
     from fastmcp.server.context import Context
     from fastmcp.tools.base import Tool
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+    from temporalio.client import WorkflowExecution
 
 LIST_PAGE_SIZE = 50
 STATUS_METHOD = "notifications/tasks/status"
@@ -98,6 +98,8 @@ class TaskReadsAndWrites(TaskReads, Protocol):
     async def update(self, task_id: str, responses: dict[str, Any]) -> Any: ...
 
     async def cancel_unless_ended(self, task_id: str) -> tuple[GetTaskResult, bool]: ...
+
+    async def listed(self, execution: WorkflowExecution) -> GetTaskResult | None: ...
 
     def watch(self, created: CreateTaskResult, started: StartedWorkflow) -> CreateTaskResult: ...
 
@@ -299,7 +301,7 @@ class Tasks2025_11_25:
             del self._rounds[round_.task_id]
 
     async def list(self, backend: Backend, cursor: str | None) -> dict[str, Any]:
-        """The caller's own 2025-11-25 tasks, a page at a time."""
+        """The caller's own 2025-11-25 tasks, a page at a time, each as its visibility row shows it."""
         scope = backend.caller_scope()
         if scope.tag == ANONYMOUS_SCOPE_TAG:
             raise MCPError(
@@ -317,12 +319,9 @@ class Tasks2025_11_25:
             if exc.status == RPCStatusCode.INVALID_ARGUMENT:
                 raise MCPError(INVALID_PARAMS, "Invalid cursor for tasks/list: pass a nextCursor it answered.") from None
             raise
-        tasks = []
-        for execution in page.current_page or ():
-            with suppress(MCPError):  # expired meanwhile
-                task_id = execution.id.rsplit("/", 1)[-1]
-                tasks.append(task_of(await self._methods(task_id).answer_now(task_id)))
-        listed: dict[str, Any] = {"tasks": tasks}
+        methods, rows = self._methods_of(), page.current_page or ()
+        answers = [await methods.listed(execution) for execution in rows] if methods is not None else []
+        listed: dict[str, Any] = {"tasks": [task_of(answer) for answer in answers if answer is not None]}
         if page.next_page_token:
             listed["nextCursor"] = backend.issue_cursor(scope, page.next_page_token)
         return listed
