@@ -13,7 +13,10 @@ shared top-level modules import no role. Some concerns have one home:
   is the server's alone;
 - the `tasks/*` handlers (`server/_handlers.py`) are the extension's alone;
 - a task's memo is written at creation from its facts (`server/_facts.py`) alone;
-- the groups of task statuses (ended, running, waiting on the caller) are named in `server/_status.py` alone.
+- the groups of task statuses (ended, running, waiting on the caller) are named in `server/_status.py` alone;
+- the 2025-11-25 tasks (`server/_tasks_2025_11_25.py`, `server/_asks_2025_11_25.py`) stand apart from
+  the push of statuses (`server/_push.py`): what both need is in `server/_task_reads.py` and
+  `server/_wire.py`.
 The tests keep their own rooms apart too: what test modules share is in `tests/helpers/`,
 never in another test module, and `tests/` and `bench/` never put each other on `sys.path`.
 """
@@ -268,3 +271,10 @@ def test_the_groups_of_task_statuses_are_defined_once() -> None:
     for name, path in _modules().items():
         if path != home:
             assert not _status_literal_sets(path), f"{name} defines a set of task statuses: import it from {home.name}"
+
+
+def test_the_2025_11_25_tasks_do_not_import_the_push_module() -> None:
+    push = "fastmcp_temporal.server._push"
+    for name, targets in _imports_of("server").items():
+        if name.endswith("_2025_11_25"):
+            assert push not in targets, f"{name} imports {push}: share through _task_reads or _wire instead"
