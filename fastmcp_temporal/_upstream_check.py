@@ -486,8 +486,8 @@ RELIANCES: tuple[Reliance, ...] = (
     ),
     Reliance("fastmcp.server.http:StreamableHTTPASGIApp", "find the MCP route to raise its request cap",
              "HTTP servers cannot start"),
-    Reliance("fastmcp.server.auth.middleware:RequireAuthMiddleware", "find the MCP route behind its auth guard",
-             "HTTP servers with auth cannot start"),
+    Reliance("fastmcp.server.auth.middleware:RequireAuthMiddleware",
+             "find the MCP route behind its auth guard", "HTTP servers with auth cannot start"),
     Reliance("mcp.server.transport_security:RequestBodyLimitMiddleware", "raise mcp's request size cap",
              "HTTP servers cannot start"),
 )

@@ -252,7 +252,7 @@ def _status_literal_sets(path: Path) -> list[str]:
 
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("set", "frozenset"):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in {"set", "frozenset"}:
             elements = [element for arg in node.args if isinstance(arg, (ast.Set, ast.List, ast.Tuple))
                         for element in arg.elts]
         elif isinstance(node, ast.Set):
@@ -270,7 +270,7 @@ def test_the_groups_of_task_statuses_are_defined_once() -> None:
     assert _status_literal_sets(home)
     for name, path in _modules().items():
         if path != home:
-            assert not _status_literal_sets(path), f"{name} defines a set of task statuses: import it from {home.name}"
+            assert not _status_literal_sets(path), f"{name} defines a set of task statuses: import _status's"
 
 
 def test_the_2025_11_25_tasks_do_not_import_the_push_module() -> None:

@@ -204,7 +204,9 @@ async def test_an_error_result_is_never_replayed(make_extension: Callable[..., T
     assert (text, runs) == ("fetched prices", ["prices", "prices"])
 
 
-async def _raw_call(session: Session2025_11_25, tool: str, arguments: dict[str, Any], meta: dict[str, Any]) -> list[Any]:
+async def _raw_call(
+    session: Session2025_11_25, tool: str, arguments: dict[str, Any], meta: dict[str, Any]
+) -> list[Any]:
     """`tools/call` on a raw 2025-11-25-era session (whose progress token is the caller's own
     choice, where `fastmcp.Client` always sends one): every message of its response stream."""
     params = {"name": tool, "arguments": arguments, "_meta": meta}

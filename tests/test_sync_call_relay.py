@@ -227,7 +227,9 @@ def sse_messages(body: str) -> list[dict[str, Any]]:
     return [json.loads(line[len("data:"):]) for line in body.splitlines() if line.startswith("data:")]
 
 
-async def call_raw(session: Session2025_11_25, tool: str, meta: dict[str, Any] | None) -> list[dict[str, Any]]:
+async def call_raw(
+    session: Session2025_11_25, tool: str, meta: dict[str, Any] | None
+) -> list[dict[str, Any]]:
     """`tools/call` on a raw 2025-11-25-era session: every message of its response stream."""
     params: dict[str, Any] = {"name": tool, "arguments": {}, **({"_meta": meta} if meta else {})}
     message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}

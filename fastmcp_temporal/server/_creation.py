@@ -79,7 +79,9 @@ async def start_task(
     """Start a task's workflow (under `task_id`, else a new id): what the wire answers, and the workflow started."""
     started = await start_tool_workflow(backend, tool, arguments, context, kind="task", task_id=task_id)
     facts = started.facts
-    created = task_answer(CreateTaskResult, facts.task_id, "working", facts.timing, updated_at=facts.created_at)
+    created = task_answer(
+        CreateTaskResult, facts.task_id, "working", facts.timing, updated_at=facts.created_at
+    )
     return created, started
 
 

@@ -240,7 +240,8 @@ class TaskMethods:
         return UpdateTaskResult()
 
     async def cancel(self, task_id: str) -> CancelTaskResult:
-        await self._cancel(await self._find(task_id, shared=True))  # not a remembered close: a new run may run
+        # not a remembered close: a new run may be running
+        await self._cancel(await self._find(task_id, shared=True))
         return CancelTaskResult()
 
     async def cancel_unless_ended(self, task_id: str) -> tuple[GetTaskResult, bool]:

@@ -127,7 +127,8 @@ def _requested_task_ids(ctx: ServerRequestContext[Any, Any], params: Subscriptio
     ids = (params.notifications.model_extra or {}).get(TASK_IDS_KEY)
     if not isinstance(ids, list):
         return []
-    unique = dict.fromkeys(task_id for task_id in ids if isinstance(task_id, str) and not is_2025_11_25_task(task_id))
+    ours = (task_id for task_id in ids if isinstance(task_id, str) and not is_2025_11_25_task(task_id))
+    unique = dict.fromkeys(ours)
     return list(unique)[:MAX_TASKS_PER_STREAM]
 
 

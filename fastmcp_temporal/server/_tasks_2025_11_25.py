@@ -17,15 +17,16 @@ receives as a task, not whether it calls tools as tasks, and the official tasks 
   each change of status it sees as `notifications/tasks/status` on its stream), and answers
   exactly what the `tools/call` would have answered (its result, stamped with the related-task
   `_meta`, or its JSON-RPC error). A task that asks is `input_required`: its round of questions
-  is this server's (`_asks_2025_11_25.Round`), not a request's, and goes to the caller as server-to-client
-  requests carrying the related-task `_meta`, on one open `tasks/result` at a time, or on the
-  GET stream of each session that polls `tasks/get` while it holds one (as ext-tasks does). A
-  round is asked until it is answered or its task ends: when the stream asking it closes
-  unanswered (a withdrawn request, a dropped connection: mcp tells nobody, so each asking checks
-  its stream), a waiting or later `tasks/result` of the caller asks it; its answers reach the
-  workflow once, as the one `submit_input` signal `tasks/update` sends;
-- `tasks/list` lists the caller's own tasks of this era, a page at a time; `tasks/cancel`
-  cancels the workflow, and refuses a task already ended with -32602.
+  is this server's (`_asks_2025_11_25.Round`), not a request's, and goes to the caller as
+  server-to-client requests carrying the related-task `_meta`, on one open `tasks/result` at a
+  time, or on the GET stream of each session that polls `tasks/get` while it holds one (as
+  ext-tasks does). A round is asked until it is answered or its task ends: when the stream
+  asking it closes unanswered (a withdrawn request, a dropped connection: mcp tells nobody, so
+  each asking checks its stream), a waiting or later `tasks/result` of the caller asks it; its
+  answers reach the workflow once, as the one `submit_input` signal `tasks/update` sends;
+- `tasks/list` lists the caller's own tasks of this era, a page at a time, each as its visibility
+  row shows it; `tasks/cancel` reads the task once, cancels the workflow, and refuses a task
+  already ended with -32602.
 
 The era is in the task id (`2025-11-25.` before the random part): a task created on one era is
 not found by the other era's methods, and a caller's list is one visibility query by prefix.
@@ -154,7 +155,7 @@ class Tasks2025_11_25:
         if ctx.method != "tools/call" or not asks_for_task(ctx.protocol_version, ctx.params):
             return answered
         created = (answered.get("_meta") or {}).get(_CREATED_META) if isinstance(answered, dict) else None
-        return answered if created is None else created  # none: the call's own answer (bad arguments, no tool)
+        return answered if created is None else created  # none: the call's own answer (bad arguments)
 
     def _with_tasks_capability(self, result: HandlerResult) -> HandlerResult:
         if not isinstance(result, dict) or result.get("protocolVersion") != VERSION_2025_11_25:

@@ -62,5 +62,5 @@ def created_from(read: GetTaskResult) -> CreateTaskResult:
 
 
 def status_notification(method: str, task: dict[str, Any]) -> Notification[TaskStatusParams, str]:
-    """`method` (`notifications/tasks`, `notifications/tasks/status`) telling `task`: its fields on that wire."""
+    """`method` (`notifications/tasks`, `notifications/tasks/status`) telling `task`, as that wire has it."""
     return _TaskStatusNotification(method=method, params=TaskStatusParams.model_validate(task))
