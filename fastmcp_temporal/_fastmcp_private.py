@@ -403,9 +403,19 @@ def serve_subscriptions_listen(server: FastMCP, handler: ListenRequestHandler) -
 
 
 def add_server_middleware(server: FastMCP, middleware: Any) -> None:
-    """Run `middleware` (mcp's `ServerMiddleware`) innermost around every request of `server`: the one
-    tier that sees a result after mcp shapes it for the wire, reached only as `FastMCP._mcp_server`."""
+    """Run `middleware` (mcp's `ServerMiddleware`) innermost around every request of `server`: mcp's runner
+    sieves a 2025-11-25 `tools/call` result to that era's `CallToolResult`, and only a middleware of the
+    low-level server, reached as `FastMCP._mcp_server`, sees the result after that sieve."""
     server._mcp_server.middleware.append(middleware)
+
+
+def raw_request_params(context: Context) -> Mapping[str, Any]:
+    """The params of the request `context` serves, as the client sent them (empty outside a request):
+    FastMCP hands a `tools/call` interceptor params rebuilt without the 2025-11-25 `task`, and keeps the
+    raw ones only on its request context's private `_srctx`, where its own `Context` reads them."""
+    request = context.request_context
+    params = request._srctx.params if request is not None else None
+    return params if isinstance(params, Mapping) else {}
 
 
 # --- the HTTP app ------------------------------------------------------------------------

@@ -452,6 +452,8 @@ RELIANCES: tuple[Reliance, ...] = (
              reads("_server_instances")),
     Reliance("mcp.server.streamable_http:StreamableHTTPServerTransport.__init__", *_GET_STREAM,
              reads("_request_streams")),
+    Reliance("fastmcp.server.context:Context._input_response_params", "see a 2025-11-25 tools/call's `task`",
+             "a 2025-11-25 client's tools/call with `task` runs inline, not as a task", reads("_srctx")),
     Reliance(
         "mcp.server.session:ServerSession.__init__",
         "ask a 2025-11-25 task's question once on each session that reads it",
@@ -482,19 +484,10 @@ RELIANCES: tuple[Reliance, ...] = (
         "no server can be created with the extension",
         _has_instance_attributes("_mcp_server"),
     ),
-    Reliance(
-        "fastmcp.server.http:StreamableHTTPASGIApp",
-        "find the MCP route to raise its request cap",
-        "HTTP servers cannot start",
-    ),
-    Reliance(
-        "fastmcp.server.auth.middleware:RequireAuthMiddleware",
-        "find the MCP route behind its auth guard",
-        "HTTP servers with auth cannot start",
-    ),
-    Reliance(
-        "mcp.server.transport_security:RequestBodyLimitMiddleware",
-        "raise mcp's request size cap",
-        "HTTP servers cannot start",
-    ),
+    Reliance("fastmcp.server.http:StreamableHTTPASGIApp", "find the MCP route to raise its request cap",
+             "HTTP servers cannot start"),
+    Reliance("fastmcp.server.auth.middleware:RequireAuthMiddleware",
+             "find the MCP route behind its auth guard", "HTTP servers with auth cannot start"),
+    Reliance("mcp.server.transport_security:RequestBodyLimitMiddleware", "raise mcp's request size cap",
+             "HTTP servers cannot start"),
 )

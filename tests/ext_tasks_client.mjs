@@ -5,7 +5,7 @@
 //
 //   era        2026-07-28: a session pinned to that revision, with the rawDispatch and v2RequestFraming
 //              the ext-tasks README asks for (the SDK's own request path rejects the V2 task wire shapes);
-//              2025-11-25: the legacy initialize handshake, tools/call with params.task, tasks/get,
+//              2025-11-25: the legacy initialize exchange, tools/call with params.task, tasks/get,
 //              tasks/result, tasks/cancel, and elicitation/create answered when it names its task.
 //   scenario   call <tool>           call it as a task, print each task it sees and the outcome
 //              answer <tool>         the same, answering each form elicitation with {value: "Ada"}

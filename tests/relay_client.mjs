@@ -1,4 +1,4 @@
-// The TypeScript SDK's client (@modelcontextprotocol/sdk 1.x, handshake era 2025-11-25) as a caller of
+// The TypeScript SDK's client (@modelcontextprotocol/sdk 1.x, 2025-11-25) as a caller of
 // a durable synchronous call: the same command line and report as relay_client.py.
 //
 // node relay_client.mjs <url> <report.json> <tool> <arguments JSON> <answers JSON> [level]

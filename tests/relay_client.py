@@ -1,6 +1,6 @@
-"""A plain caller, run as its own process: a handshake-era `fastmcp.Client` (2025-11-25) that
-never imports `fastmcp_tasks`, so it is the client as FastMCP ships it, not the one the tasks
-extension folds into.
+"""A caller of today's kind, run as its own process: a 2025-11-25 `fastmcp.Client`
+that never imports `fastmcp_tasks`, so it is the plain client most users have, not the one the
+tasks extension folds into.
 
 `python tests/relay_client.py <url> <report.json> <tool> <arguments JSON> <answers JSON> [level]`
 calls `tool` once over streamable HTTP, after `logging/setLevel` to `level` if given, and writes

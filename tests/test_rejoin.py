@@ -11,7 +11,7 @@ Proves, over the MCP wire on a real Temporal server, with `fastmcp.Client`:
 - A result is delivered once: a repeat gets a completed result nobody received; after that the
   same arguments run the body again. An error result is never replayed.
 - A joined call gets progress when it asks, though the first did not.
-- Questions: a handshake-era caller that joins a call in its second round is asked only that
+- Questions: a 2025-11-25-era caller that joins a call in its second round is asked only that
   round's question, and one that refuses it cancels nothing; a 2026-07-28 caller that answers
   a question gets the result (each round its own call), asked once.
 - `rejoin=True` where no call would honour it is refused when the tool is declared or the server starts.
@@ -36,11 +36,11 @@ from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension, execution_policy
 from helpers.servers import (
-    HandshakeSession,
     NoTasksClient,
-    handshake_session,
+    Session2025_11_25,
     server_with,
     serving_http,
+    session_2025_11_25,
     verifier,
 )
 from helpers.temporal import temporal_client, workflows_listed
@@ -94,7 +94,7 @@ def _tools(runs: list[str]) -> list[Callable[..., Any]]:
 
 
 def _session(server: FastMCP, **options: Any) -> Client:
-    """A handshake-era client with no tasks: one MCP session, kept across its calls."""
+    """A 2025-11-25-era client with no tasks: one MCP session, kept across its calls."""
     return NoTasksClient(server, mode="legacy", timeout=CLIENT_TIMEOUT, **options)
 
 
@@ -204,8 +204,10 @@ async def test_an_error_result_is_never_replayed(make_extension: Callable[..., T
     assert (text, runs) == ("fetched prices", ["prices", "prices"])
 
 
-async def _raw_call(session: HandshakeSession, tool: str, arguments: dict[str, Any], meta: dict[str, Any]) -> list[Any]:
-    """`tools/call` on a raw handshake-era session (whose progress token is the caller's own
+async def _raw_call(
+    session: Session2025_11_25, tool: str, arguments: dict[str, Any], meta: dict[str, Any]
+) -> list[Any]:
+    """`tools/call` on a raw 2025-11-25-era session (whose progress token is the caller's own
     choice, where `fastmcp.Client` always sends one): every message of its response stream."""
     params = {"name": tool, "arguments": arguments, "_meta": meta}
     message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
@@ -216,7 +218,7 @@ async def _raw_call(session: HandshakeSession, tool: str, arguments: dict[str, A
 async def test_a_joined_call_gets_progress_when_it_asks(make_extension: Callable[..., TemporalTasksExtension]) -> None:
     runs: list[str] = []
     extension = make_extension(sync_calls="workflow")
-    async with serving_http(server_with(extension, *_tools(runs))) as url, handshake_session(url) as session:
+    async with serving_http(server_with(extension, *_tools(runs))) as url, session_2025_11_25(url) as session:
         with anyio.move_on_after(CLIENT_TIMEOUT):  # no progress token; withdrawn by closing its request
             await _raw_call(session, "counts", {"steps": 12}, {})
         with anyio.fail_after(DEADLINE):
@@ -242,7 +244,7 @@ def _two_rounds(runs: list[str]) -> Callable[..., Any]:
     return interview
 
 
-async def test_a_handshake_era_caller_rejoining_in_the_second_round_is_asked_only_its_question(
+async def test_a_2025_11_25_era_caller_rejoining_in_the_second_round_is_asked_only_its_question(
     make_extension: Callable[..., TemporalTasksExtension],
 ) -> None:
     """It refuses the second round's question once (the call fails, the workflow waits on), then

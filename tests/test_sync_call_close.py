@@ -1,6 +1,6 @@
 """A durable call ends when its workflow closes, whatever its relayed question is doing.
 
-A handshake-era `fastmcp.Client` that declares elicitation calls a `task=True` tool of a
+A 2025-11-25-era `fastmcp.Client` that declares elicitation calls a `task=True` tool of a
 server with `sync_calls="workflow"`; the tool asks one question, relayed to the caller as an
 `elicitation/create` on the open call, and the caller holds it unanswered. Its answer is
 released only once the call has ended, so a call that waited for the answer (as before)
@@ -232,7 +232,7 @@ async def test_a_call_refused_because_its_client_cannot_answer_shows_failed_in_t
     assert description.typed_search_attributes.get(STATUS_ATTRIBUTE) == "failed"
     assert outcome["error"]["message"] == (
         "Tool 'asks_once' asked its caller (elicitation/create), but the caller's connection cannot carry "
-        "that request (a handshake-era client that did not declare the capability, or stateless HTTP); the "
+        "that request (a 2025-11-25-era client that did not declare the capability, or stateless HTTP); the "
         "call was refused as the same call inline is."
     )
     def this_call(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

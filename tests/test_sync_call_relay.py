@@ -1,6 +1,6 @@
 """What a durable synchronous call relays to its 2025-11-25 callers while it waits.
 
-A handshake-era (2025-11-25) client calls `task=True` tools of a server with
+A 2025-11-25 client calls `task=True` tools of a server with
 `sync_calls="workflow"`. The caller is a real `fastmcp.Client` in its own process, one that
 never imports `fastmcp_tasks` (`relay_client.py`), over streamable HTTP to a real server
 process (`fault_app`); the leg runs on a separate worker process, so everything relayed
@@ -49,7 +49,7 @@ from fastmcp_temporal.devserver import DevServer, free_port
 from fastmcp_temporal.worker._notices import WINDOW_NOTICES, LegNotices
 from helpers.npm import node_script
 from helpers.processes import PROCESS_DEADLINE, AttemptLog, Processes, answering_client
-from helpers.servers import HandshakeSession, handshake_session, server_with, serving_http
+from helpers.servers import Session2025_11_25, server_with, serving_http, session_2025_11_25
 from helpers.temporal import call_workflows, closed_status
 from helpers.wire import ask
 
@@ -227,8 +227,10 @@ def sse_messages(body: str) -> list[dict[str, Any]]:
     return [json.loads(line[len("data:"):]) for line in body.splitlines() if line.startswith("data:")]
 
 
-async def call_raw(session: HandshakeSession, tool: str, meta: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """`tools/call` on a raw handshake-era session: every message of its response stream."""
+async def call_raw(
+    session: Session2025_11_25, tool: str, meta: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """`tools/call` on a raw 2025-11-25-era session: every message of its response stream."""
     params: dict[str, Any] = {"name": tool, "arguments": {}, **({"_meta": meta} if meta else {})}
     message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
     response = await session.http.post(session.url, headers=session.headers, json=message)
@@ -238,7 +240,7 @@ async def call_raw(session: HandshakeSession, tool: str, meta: dict[str, Any] | 
 async def test_progress_goes_only_to_a_request_with_a_progress_token(make_extension) -> None:
     server = server_with(make_extension(sync_calls="workflow"), reports)
 
-    async with serving_http(server) as url, handshake_session(url) as session:
+    async with serving_http(server) as url, session_2025_11_25(url) as session:
         with anyio.fail_after(PROCESS_DEADLINE):
             without = await call_raw(session, "reports", None)
             with_token = await call_raw(session, "reports", {"progressToken": "t-1"})
@@ -255,7 +257,7 @@ async def test_progress_goes_only_to_a_request_with_a_progress_token(make_extens
 async def test_every_progress_report_reaches_the_caller_in_order(make_extension) -> None:
     server = server_with(make_extension(sync_calls="workflow"), reports_thrice)
 
-    async with serving_http(server) as url, handshake_session(url) as session:
+    async with serving_http(server) as url, session_2025_11_25(url) as session:
         with anyio.fail_after(PROCESS_DEADLINE):
             messages = await call_raw(session, "reports_thrice", {"progressToken": "t-3"})
 

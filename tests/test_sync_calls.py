@@ -61,10 +61,10 @@ from helpers.results import (
 )
 from helpers.servers import (
     NoTasksClient,
-    handshake_session,
     identity,
     server_with,
     serving_http,
+    session_2025_11_25,
     square,
     verifier,
     whoami,
@@ -386,7 +386,7 @@ async def test_a_cancelled_request_cancels_the_workflow_and_the_tool(make_extens
 async def test_a_cancel_notification_cancels_the_workflow_and_the_tool(
     make_extension, peer_cancel_mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A handshake-era client cancels by `notifications/cancelled` and keeps the request open.
+    """A 2025-11-25-era client cancels by `notifications/cancelled` and keeps the request open.
 
     mcp applies it by interrupting the request, or (its `signal` mode) by only setting the
     request's `cancel_requested`; the workflow is cancelled either way.
@@ -396,7 +396,7 @@ async def test_a_cancel_notification_cancels_the_workflow_and_the_tool(
     server = server_with(extension)
     started, stopped = add_wait_forever(server)
 
-    async with serving_http(server) as url, handshake_session(url) as session:
+    async with serving_http(server) as url, session_2025_11_25(url) as session:
         with anyio.fail_after(DEADLINE):
             async with anyio.create_task_group() as group:
                 group.start_soon(session.call_wait_forever)
@@ -439,7 +439,7 @@ async def test_a_cancel_arriving_while_the_workflow_starts_cancels_it(
     server = server_with(extension)
     add_wait_forever(server)
 
-    async with serving_http(server) as url, handshake_session(url) as session:
+    async with serving_http(server) as url, session_2025_11_25(url) as session:
         interceptor.cancel = session.cancel_the_call
         async with anyio.create_task_group() as group:
             group.start_soon(session.call_wait_forever)

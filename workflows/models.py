@@ -210,7 +210,7 @@ class ToolCall:
     """The waiting caller's connection carries server-to-client requests: an ask parks the workflow,
     as a task's does, and the server relays it to the caller, instead of ending the run."""
     carried_asks: list[str] | None = None
-    """The ask methods a handshake-era caller's connection carries (none on stateless HTTP or
+    """The ask methods a 2025-11-25-era caller's connection carries (none on stateless HTTP or
     without the capability); None on a 2026-07-28 one, where any ask goes back as the result.
     An ask it cannot carry fails the call's workflow (`REFUSED_ASK`), as an inline call refuses it."""
 

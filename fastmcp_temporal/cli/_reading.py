@@ -19,17 +19,15 @@ from typing import Any, get_args
 
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription, WorkflowHandle
-from temporalio.client import WorkflowExecutionStatus as Status
 from temporalio.service import RPCError, RPCStatusCode
 
 from fastmcp_temporal.cli._operator import OperatorError
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, WorkflowKind, workflow_id, workflow_id_prefix
-from fastmcp_temporal.server._status import Ending, mcp_status
+from fastmcp_temporal.server._status import listed_status
 from fastmcp_temporal.workflows.models import WORKFLOW_NAME
 from fastmcp_temporal.workflows.task import SCOPE_ATTRIBUTE, STATUS_ATTRIBUTE, TOOL_ATTRIBUTE
 
-MCP_STATUSES = ("working", "input_required", "completed", "failed", "cancelled")
 KINDS: tuple[WorkflowKind, ...] = get_args(WorkflowKind)
 _KIND_PREFIXES = {kind: workflow_id_prefix(kind) for kind in KINDS}
 STATUS_QUERIES = {
@@ -96,20 +94,8 @@ async def describe(
 def task_status(execution: WorkflowExecution, *, cancel_requested: bool = False) -> str:
     """The MCP status of a task's workflow, without reading its result: a closed task's as it ended."""
     published = execution.typed_search_attributes.get(STATUS_ATTRIBUTE)
-    return mcp_status(
-        execution.status,
-        cancel_requested=cancel_requested and execution.status == Status.RUNNING,
-        awaiting_input=published == "input_required",
-        ending=_completed_as(published) if execution.status == Status.COMPLETED else None,
-    )
-
-
-def _completed_as(published: str | None) -> Ending:
-    """How a completed workflow ended, by the status it published last."""
-    if published == "input_required":
-        return "expired"  # its TTL ran out while it waited for input
-    # 'working': success is not published; 'completed': 0.2.0 published it; None: not searchable
-    return "failed" if published == "failed" else "completed"
+    asking = published == "input_required"
+    return listed_status(execution, awaiting_input=asking, cancel_requested=cancel_requested)
 
 
 def list_query(args: argparse.Namespace) -> str:

@@ -27,10 +27,11 @@ from fastmcp_temporal.cli._inspect import inspect
 from fastmcp_temporal.cli._operator import DEFAULT_UI_URL, OperatorError, execute
 from fastmcp_temporal.cli._options import add_connection_options
 from fastmcp_temporal.cli._printing import print_json, print_rows, print_task
-from fastmcp_temporal.cli._reading import KINDS, MCP_STATUSES, TEMPORAL_CLOCK, find, list_query, row
+from fastmcp_temporal.cli._reading import KINDS, TEMPORAL_CLOCK, find, list_query, row
 from fastmcp_temporal.cli._stuck import stuck_rows
 from fastmcp_temporal.connection._temporal_clock import TemporalClock
 from fastmcp_temporal.server._stalled import StalledTasks
+from fastmcp_temporal.server._status import MCP_STATUSES
 
 _DEFAULT_SCAN_LIMIT = 10_000
 

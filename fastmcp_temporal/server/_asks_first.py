@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 import mcp_types
 
-from fastmcp_temporal._fastmcp_private import CreateTaskResult, GetTaskResult
+from fastmcp_temporal._fastmcp_private import CreateTaskResult
 from fastmcp_temporal.server._backend import Backend
 from fastmcp_temporal.server._creation import start_task
 from fastmcp_temporal.server._plan import CallPlan
+from fastmcp_temporal.server._wire import created_from
 
 if TYPE_CHECKING:
     from fastmcp.server.context import Context
@@ -41,7 +42,7 @@ async def task_asking_first(
     """The call's task, or its first questions while the task waits for them."""
     if (task_id := _task_of(context.request_state)) is not None:
         await methods.update(task_id, context.input_responses or {})
-        return _created(await methods.get(task_id))
+        return created_from(await methods.get(task_id))
     created, started = await start_task(backend, plan, arguments, context)
     created = methods.watch(created, started)
     first = await methods.get(created.task_id)
@@ -57,16 +58,3 @@ def _task_of(request_state: str | None) -> str | None:
     if request_state is None or not request_state.startswith(_STATE_PREFIX):
         return None
     return request_state.removeprefix(_STATE_PREFIX)
-
-
-def _created(read: GetTaskResult) -> CreateTaskResult:
-    """The task as a `CreateTaskResult` announces it, from a read of it."""
-    return CreateTaskResult(
-        task_id=read.task_id,
-        status=read.status,
-        status_message=read.status_message,
-        created_at=read.created_at,
-        last_updated_at=read.last_updated_at,
-        ttl_ms=read.ttl_ms,
-        poll_interval_ms=read.poll_interval_ms,
-    )

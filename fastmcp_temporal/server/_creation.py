@@ -45,6 +45,7 @@ from fastmcp_temporal.server._facts import TaskFacts
 from fastmcp_temporal.server._plan import CallPlan
 from fastmcp_temporal.server._scope import WorkflowKind, fairness_key
 from fastmcp_temporal.server._ui_metadata import task_user_metadata
+from fastmcp_temporal.server._wire import task_answer
 from fastmcp_temporal.workflows.models import WORKFLOW_NAME, NextLeg, TaskInput, TaskOutcome, ToolCall
 
 if TYPE_CHECKING:
@@ -77,14 +78,10 @@ async def start_task(
     """Start a task's workflow (under `task_id`, else a new id): what the wire answers, and the workflow started."""
     started = await start_tool_workflow(backend, plan, arguments, context, kind="task", task_id=task_id)
     facts = started.facts
-    return CreateTaskResult(
-        task_id=facts.task_id,
-        status="working",
-        created_at=facts.created_at,
-        last_updated_at=facts.created_at,
-        ttl_ms=facts.ttl_ms,
-        poll_interval_ms=facts.poll_interval_ms,
-    ), started
+    created = task_answer(
+        CreateTaskResult, facts.task_id, "working", facts.timing, updated_at=facts.created_at
+    )
+    return created, started
 
 
 async def start_tool_workflow(

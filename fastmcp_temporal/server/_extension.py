@@ -49,12 +49,12 @@ from fastmcp_temporal.server._backend import Backend, temporal_errors
 from fastmcp_temporal.server._changes import TaskChanges
 from fastmcp_temporal.server._creation import start_task
 from fastmcp_temporal.server._handlers import TaskMethods
-from fastmcp_temporal.server._handshake_tasks import ERA, HandshakeTasks, creation_requested
 from fastmcp_temporal.server._http_limit import limit_http_requests
 from fastmcp_temporal.server._plan import plan_sync_call, plan_task, refuse_rejoin_that_cannot_apply
 from fastmcp_temporal.server._push import TaskPush
-from fastmcp_temporal.server._scope import is_handshake_task, task_not_found
+from fastmcp_temporal.server._scope import VERSION_2025_11_25, is_2025_11_25_task, task_not_found
 from fastmcp_temporal.server._sync_calls import call_through_workflow
+from fastmcp_temporal.server._tasks_2025_11_25 import Tasks2025_11_25, creation_requested
 from fastmcp_temporal.worker import _leg_context
 from fastmcp_temporal.worker._plugin import McpTasksPlugin
 
@@ -67,7 +67,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("fastmcp_temporal")
 
 _TASK_METHOD_VERSIONS = frozenset(MODERN_PROTOCOL_VERSIONS)
-_BOTH_ERAS = _TASK_METHOD_VERSIONS | {ERA}
+_ERA_2025_11_25 = frozenset({VERSION_2025_11_25})
+_BOTH_ERAS = _TASK_METHOD_VERSIONS | _ERA_2025_11_25
 
 
 class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
@@ -129,7 +130,7 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
             lambda: self._settings.read_recheck.total_seconds(),
             lambda: self._settings.listen_streams_per_caller,
         )
-        self._handshake = HandshakeTasks(lambda: self._methods, lambda: self.server.auth is not None)
+        self._tasks_2025_11_25 = Tasks2025_11_25(lambda: self._methods, lambda: self.server.auth is not None)
 
     @property
     def temporal_settings(self) -> TemporalTasksSettings:
@@ -173,9 +174,9 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
         """Let the server's streamable-HTTP app take requests as large as `http_request_limit`, up to
         `request_memory_budget` bytes of them at once (a share of it per caller), each body stalling
         no longer than `request_body_timeout`; and serve `subscriptions/listen` for task ids (`_push`),
-        unless the server serves it already; and the 2025-11-25 tasks (`_handshake_tasks`)."""
+        unless the server serves it already; and the 2025-11-25 tasks (`_tasks_2025_11_25`)."""
         limit_http_requests(server, lambda: self._settings)
-        _fastmcp_private.add_server_middleware(server, self._handshake.middleware)
+        _fastmcp_private.add_server_middleware(server, self._tasks_2025_11_25.middleware)
         if not _fastmcp_private.serve_subscriptions_listen(server, self._push.serve):
             logger.info("The server already serves subscriptions/listen: task statuses are not pushed")
 
@@ -184,16 +185,16 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
             MethodBinding("tasks/get", GetTaskParams, self._handle_get, _BOTH_ERAS),
             MethodBinding("tasks/update", UpdateTaskParams, self._handle_update, _TASK_METHOD_VERSIONS),
             MethodBinding("tasks/cancel", CancelTaskParams, self._handle_cancel, _BOTH_ERAS),
-            MethodBinding("tasks/result", GetTaskParams, self._handle_result, frozenset({ERA})),
-            MethodBinding("tasks/list", PaginatedRequestParams, self._handle_list, frozenset({ERA})),
+            MethodBinding("tasks/result", GetTaskParams, self._handle_result, _ERA_2025_11_25),
+            MethodBinding("tasks/list", PaginatedRequestParams, self._handle_list, _ERA_2025_11_25),
         ]
 
     async def _handle_get(
         self, ctx: ServerRequestContext[Any, Any], params: GetTaskParams
     ) -> GetTaskResult | dict[str, Any]:
-        if ctx.protocol_version == ERA:
+        if ctx.protocol_version == VERSION_2025_11_25:
             with temporal_errors("read the task"):
-                return await self._handshake.get(ctx, params.task_id)
+                return await self._tasks_2025_11_25.get(ctx, params.task_id)
         methods = self._task_methods(ctx, params.task_id)
         with temporal_errors("read the task"):
             return await methods.get(params.task_id)
@@ -208,27 +209,27 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
     async def _handle_cancel(
         self, ctx: ServerRequestContext[Any, Any], params: CancelTaskParams
     ) -> CancelTaskResult | dict[str, Any]:
-        if ctx.protocol_version == ERA:
+        if ctx.protocol_version == VERSION_2025_11_25:
             with temporal_errors("cancel the task"):
-                return await self._handshake.cancel(params.task_id)
+                return await self._tasks_2025_11_25.cancel(params.task_id)
         methods = self._task_methods(ctx, params.task_id)
         with temporal_errors("cancel the task"):
             return await methods.cancel(params.task_id)
 
     async def _handle_result(self, ctx: ServerRequestContext[Any, Any], params: GetTaskParams) -> dict[str, Any]:
         with temporal_errors("read the task's result"):
-            return await self._handshake.result(ctx, params.task_id)
+            return await self._tasks_2025_11_25.result(ctx, params.task_id)
 
     async def _handle_list(self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> dict[str, Any]:
         with temporal_errors("list the tasks"):
-            return await self._handshake.list(self._running_backend(), params.cursor)
+            return await self._tasks_2025_11_25.list(self._running_backend(), params.cursor)
 
     def _task_methods(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> TaskMethods:
         """Apply the gates every `tasks/*` shares, then the running backend's methods."""
         if read_client_extension_settings(ctx, TASKS_EXTENSION_ID) is None:
             raise _missing_capability(f"This request targets the tasks extension ({TASKS_EXTENSION_ID})")
         _require_matching_route(task_id)
-        if self._methods is None or is_handshake_task(task_id):
+        if self._methods is None or is_2025_11_25_task(task_id):
             raise task_not_found(task_id)  # a 2025-11-25 task is not one of this era's
         return self._methods
 
@@ -250,8 +251,8 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
             tool = await context.fastmcp.get_tool(params.name, version)
         except NotFoundError:
             tool = None
-        if tool is not None and from_client and creation_requested():
-            return await self._handshake.create(self._running_backend, tool, params.arguments, context)
+        if tool is not None and from_client and creation_requested(context):
+            return await self._tasks_2025_11_25.create(self._running_backend, tool, params.arguments, context)
         if tool is None or not tool.task_config.supports_tasks():
             return await call_next()
 
@@ -270,7 +271,7 @@ class TemporalTasksExtension(_fastmcp_private.RegisteredExtension):
                 )
             return await call_next()
         if mode == "required" and not opted_in:
-            if request is not None and request.protocol_version == ERA:
+            if request is not None and request.protocol_version == VERSION_2025_11_25:
                 raise MCPError(METHOD_NOT_FOUND, f"Tool {tool.name!r} runs only as a task: call it with `task`.")
             raise _missing_capability(f"Tool {tool.name!r} requires the tasks extension ({TASKS_EXTENSION_ID})")
         if not opted_in:

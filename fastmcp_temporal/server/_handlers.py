@@ -31,6 +31,7 @@ from typing import Any
 import mcp_types
 from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure
 from temporalio.client import (
+    WorkflowExecution,
     WorkflowExecutionDescription,
     WorkflowFailureError,
     WorkflowHandle,
@@ -56,8 +57,9 @@ from fastmcp_temporal.server._feed import ChangeFeed
 from fastmcp_temporal.server._known import KnownTasks, described
 from fastmcp_temporal.server._scope import current_caller, task_not_found, workflow_id
 from fastmcp_temporal.server._stalled import EXPIRED_REASON, StalledTasks
-from fastmcp_temporal.server._status import mcp_status
+from fastmcp_temporal.server._status import listed_status, mcp_status
 from fastmcp_temporal.server._watch import Timing
+from fastmcp_temporal.server._wire import task_answer
 from fastmcp_temporal.workflows.models import (
     STORE_WAITING_DETAIL,
     TaskMemo,
@@ -127,19 +129,22 @@ class TaskMethods:
         self.changes.close()
 
     async def get(self, task_id: str) -> GetTaskResult:
-        await self._clock.read_once(self._backend.client)  # before a remembered close's TTL is checked
-        key = self.key_of(task_id)
-        if (closed := self._known.closed.cached(key)) is not None:
-            return self._closed_result(task_id, closed)
-        closed_answer = partial(self._closed_result, task_id)
-        return await self._known.answer(key, closed_answer, partial(self._reread, task_id), current_caller())
+        """A client's read: held while it polls a task that does not change (`_holds`)."""
+        return await self._read(task_id, held=True)
 
     async def answer_now(self, task_id: str) -> GetTaskResult:
         """What a read answers now, without holding it or counting it as a client's (a pushed status)."""
-        await self._clock.read_once(self._backend.client)
-        if (closed := self._known.closed.cached(self.key_of(task_id))) is not None:
-            return self._closed_result(task_id, closed)
-        return await self._reread(task_id, False)
+        return await self._read(task_id, held=False)
+
+    async def _read(self, task_id: str, *, held: bool) -> GetTaskResult:
+        await self._clock.read_once(self._backend.client)  # before a remembered close's TTL is checked
+        key = self.key_of(task_id)
+        if (closed := self._known.closed.cached(key)) is not None:
+            return _closed_answer(task_id, closed)
+        if not held:
+            return await self._reread(task_id, False)
+        closed_answer = partial(_closed_answer, task_id)
+        return await self._known.answer(key, closed_answer, partial(self._reread, task_id), current_caller())
 
     async def follow_every_event(self, task_id: str) -> None:
         """Someone listens to the task: see `KnownTasks.follow_every_event`."""
@@ -155,7 +160,7 @@ class TaskMethods:
 
     async def _answer(self, task: _Task) -> GetTaskResult:
         if not task.running:
-            return self._closed_result(task.task_id, await self._close(task))
+            return _closed_answer(task.task_id, await self._close(task))
         if await self._stalled.expire_if_due(task.handle, task.description):
             raise task_not_found(task.task_id)
         outstanding = self._unanswered(task)
@@ -166,7 +171,7 @@ class TaskMethods:
             fields = {"input_requests": outstanding}
         elif status == "working":
             fields = {"status_message": await self._status_message(task)}
-        return self._result(task, status, **fields)
+        return task_answer(GetTaskResult, task.task_id, status, self._timing(task), **fields)
 
     async def _current(self, task_id: str, fresh: bool) -> _Task:
         """The task as this server's watch knows it (unless `fresh`), or as a (shared) `describe()` finds it."""
@@ -190,12 +195,29 @@ class TaskMethods:
         return self._backend.client.get_workflow_handle(key, result_type=TaskOutcome)
 
     def _timing(self, task: _Task) -> Timing:
-        memo = task.memo
+        return self._timing_of(task.description, task.memo)
+
+    def _timing_of(self, execution: WorkflowExecution, memo: TaskMemo) -> Timing:
         return Timing(
-            created_at=memo.created_at or task.description.start_time.isoformat(),
+            created_at=memo.created_at or execution.start_time.isoformat(),
             ttl_ms=memo.ttl_ms or self._backend.ttl_ms,
             poll_interval_ms=memo.poll_interval_ms,
         )
+
+    async def listed(self, execution: WorkflowExecution) -> GetTaskResult | None:
+        """The task a visibility row of the caller's shows, answered from the row alone: as this server
+        remembers its close, else as its execution, memo and published status tell it (`listed_status`), which
+        hold neither a running task's progress message nor an ended one's result. None once expired."""
+        await self._clock.read_once(self._backend.client)
+        task_id = execution.id.rsplit("/", 1)[-1]
+        if (closed := self._known.closed.cached(execution.id)) is not None:
+            return _closed_answer(task_id, closed)
+        memo = TaskMemo.parse(await execution.memo())
+        asking = set(memo.open_requests()) - self._answered.get(task_id, set())
+        status = listed_status(execution, awaiting_input=bool(asking))
+        if status == "expired" or _expires_at(execution, memo) < self._clock.now():
+            return None
+        return task_answer(GetTaskResult, task_id, status, self._timing_of(execution, memo))
 
     async def update(self, task_id: str, responses: dict[str, Any]) -> UpdateTaskResult:
         task = await self._find(task_id)  # not a remembered close: a new run may be asking
@@ -218,15 +240,27 @@ class TaskMethods:
         return UpdateTaskResult()
 
     async def cancel(self, task_id: str) -> CancelTaskResult:
-        task = await self._find(task_id, shared=True)  # not a remembered close: a new run may be running
+        # not a remembered close: a new run may be running
+        await self._cancel(await self._find(task_id, shared=True))
+        return CancelTaskResult()
+
+    async def cancel_unless_ended(self, task_id: str) -> tuple[GetTaskResult, bool]:
+        """Cancel the task unless it has ended (a cancel requested earlier counts: it reads `cancelled`): its
+        answer after, and whether this cancelled it. The task is read once."""
+        task = await self._find(task_id, shared=True)
+        if not task.running or task.cancel_requested:
+            return await self._answer(task), False
+        await self._cancel(task)
+        return task_answer(GetTaskResult, task_id, "cancelled", self._timing(task)), True
+
+    async def _cancel(self, task: _Task) -> None:
         if not task.running:
             await self._close(task)  # -32602 as a read answers when the task has expired
-            return CancelTaskResult()
+            return
         if not task.cancel_requested:
             await task.handle.cancel()
         await self._stalled.close_cancelled(task.handle)  # no worker may be left to run it
         self._written(task)
-        return CancelTaskResult()
 
     def _written(self, task: _Task) -> None:
         """Later reads must see a write just acknowledged: they read afresh, and are not held."""
@@ -264,9 +298,6 @@ class TaskMethods:
         status, fields = await self._closed_state(task)
         expires_at, run_id = _expires_at(task.description, task.memo), task.description.run_id
         return self._known.remember_closed(key, status, fields, self._timing(task), expires_at, run_id)
-
-    def _closed_result(self, task_id: str, closed: Closed) -> GetTaskResult:
-        return _answer_of(task_id, closed.status, closed.timing, **closed.fields)
 
     async def _closed_state(self, task: _Task) -> tuple[TaskStatus, dict[str, Any]]:
         status = task.description.status
@@ -330,20 +361,9 @@ class TaskMethods:
         if not remembered:
             self._answered.pop(task_id, None)
 
-    def _result(self, task: _Task, status: TaskStatus, **fields: Any) -> GetTaskResult:
-        return _answer_of(task.task_id, status, self._timing(task), **fields)
 
-
-def _answer_of(task_id: str, status: TaskStatus, timing: Timing, **fields: Any) -> GetTaskResult:
-    return GetTaskResult(
-        task_id=task_id,
-        status=status,
-        created_at=timing.created_at,
-        last_updated_at=datetime.now(timezone.utc).isoformat(),
-        ttl_ms=timing.ttl_ms,
-        poll_interval_ms=timing.poll_interval_ms,
-        **fields,
-    )
+def _closed_answer(task_id: str, closed: Closed) -> GetTaskResult:
+    return task_answer(GetTaskResult, task_id, closed.status, closed.timing, **closed.fields)
 
 
 def _namespace_missing(exc: RPCError) -> bool:
@@ -351,11 +371,11 @@ def _namespace_missing(exc: RPCError) -> bool:
     return any(detail.Is(NamespaceNotFoundFailure.DESCRIPTOR) for detail in exc.grpc_status.details)
 
 
-def _expires_at(description: WorkflowExecutionDescription, memo: TaskMemo) -> datetime:
+def _expires_at(execution: WorkflowExecution, memo: TaskMemo) -> datetime:
     """When the closed task's TTL ends (Temporal's time); never for a running one."""
-    if description.close_time is None:
+    if execution.close_time is None:
         return datetime.max.replace(tzinfo=timezone.utc)
-    return description.close_time + timedelta(milliseconds=memo.ttl_ms or 0)
+    return execution.close_time + timedelta(milliseconds=memo.ttl_ms or 0)
 
 
 def _outcome_state(outcome: TaskOutcome) -> tuple[TaskStatus, dict[str, Any]] | None:

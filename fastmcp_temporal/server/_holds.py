@@ -38,15 +38,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from fastmcp_temporal.server._status import RUNNING_STATUSES
+
 # What answers advertise while reads are held: the gap between two held reads, within which
 # a change waits for the next one; well below the 0.3 s a waiting client should see it in.
 HELD_POLL_INTERVAL = timedelta(milliseconds=200)
 # A read this long past the interval the last answer advertised is still part of a poll loop
 # (a client's own latency, a busy server); later, it is a one-off read and answers at once.
 POLL_LOOP_SLACK = timedelta(seconds=1)
-_RUNNING = frozenset({"working", "input_required"})
 
 
 def holdable(status: str) -> bool:
     """Whether a read answering `status` may wait for a change (a closed task's answer never changes)."""
-    return status in _RUNNING
+    return status in RUNNING_STATUSES

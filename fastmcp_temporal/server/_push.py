@@ -32,7 +32,7 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import Any
 
 from fastmcp.server.dependencies import bind_request_context
 from fastmcp.server.extensions import read_client_extension_settings
@@ -45,7 +45,6 @@ from mcp_types import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     Notification,
-    NotificationParams,
     SubscriptionFilter,
     SubscriptionsAcknowledgedNotification,
     SubscriptionsAcknowledgedNotificationParams,
@@ -53,49 +52,25 @@ from mcp_types import (
     SubscriptionsListenResult,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import ConfigDict
 
 from fastmcp_temporal._fastmcp_private import GetTaskResult
-from fastmcp_temporal.server._changes import Read, Signalled, TaskChanges
-from fastmcp_temporal.server._scope import current_caller, is_handshake_task
+from fastmcp_temporal.server._changes import Read
+from fastmcp_temporal.server._scope import current_caller, is_2025_11_25_task
+from fastmcp_temporal.server._status import TERMINAL_STATUSES
+from fastmcp_temporal.server._task_reads import TaskReads
 from fastmcp_temporal.server._watch import Shown, shown_of
+from fastmcp_temporal.server._wire import status_notification
 
 logger = logging.getLogger("fastmcp_temporal")
 
 TASK_IDS_KEY = "taskIds"
 TASK_STATUS_METHOD = "notifications/tasks"
-TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
 # Open streams at once on one server, and tasks one stream follows (further ids are not honored).
 MAX_STREAMS = 1024
 MAX_TASKS_PER_STREAM = 256
 PER_CALLER_SETTING = "FASTMCP_TEMPORAL_LISTEN_STREAMS_PER_CALLER"
 # A stream re-reads a followed task at most this often, whatever its copy says.
 _SHORTEST_REREAD = 0.25
-
-
-class TaskStatusParams(NotificationParams):
-    model_config = ConfigDict(extra="allow")
-
-
-class _TaskStatusNotification(Notification[TaskStatusParams, Literal["notifications/tasks"]]):
-    method: Literal["notifications/tasks"] = TASK_STATUS_METHOD
-    params: TaskStatusParams
-
-
-class TaskReads(Protocol):
-    """What a stream needs of the task methods: their change signals, and a read as `tasks/get` makes it."""
-
-    changes: TaskChanges
-
-    def key_of(self, task_id: str) -> str: ...
-
-    async def answer_now(self, task_id: str) -> GetTaskResult: ...
-
-    async def next_change(
-        self, heard: Signalled, reads: dict[str, Read], deadline: float
-    ) -> tuple[set[str], set[str]]: ...
-
-    async def follow_every_event(self, task_id: str) -> None: ...
 
 
 class TaskPush:
@@ -152,7 +127,8 @@ def _requested_task_ids(ctx: ServerRequestContext[Any, Any], params: Subscriptio
     ids = (params.notifications.model_extra or {}).get(TASK_IDS_KEY)
     if not isinstance(ids, list):
         return []
-    unique = dict.fromkeys(task_id for task_id in ids if isinstance(task_id, str) and not is_handshake_task(task_id))
+    ours = (task_id for task_id in ids if isinstance(task_id, str) and not is_2025_11_25_task(task_id))
+    unique = dict.fromkeys(ours)
     return list(unique)[:MAX_TASKS_PER_STREAM]
 
 
@@ -240,7 +216,7 @@ class _Stream:
         await self._ctx.session.send_notification(notification, related_request_id=self._ctx.request_id)
 
 
-def _status_notification(answer: GetTaskResult, meta: dict[str, Any]) -> _TaskStatusNotification:
+def _status_notification(answer: GetTaskResult, meta: dict[str, Any]) -> Notification[Any, str]:
     """`notifications/tasks`: the task as `tasks/get` answers it (without its result type), stamped."""
     fields = answer.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"result_type"})
-    return _TaskStatusNotification(params=TaskStatusParams.model_validate({**fields, "_meta": meta}))
+    return status_notification(TASK_STATUS_METHOD, {**fields, "_meta": meta})

@@ -33,12 +33,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from fastmcp_temporal._fastmcp_private import GetTaskResult
+from fastmcp_temporal.server._status import TERMINAL_STATUSES
 from fastmcp_temporal.server._watch import shown_of
 
 # Temporal answers a history long poll empty after this long (its default
 # `history.longPollExpirationInterval`): what following a quiet task costs a server.
 LONG_POLL_PERIOD = timedelta(seconds=20)
-_TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +81,7 @@ class QuietTasks:
         quiet is off: nothing is noted)."""
         if self._cap == 0:
             return None
-        if answer.status in _TERMINAL:
+        if answer.status in TERMINAL_STATUSES:
             self._entries.pop(key, None)
             return None
         before = self._entries.pop(key, None)

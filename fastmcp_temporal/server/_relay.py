@@ -19,7 +19,7 @@ same tool gives inline:
   waiting, and the token's values only grow.
 - **A deadline.** `follow` may stop at `answer_after` (never while a question waits for the
   caller), leaving the workflow running, with the tool's last message in `status`.
-- **Questions.** On a handshake-era connection that carries server-to-client requests (a
+- **Questions.** On a 2025-11-25-era connection that carries server-to-client requests (a
   stateful session whose client declared elicitation, sampling or roots), a tool's ask
   parks the workflow as a task's does. The server sees the park (the memo upsert event),
   sends each request to the caller on the open call, and delivers the answers as the one
@@ -94,7 +94,7 @@ class CallerChannel:
     progress: bool
     """The request carries a `progressToken`."""
     carried_asks: list[str] | None = None
-    """The ask methods server-to-client requests carry to a handshake-era caller (a stateful session
+    """The ask methods server-to-client requests carry to a 2025-11-25-era caller (a stateful session
     with the capability); None for a 2026-07-28 caller, who answers an ask by calling again (SEP-2322)."""
 
     @property
@@ -112,7 +112,7 @@ class CallerChannel:
 
 
 def _carried_asks(session: ServerSession, protocol_version: str) -> list[str] | None:
-    """The ask methods a handshake-era caller's back-channel carries: those of its declared capabilities."""
+    """The ask methods a 2025-11-25-era caller's back-channel carries: those of its declared capabilities."""
     if protocol_version in MODERN_PROTOCOL_VERSIONS:
         return None
     if not session.can_send_request:

@@ -76,10 +76,10 @@ LOCAL_CALLER = json.dumps(["local"])
 
 WorkflowKind = Literal["task", "call"]
 # The protocol version whose own tasks (SEP-1686) are served beside the 2026-07-28 extension.
-HANDSHAKE_ERA = "2025-11-25"
+VERSION_2025_11_25 = "2025-11-25"
 # Such a task's id starts with its era, so no method of the other era finds it ("." is outside
 # the random part's alphabet: no 2026-07-28 id has it).
-HANDSHAKE_TASK_ID_PREFIX = f"{HANDSHAKE_ERA}."
+TASK_ID_PREFIX_2025_11_25 = f"{VERSION_2025_11_25}."
 
 
 @dataclass(frozen=True)
@@ -104,13 +104,13 @@ def task_not_found(task_id: str) -> MCPError:
 
 def new_task_id(prefix: str = "") -> str:
     """A server-minted, unguessable task id (43 URL-safe characters, as the reference), after `prefix`
-    (`HANDSHAKE_TASK_ID_PREFIX` for a task of the 2025-11-25 tasks)."""
+    (`TASK_ID_PREFIX_2025_11_25` for a task of the 2025-11-25 tasks)."""
     return prefix + secrets.token_urlsafe(32)
 
 
-def is_handshake_task(task_id: str) -> bool:
+def is_2025_11_25_task(task_id: str) -> bool:
     """The id names a task created on the 2025-11-25 tasks (`new_task_id`)."""
-    return task_id.startswith(HANDSHAKE_TASK_ID_PREFIX)
+    return task_id.startswith(TASK_ID_PREFIX_2025_11_25)
 
 
 def call_id(secret: bytes, tool_key: str, arguments: dict[str, Any], joiner: str, answers: Any) -> str:

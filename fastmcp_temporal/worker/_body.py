@@ -127,7 +127,7 @@ def protocol_error(exc: Exception) -> dict[str, Any]:
 
 
 def _not_carried(ask: mcp_types.InputRequiredResult, carried: list[str] | None) -> bool:
-    """Whether a handshake-era caller cannot answer the ask (`carried` None: a 2026-07-28 caller can)."""
+    """Whether a 2025-11-25-era caller cannot answer the ask (`carried` None: a 2026-07-28 caller can)."""
     if carried is None:
         return False
     return not ask.input_requests or any(request.method not in carried for request in ask.input_requests.values())
@@ -138,7 +138,7 @@ def _refused_ask(tool: str, ask: mcp_types.InputRequiredResult) -> dict[str, Any
     methods = sorted({request.method for request in (ask.input_requests or {}).values()}) or ["state only"]
     message = (
         f"Tool {tool!r} asked its caller ({', '.join(methods)}), but the caller's connection cannot "
-        "carry that request (a handshake-era client that did not declare the capability, or stateless "
+        "carry that request (a 2025-11-25-era client that did not declare the capability, or stateless "
         "HTTP); the call was refused as the same call inline is."
     )
     return {"code": mcp_types.INVALID_PARAMS, "message": message, "data": {REFUSED_ASK: input_required_json(ask)}}

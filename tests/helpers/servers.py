@@ -3,7 +3,7 @@
 A FastMCP server with its tools on a test's extension, served in memory or over real
 streamable HTTP (uvicorn on a free loopback port, stopped even when a test fails), the
 source of a one-tool app for `fastmcp-temporal worker`, the clients that reach a server
-(opted in to tasks or not, with a bearer token or none, or a raw handshake-era session),
+(opted in to tasks or not, with a bearer token or none, or a raw 2025-11-25-era session),
 the callers FastMCP's `StaticTokenVerifier` knows, with what a task sees of each, tools
 the tests hold while they act, and a "Temporal" that accepts TCP connections and never
 answers, with what a start-up that cannot reach Temporal must say.
@@ -57,7 +57,7 @@ async def square(n: int) -> int:
 """
 """The source of a server file for `fastmcp-temporal worker`: one task tool, `square`."""
 
-HANDSHAKE_VERSION = "2025-11-25"
+VERSION_2025_11_25 = "2025-11-25"
 CALL_ID = 1
 
 
@@ -119,8 +119,8 @@ class WireError(Exception):
 
 
 @dataclass
-class HandshakeSession:
-    """A raw streamable-HTTP session of the handshake era, as the TypeScript SDK's client holds one."""
+class Session2025_11_25:
+    """A raw streamable-HTTP session of the 2025-11-25 era, as the TypeScript SDK's client holds one."""
 
     http: httpx2.AsyncClient
     url: str
@@ -224,13 +224,13 @@ class HeldRequest:
 
 
 @asynccontextmanager
-async def handshake_session(
+async def session_2025_11_25(
     url: str,
     *,
     capabilities: dict[str, Any] | None = None,
     token: str | None = None,
-    version: str = HANDSHAKE_VERSION,
-) -> AsyncIterator[HandshakeSession]:
+    version: str = VERSION_2025_11_25,
+) -> AsyncIterator[Session2025_11_25]:
     """A session initialized at `version`, declaring `capabilities`, with `token` as its bearer."""
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     if token is not None:
@@ -238,7 +238,7 @@ async def handshake_session(
     client_info = {"name": "raw", "version": "1"}
     params = {"protocolVersion": version, "capabilities": capabilities or {}, "clientInfo": client_info}
     async with httpx2.AsyncClient(timeout=DEADLINE) as http:
-        session = HandshakeSession(http, url, headers)
+        session = Session2025_11_25(http, url, headers)
         session.initialized = await session.request("initialize", params)
         assert session.initialized["protocolVersion"] == version, session.initialized
         headers["Mcp-Protocol-Version"] = version

@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -32,19 +32,21 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import InputRequiredResult, Request, RequestParams, Result
 from pydantic import ConfigDict, Field
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
-from fastmcp_temporal.server import _handshake_asks, _handshake_tasks
+from fastmcp_temporal.devserver import DevServer
+from fastmcp_temporal.server import _asks_2025_11_25, _tasks_2025_11_25
 from helpers.npm import node_script
 from helpers.servers import (
-    HANDSHAKE_VERSION,
-    HandshakeSession,
+    VERSION_2025_11_25,
     HeldRequest,
+    Session2025_11_25,
     WireError,
     gated_tool,
-    handshake_session,
     serving_http,
+    session_2025_11_25,
     verifier,
 )
 from helpers.temporal import anonymous_workflow_id, temporal_client
@@ -53,8 +55,10 @@ from helpers.wire import ask, tasks_get
 
 pytestmark = pytest.mark.anyio
 
-CLIENT = Path(__file__).with_name("handshake_tasks_client.mjs")
+CLIENT = Path(__file__).with_name("tasks_2025_11_25_client.mjs")
 CLIENT_TASKS = {"list": {}, "cancel": {}, "requests": {}}
+LIST_ROWS, DESCRIBE = "list_workflow_executions", "describe_workflow_execution"
+HISTORY, CANCEL = "get_workflow_execution_history", "request_cancel_workflow_execution"
 
 
 async def interview(ctx: Context) -> str | InputRequiredResult:
@@ -75,7 +79,7 @@ async def plain() -> str:
 def served(extension: TemporalTasksExtension, **options: Any) -> tuple[FastMCP, anyio.Event]:
     """A server with the tools these tests call; the event releases `gated`."""
     started, release = anyio.Event(), anyio.Event()
-    server = FastMCP("handshake-tasks", **options)
+    server = FastMCP("tasks-2025-11-25", **options)
     server.add_extension(extension)
     for tool in (interview, refuses, gated_tool(started, release)):
         server.tool(tool, task=True)
@@ -105,7 +109,7 @@ async def test_the_typescript_sdk_calls_a_tool_as_a_task_and_answers_its_questio
         closed = (await handle.describe()).status
 
     assert seen.get("error") is None, seen
-    assert seen["protocol"] == HANDSHAKE_VERSION
+    assert seen["protocol"] == VERSION_2025_11_25
     assert seen["server_tasks"]["requests"] == {"tools": {"call": {}}}
     task_id = seen["task_id"]
     assert task_id.startswith("2025-11-25.")
@@ -151,20 +155,20 @@ async def test_the_typescript_sdk_cancels_a_task(make_extension: Any, typescript
 
 
 def tasks_session(
-    url: str, *, tasks: bool = True, token: str | None = None, version: str = HANDSHAKE_VERSION, elicitation: bool = False
-) -> AbstractAsyncContextManager[HandshakeSession]:
+    url: str, *, tasks: bool = True, token: str | None = None, version: str = VERSION_2025_11_25, elicitation: bool = False
+) -> AbstractAsyncContextManager[Session2025_11_25]:
     """A raw session that declares the tasks capability (or not), and elicitation (or not)."""
     capabilities = ({"tasks": CLIENT_TASKS} if tasks else {}) | ({"elicitation": {}} if elicitation else {})
-    return handshake_session(url, capabilities=capabilities, token=token, version=version)
+    return session_2025_11_25(url, capabilities=capabilities, token=token, version=version)
 
 
-async def create(session: HandshakeSession, tool: str, arguments: dict[str, Any] | None = None) -> str:
+async def create(session: Session2025_11_25, tool: str, arguments: dict[str, Any] | None = None) -> str:
     created = await session.request("tools/call", {"name": tool, "arguments": arguments or {}, "task": {"ttl": 60_000}})
     assert created["task"]["status"] == "working", created
     return created["task"]["taskId"]
 
 
-async def until_ended(session: HandshakeSession, task_id: str) -> dict[str, Any]:
+async def until_ended(session: Session2025_11_25, task_id: str) -> dict[str, Any]:
     with anyio.fail_after(DEADLINE):
         while (task := await session.request("tasks/get", {"taskId": task_id}))["status"] == "working":
             pass
@@ -237,7 +241,7 @@ async def test_a_task_of_one_era_is_not_found_by_the_other(wire: tuple[str, Fast
 
 
 async def test_a_caller_lists_and_reads_only_its_own_tasks_page_by_page(make_extension: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_handshake_tasks, "LIST_PAGE_SIZE", 2)
+    monkeypatch.setattr(_tasks_2025_11_25, "LIST_PAGE_SIZE", 2)
     server, _ = served(make_extension(), auth=verifier())
     async with serving_http(server) as url:
         async with tasks_session(url, token="token-a") as mine, tasks_session(url, token="token-b") as theirs:
@@ -271,6 +275,57 @@ async def test_a_caller_lists_and_reads_only_its_own_tasks_page_by_page(make_ext
     assert pages >= 2  # three tasks, two a page
     assert {error.code for error in bad_cursors} == {not_their_cursor.value.code, not_theirs.value.code} == {-32602}
     assert all("pass a nextCursor it answered" in str(error) for error in [*bad_cursors, not_their_cursor.value])
+
+
+class TemporalCalls:
+    """The calls of the operations named one Temporal client makes, in order (each still goes to Temporal)."""
+
+    def __init__(self, client: TemporalClient, *operations: str) -> None:
+        self.made: list[str] = []
+        service = client.workflow_service
+        for operation in operations:
+            setattr(service, operation, self._recorded(operation, getattr(service, operation)))
+
+    def _recorded(self, operation: str, call: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def recorded(*args: Any, **kwargs: Any) -> Any:
+            self.made.append(operation)
+            return await call(*args, **kwargs)
+
+        return recorded
+
+
+async def test_a_list_answers_from_its_visibility_rows_and_a_cancel_reads_the_task_once(
+    make_extension: Any, temporal_server: DevServer, task_queue: str
+) -> None:
+    """Tasks created through one server, listed and cancelled through another that has read none of them:
+    the list asks Temporal for its page of rows and nothing of each task; the cancel describes the task
+    once before it asks Temporal to cancel it, and answers it without reading it again."""
+    client = await TemporalClient.connect(temporal_server.address)
+    calls = TemporalCalls(client, LIST_ROWS, DESCRIBE, HISTORY, CANCEL)
+    caller = verifier({"token-rows": {"client_id": f"client-{task_queue}"}})  # a caller with no other tasks
+    creating, _ = served(make_extension(), auth=caller)
+    api_only = TemporalTasksExtension(client=client, task_queue=task_queue, worker=False)
+    reading, _ = served(api_only, auth=caller)
+    async with serving_http(creating) as creating_url, serving_http(reading) as reading_url:
+        async with tasks_session(creating_url, token="token-rows") as creator:
+            failed = {await create(creator, "refuses") for _ in range(2)}
+            asking = await create(creator, "interview")
+            await until_ended(creator, next(iter(failed)))
+            unread = await create(creator, "interview")
+        async with tasks_session(reading_url, token="token-rows") as reader:
+            shown = {**dict.fromkeys(failed, "failed"), **dict.fromkeys((asking, unread), "input_required")}
+            with anyio.fail_after(DEADLINE):
+                while True:  # visibility lists a task, and its close, shortly after
+                    calls.made.clear()
+                    page = await reader.request("tasks/list", {})
+                    if {task["taskId"]: task["status"] for task in page["tasks"]} == shown:
+                        break
+            listing = list(calls.made)
+            calls.made.clear()
+            cancelled = await reader.request("tasks/cancel", {"taskId": unread})
+    assert listing == [LIST_ROWS]
+    assert cancelled["status"] == "cancelled"
+    assert calls.made[: calls.made.index(CANCEL) + 1] == [DESCRIBE, CANCEL]
 
 
 async def test_a_question_the_client_cannot_answer_is_refused_and_the_task_keeps_waiting(
@@ -352,11 +407,11 @@ ACCEPT_ADA = {"action": "accept", "content": {"value": "Ada"}}
 HELLO_ADA = [{"type": "text", "text": "hello Ada"}]
 
 
-async def answered(session: HandshakeSession, held: HeldRequest) -> dict[str, Any]:
+async def answered(session: Session2025_11_25, held: HeldRequest) -> dict[str, Any]:
     """Answer the question asked on `held`; what `held` then answers."""
     question = await held.asked()
     assert question["params"]["message"] == "name?"
-    assert question["params"]["_meta"][_handshake_asks.RELATED_TASK_META]["taskId"]
+    assert question["params"]["_meta"][_asks_2025_11_25.RELATED_TASK_META]["taskId"]
     await session.respond(question["id"], ACCEPT_ADA)
     return await held.answer()
 
@@ -482,7 +537,7 @@ async def test_a_stateless_server_says_why_it_cannot_ask(make_extension: Any) ->
 async def test_an_open_tasks_result_tells_a_change_not_the_time_of_a_read(
     make_extension: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_handshake_asks, "_RECHECK", 0.05)  # the open tasks/result re-reads the task often
+    monkeypatch.setattr(_asks_2025_11_25, "_RECHECK", 0.05)  # the open tasks/result re-reads the task often
     server, release = served(make_extension())
     async with serving_http(server) as url, tasks_session(url) as session:
         task_id = await create(session, "gated")

@@ -1,7 +1,7 @@
 // The TypeScript SDK's client (@modelcontextprotocol/sdk 1.x) with its own 2025-11-25 tasks
 // (client.experimental.tasks), as VS Code and other clients of that era call a long tool.
 //
-// node handshake_tasks_client.mjs <url> <report.json> <scenario> <tool> <arguments JSON> <answers JSON>
+// node tasks_2025_11_25_client.mjs <url> <report.json> <scenario> <tool> <arguments JSON> <answers JSON>
 //
 // scenario "call": callToolStream (a task, since the tool lists execution.taskSupport), recording every
 // message it yields; an elicitation whose message is a key of `answers` is answered with that string,
@@ -22,7 +22,7 @@ const answers = JSON.parse(answersJson);
 const seen = [];
 
 const client = new Client(
-  { name: "handshake-tasks-ts", version: "1.0.0" },
+  { name: "tasks-2025-11-25-ts", version: "1.0.0" },
   { capabilities: { elicitation: {}, tasks: { list: {}, cancel: {}, requests: {} } }, defaultTaskPollInterval: 200 },
 );
 client.setRequestHandler(ElicitRequestSchema, (request) => {

@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR
 
-from fastmcp_temporal.server._push import TERMINAL_STATUSES
 from fastmcp_temporal.server._relay import carries, per_request_session, send_ask
+from fastmcp_temporal.server._status import TERMINAL_STATUSES
 
 if TYPE_CHECKING:
     from mcp.server.session import ServerSession
 
     from fastmcp_temporal._fastmcp_private import GetTaskResult
-    from fastmcp_temporal.server._handshake_tasks import TaskReadsAndWrites
+    from fastmcp_temporal.server._tasks_2025_11_25 import TaskReadsAndWrites
 
 logger = logging.getLogger("fastmcp_temporal")
 

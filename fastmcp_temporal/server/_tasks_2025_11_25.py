@@ -17,46 +17,45 @@ receives as a task, not whether it calls tools as tasks, and the official tasks 
   each change of status it sees as `notifications/tasks/status` on its stream), and answers
   exactly what the `tools/call` would have answered (its result, stamped with the related-task
   `_meta`, or its JSON-RPC error). A task that asks is `input_required`: its round of questions
-  is this server's (`_handshake_asks.Round`), not a request's, and goes to the caller as server-to-client
-  requests carrying the related-task `_meta`, on one open `tasks/result` at a time, or on the
-  GET stream of each session that polls `tasks/get` while it holds one (as ext-tasks does). A
-  round is asked until it is answered or its task ends: when the stream asking it closes
-  unanswered (a withdrawn request, a dropped connection: mcp tells nobody, so each asking checks
-  its stream), a waiting or later `tasks/result` of the caller asks it; its answers reach the
-  workflow once, as the one `submit_input` signal `tasks/update` sends;
-- `tasks/list` lists the caller's own tasks of this era, a page at a time; `tasks/cancel`
-  cancels the workflow, and refuses a task already ended with -32602.
+  is this server's (`_asks_2025_11_25.Round`), not a request's, and goes to the caller as
+  server-to-client requests carrying the related-task `_meta`, on one open `tasks/result` at a
+  time, or on the GET stream of each session that polls `tasks/get` while it holds one (as
+  ext-tasks does). A round is asked until it is answered or its task ends: when the stream
+  asking it closes unanswered (a withdrawn request, a dropped connection: mcp tells nobody, so
+  each asking checks its stream), a waiting or later `tasks/result` of the caller asks it; its
+  answers reach the workflow once, as the one `submit_input` signal `tasks/update` sends;
+- `tasks/list` lists the caller's own tasks of this era, a page at a time, each as its visibility
+  row shows it; `tasks/cancel` reads the task once, cancels the workflow, and refuses a task
+  already ended with -32602.
 
 The era is in the task id (`2025-11-25.` before the random part): a task created on one era is
 not found by the other era's methods, and a caller's list is one visibility query by prefix.
-mcp's runner shapes every 2025-11-25 `tools/call` result as a `CallToolResult`, so the answer
-to a task-augmented call is put in place by a server middleware (`middleware`), the one tier
-that sees the result after that shaping.
+mcp's runner sieves every 2025-11-25 `tools/call` result through that era's `CallToolResult`,
+so a task-augmented call answers a `CallToolResult` whose `_meta` carries the `CreateTaskResult`,
+which a server middleware (`middleware`), the one tier that sees the result after that sieve,
+answers in its place.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from contextlib import suppress
-from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
-from fastmcp.tools.base import ToolResult
+import mcp_types
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Notification
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from starlette.requests import Request
 from temporalio.service import RPCError, RPCStatusCode
 
+from fastmcp_temporal import _fastmcp_private
 from fastmcp_temporal._fastmcp_private import (
     CreateTaskResult,
     GetTaskResult,
     connection_of,
     holds_get_stream,
 )
-from fastmcp_temporal.server._backend import Backend, temporal_errors
-from fastmcp_temporal.server._creation import StartedWorkflow, start_task
-from fastmcp_temporal.server._handshake_asks import (
+from fastmcp_temporal.server._asks_2025_11_25 import (
     RELATED_TASK_META,
     Round,
     ask_round,
@@ -64,35 +63,33 @@ from fastmcp_temporal.server._handshake_asks import (
     until,
     why_unaskable,
 )
+from fastmcp_temporal.server._backend import Backend, temporal_errors
+from fastmcp_temporal.server._creation import StartedWorkflow, start_task
 from fastmcp_temporal.server._plan import plan_task
-from fastmcp_temporal.server._push import TERMINAL_STATUSES, TaskReads, TaskStatusParams
 from fastmcp_temporal.server._relay import carries
 from fastmcp_temporal.server._scope import (
     ANONYMOUS_SCOPE_TAG,
-    HANDSHAKE_ERA,
-    HANDSHAKE_TASK_ID_PREFIX,
-    is_handshake_task,
+    TASK_ID_PREFIX_2025_11_25,
+    VERSION_2025_11_25,
+    is_2025_11_25_task,
     new_task_id,
     task_not_found,
     workflow_id,
 )
+from fastmcp_temporal.server._status import SETTLED_STATUSES
+from fastmcp_temporal.server._task_reads import TaskReads
+from fastmcp_temporal.server._wire import status_notification
 
 if TYPE_CHECKING:
     from fastmcp.server.context import Context
     from fastmcp.tools.base import Tool
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+    from temporalio.client import WorkflowExecution
 
-ERA = HANDSHAKE_ERA
 LIST_PAGE_SIZE = 50
-_SETTLED = frozenset({"input_required", *TERMINAL_STATUSES})
-
-# Set by the middleware for a task-augmented `tools/call`: where the interceptor puts its answer.
-_CREATED: ContextVar[dict[str, Any] | None] = ContextVar("fastmcp_temporal_handshake_created", default=None)
-
-
-class _TaskStatusNotification(Notification[TaskStatusParams, Literal["notifications/tasks/status"]]):
-    method: Literal["notifications/tasks/status"] = "notifications/tasks/status"
-    params: TaskStatusParams
+STATUS_METHOD = "notifications/tasks/status"
+# Where a task-augmented call's `CallToolResult` carries its `CreateTaskResult` to the middleware.
+_CREATED_META = "fastmcp-temporal/created-task"
 
 
 class TaskReadsAndWrites(TaskReads, Protocol):
@@ -102,14 +99,24 @@ class TaskReadsAndWrites(TaskReads, Protocol):
 
     async def update(self, task_id: str, responses: dict[str, Any]) -> Any: ...
 
-    async def cancel(self, task_id: str) -> Any: ...
+    async def cancel_unless_ended(self, task_id: str) -> tuple[GetTaskResult, bool]: ...
+
+    async def listed(self, execution: WorkflowExecution) -> GetTaskResult | None: ...
 
     def watch(self, created: CreateTaskResult, started: StartedWorkflow) -> CreateTaskResult: ...
 
 
-def creation_requested() -> bool:
-    """This `tools/call` asks for a 2025-11-25 task."""
-    return _CREATED.get() is not None
+def asks_for_task(protocol_version: str | None, params: Mapping[str, Any] | None) -> bool:
+    """A `tools/call` with `params` asks for a 2025-11-25 task (an older era's `task` is ignored, as the
+    spec says of a receiver without tasks)."""
+    return protocol_version == VERSION_2025_11_25 and (params or {}).get("task") is not None
+
+
+def creation_requested(context: Context) -> bool:
+    """The `tools/call` `context` serves asks for a 2025-11-25 task."""
+    request = context.request_context
+    params = _fastmcp_private.raw_request_params(context)
+    return request is not None and asks_for_task(request.protocol_version, params)
 
 
 def task_of(answer: CreateTaskResult | GetTaskResult) -> dict[str, Any]:
@@ -132,7 +139,7 @@ def task_of(answer: CreateTaskResult | GetTaskResult) -> dict[str, Any]:
     return {key: value for key, value in task.items() if value is not None or key == "ttl"}
 
 
-class HandshakeTasks:
+class Tasks2025_11_25:
     """Serves the 2025-11-25 tasks while the extension runs (`methods_of`)."""
 
     def __init__(self, methods_of: Callable[[], TaskReadsAndWrites | None], lists: Callable[[], bool]) -> None:
@@ -142,22 +149,17 @@ class HandshakeTasks:
 
     async def middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Declare the tasks capability to every 2025-11-25 client; answer a task-augmented `tools/call`
-        with the task the interceptor created (`create`)."""
-        params = ctx.params or {}
+        with the `CreateTaskResult` the interceptor created (`create`)."""
         if ctx.method == "initialize":
             return self._with_tasks_capability(await call_next(ctx))
-        if not (ctx.method == "tools/call" and ctx.protocol_version == ERA and params.get("task") is not None):
-            return await call_next(ctx)  # an older era's `task` is ignored, as the spec says of a receiver without tasks
-        created: dict[str, Any] = {}
-        token = _CREATED.set(created)
-        try:
-            answered = await call_next(ctx)
-        finally:
-            _CREATED.reset(token)
-        return created or answered  # nothing created: the call's own answer (bad arguments, unknown tool)
+        answered = await call_next(ctx)
+        if ctx.method != "tools/call" or not asks_for_task(ctx.protocol_version, ctx.params):
+            return answered
+        created = (answered.get("_meta") or {}).get(_CREATED_META) if isinstance(answered, dict) else None
+        return answered if created is None else created  # none: the call's own answer (bad arguments)
 
     def _with_tasks_capability(self, result: HandlerResult) -> HandlerResult:
-        if not isinstance(result, dict) or result.get("protocolVersion") != ERA:
+        if not isinstance(result, dict) or result.get("protocolVersion") != VERSION_2025_11_25:
             return result
         tasks: dict[str, Any] = {"cancel": {}, "requests": {"tools": {"call": {}}}}
         if self._lists():
@@ -166,11 +168,9 @@ class HandshakeTasks:
 
     async def create(
         self, backend_of: Callable[[], Backend], tool: Tool, arguments: dict[str, Any] | None, context: Context
-    ) -> ToolResult:
-        """Start the task a task-augmented call asks for; its `CreateTaskResult` goes out in place of
-        the placeholder returned here."""
-        created = _CREATED.get()
-        assert created is not None
+    ) -> mcp_types.CallToolResult:
+        """Start the task a task-augmented call asks for: its `CreateTaskResult`, in the `_meta` of the
+        `CallToolResult` mcp lets through, for `middleware` to answer."""
         if not tool.task_config.supports_tasks():
             raise MCPError(
                 METHOD_NOT_FOUND,
@@ -178,12 +178,12 @@ class HandshakeTasks:
                 "call it without `task`.",
             )
         with temporal_errors("start the task"):
-            task_id = new_task_id(HANDSHAKE_TASK_ID_PREFIX)
+            task_id = new_task_id(TASK_ID_PREFIX_2025_11_25)
             plan = await plan_task(context.fastmcp, tool)
             answer, started = await start_task(backend_of(), plan, arguments, context, task_id=task_id)
         methods = self._methods_of()
-        created["task"] = task_of(answer if methods is None else methods.watch(answer, started))
-        return ToolResult(content=[])
+        created = {"task": task_of(answer if methods is None else methods.watch(answer, started))}
+        return mcp_types.CallToolResult(content=[], _meta={_CREATED_META: created})
 
     # --- the task methods ----------------------------------------------------------------
 
@@ -199,12 +199,11 @@ class HandshakeTasks:
         return task_of(answer)
 
     async def cancel(self, task_id: str) -> dict[str, Any]:
-        methods = self._methods(task_id)
-        answer = await methods.answer_now(task_id)
-        if answer.status in TERMINAL_STATUSES:
+        """Cancel the task; one that has ended is refused with -32602, as the spec says."""
+        answer, cancelled = await self._methods(task_id).cancel_unless_ended(task_id)
+        if not cancelled:
             raise MCPError(INVALID_PARAMS, f"Cannot cancel task: already in terminal status {answer.status!r}")
-        await methods.cancel(task_id)
-        return task_of(await methods.answer_now(task_id))
+        return task_of(answer)
 
     async def result(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> dict[str, Any]:
         """What the `tools/call` would have answered, once the task has ended; its questions asked on the way."""
@@ -217,10 +216,10 @@ class HandshakeTasks:
             task = task_of(answer)
             if (change := (task["status"], task.get("statusMessage"))) != (told[-1] if told else None):
                 told.append(change)
-                status = _TaskStatusNotification(params=TaskStatusParams.model_validate(task))
-                await ctx.session.send_notification(status, related_request_id=ctx.request_id)
+                notification = status_notification(STATUS_METHOD, task)
+                await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
 
-        while (answer := await until(methods, task_id, _SETTLED, tell)).status == "input_required":
+        while (answer := await until(methods, task_id, SETTLED_STATUSES, tell)).status == "input_required":
             await self._asked_on_request(ctx, methods, answer)
         if answer.status == "cancelled":
             raise MCPError(INTERNAL_ERROR, f"Task {task_id} was cancelled before the tool finished: it has no result.")
@@ -305,7 +304,7 @@ class HandshakeTasks:
             del self._rounds[round_.task_id]
 
     async def list(self, backend: Backend, cursor: str | None) -> dict[str, Any]:
-        """The caller's own 2025-11-25 tasks, a page at a time."""
+        """The caller's own 2025-11-25 tasks, a page at a time, each as its visibility row shows it."""
         scope = backend.caller_scope()
         if scope.tag == ANONYMOUS_SCOPE_TAG:
             raise MCPError(
@@ -313,7 +312,7 @@ class HandshakeTasks:
                 "tasks/list is served only to identified callers (a server with auth): anonymous callers would "
                 "see each other's tasks. Read a task by its id with tasks/get.",
             )
-        prefixes = [workflow_id(tag, HANDSHAKE_TASK_ID_PREFIX) for tag in scope.lookup_tags]
+        prefixes = [workflow_id(tag, TASK_ID_PREFIX_2025_11_25) for tag in scope.lookup_tags]
         query = " OR ".join(f"WorkflowId STARTS_WITH '{prefix}'" for prefix in prefixes)
         token = backend.page_token(scope, cursor)
         page = backend.client.list_workflows(query, page_size=LIST_PAGE_SIZE, next_page_token=token)
@@ -323,19 +322,16 @@ class HandshakeTasks:
             if exc.status == RPCStatusCode.INVALID_ARGUMENT:
                 raise MCPError(INVALID_PARAMS, "Invalid cursor for tasks/list: pass a nextCursor it answered.") from None
             raise
-        tasks = []
-        for execution in page.current_page or ():
-            with suppress(MCPError):  # expired meanwhile
-                task_id = execution.id.rsplit("/", 1)[-1]
-                tasks.append(task_of(await self._methods(task_id).answer_now(task_id)))
-        listed: dict[str, Any] = {"tasks": tasks}
+        methods, rows = self._methods_of(), page.current_page or ()
+        answers = [await methods.listed(execution) for execution in rows] if methods is not None else []
+        listed: dict[str, Any] = {"tasks": [task_of(answer) for answer in answers if answer is not None]}
         if page.next_page_token:
             listed["nextCursor"] = backend.issue_cursor(scope, page.next_page_token)
         return listed
 
     def _methods(self, task_id: str) -> TaskReadsAndWrites:
         methods = self._methods_of()
-        if methods is None or not is_handshake_task(task_id):  # no task tools, or a 2026-07-28 task
+        if methods is None or not is_2025_11_25_task(task_id):  # no task tools, or a 2026-07-28 task
             raise task_not_found(task_id)
         return methods
 
