@@ -30,7 +30,7 @@ from fastmcp_temporal.devserver import DevServer
 from helpers.servers import server_with
 from helpers.temporal import task_handle
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.alone]
 
 LEGS = 20
 SLICE = 0.03  # seconds of CPU between two awaits: no single step holds the loop for long
