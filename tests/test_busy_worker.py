@@ -80,6 +80,7 @@ async def run_all(client: Client, legs: int) -> dict[str, str]:
     return statuses
 
 
+@pytest.mark.alone
 async def test_a_saturated_worker_completes_every_leg_once(
     make_extension, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -108,6 +109,7 @@ async def test_a_saturated_worker_completes_every_leg_once(
     assert not [r.getMessage() for r in caplog.records if "blocked the event loop" in r.getMessage()]
 
 
+@pytest.mark.alone
 async def test_a_worker_that_takes_more_legs_than_its_loop_keeps_up_with_says_it_is_starved(
     make_extension, temporal_server: DevServer, task_queue: str, caplog: pytest.LogCaptureFixture
 ) -> None:

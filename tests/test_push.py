@@ -42,7 +42,7 @@ from mcp_types import (
 from pydantic import ConfigDict
 
 from fastmcp_temporal import TemporalTasksExtension
-from helpers.npm import npm_installed
+from helpers.npm import npm_installed, placed
 from helpers.servers import NoTasksClient, gated_tool, http_client, server_with, serving_http, verifier
 from helpers.waits import DEADLINE, eventually
 from helpers.wire import accept, ask, tasks_update
@@ -240,10 +240,8 @@ def typescript_listener(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     node = shutil.which("node")
     if node is None:
         pytest.skip("the TypeScript client test needs node on PATH")
-    folder = npm_installed(tmp_path_factory.mktemp("typescript-listener"), TYPESCRIPT_PACKAGES, module=True)
-    script = folder / LISTENER.name
-    shutil.copy(LISTENER, script)
-    return [node, str(script)]
+    folder = npm_installed(tmp_path_factory, "typescript-listener", TYPESCRIPT_PACKAGES, module=True)
+    return [node, str(placed(folder, LISTENER))]
 
 
 async def test_the_typescript_clients_listen_gets_statuses_the_official_tasks_schema_reads(
