@@ -26,6 +26,7 @@ import anyio
 import pytest
 from fastmcp import Client, Context, FastMCP
 from fastmcp.client.transports import StreamableHttpTransport
+from fastmcp.exceptions import ToolError
 from fastmcp.utilities.tasks import TaskConfig
 from fastmcp_tasks.client import call_tool_task
 from mcp.shared.exceptions import MCPError
@@ -76,14 +77,19 @@ async def plain() -> str:
     return "plain"
 
 
+async def answers_an_error() -> str:
+    raise ToolError("upstream returned 503, try again")
+
+
 def served(extension: TemporalTasksExtension, **options: Any) -> tuple[FastMCP, anyio.Event]:
     """A server with the tools these tests call; the event releases `gated`."""
     started, release = anyio.Event(), anyio.Event()
     server = FastMCP("tasks-2025-11-25", **options)
     server.add_extension(extension)
-    for tool in (interview, refuses, gated_tool(started, release)):
+    for tool in (interview, refuses, answers_an_error, gated_tool(started, release)):
         server.tool(tool, task=True)
     server.tool(plain)
+    server.tool(plain, name="plain_task", task=True)
     server.tool(interview, name="only_as_task", task=TaskConfig(mode="required"))
     return server, release
 
@@ -326,6 +332,30 @@ async def test_a_list_answers_from_its_visibility_rows_and_a_cancel_reads_the_ta
     assert listing == [LIST_ROWS]
     assert cancelled["status"] == "cancelled"
     assert calls.made[: calls.made.index(CANCEL) + 1] == [DESCRIBE, CANCEL]
+
+
+async def test_a_list_shows_an_error_result_failed_and_a_result_completed_as_tasks_get_does(
+    make_extension: Any, temporal_server: DevServer, task_queue: str
+) -> None:
+    """A completed workflow's row cannot say whether its result is an error: a server that has read none of
+    the tasks lists an error result `failed` and a result `completed`, as `tasks/get` answers them."""
+    caller = verifier({"token-results": {"client_id": f"results-{task_queue}"}})  # a caller with no other tasks
+    creating, _ = served(make_extension(), auth=caller)
+    client = await TemporalClient.connect(temporal_server.address)
+    reading, _ = served(TemporalTasksExtension(client=client, task_queue=task_queue, worker=False), auth=caller)
+    async with serving_http(creating) as creating_url, serving_http(reading) as reading_url:
+        async with tasks_session(creating_url, token="token-results") as creator:
+            ended = {await create(creator, tool): tool for tool in ("answers_an_error", "plain_task")}
+            got = {(await until_ended(creator, task_id))["status"]: ended[task_id] for task_id in ended}
+        async with tasks_session(reading_url, token="token-results") as reader:
+            with anyio.fail_after(DEADLINE):
+                while True:  # visibility lists a task, and its close, shortly after
+                    page = await reader.request("tasks/list", {})
+                    listed = {ended[task["taskId"]]: task["status"] for task in page["tasks"]}
+                    if set(listed.values()) <= {"failed", "completed"} and len(listed) == len(ended):
+                        break
+    assert got == {"failed": "answers_an_error", "completed": "plain_task"}
+    assert listed == {"answers_an_error": "failed", "plain_task": "completed"}
 
 
 async def test_a_question_the_client_cannot_answer_is_refused_and_the_task_keeps_waiting(

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from functools import partial
 from typing import Any
 
 import mcp_types
+from mcp.shared.exceptions import MCPError
 from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure
 from temporalio.client import (
     WorkflowExecution,
@@ -205,13 +207,18 @@ class TaskMethods:
         )
 
     async def listed(self, execution: WorkflowExecution) -> GetTaskResult | None:
-        """The task a visibility row of the caller's shows, answered from the row alone: as this server
-        remembers its close, else as its execution, memo and published status tell it (`listed_status`), which
-        hold neither a running task's progress message nor an ended one's result. None once expired."""
+        """The task a visibility row of the caller's shows: as this server remembers its close; a completed one
+        as its result says (read once, then remembered: an error result reads `failed`); else from the row alone,
+        as its execution, memo and published status tell it (`listed_status`), without a running task's progress
+        message. None once expired."""
         await self._clock.read_once(self._backend.client)
         task_id = execution.id.rsplit("/", 1)[-1]
         if (closed := self._known.closed.cached(execution.id)) is not None:
             return _closed_answer(task_id, closed)
+        if execution.status == Status.COMPLETED:  # whether its result is an error, only the result says
+            with suppress(MCPError):  # expired meanwhile
+                return await self.answer_now(task_id)
+            return None
         memo = TaskMemo.parse(await execution.memo())
         asking = set(memo.open_requests()) - self._answered.get(task_id, set())
         status = listed_status(execution, awaiting_input=bool(asking))
