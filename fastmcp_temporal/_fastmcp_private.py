@@ -270,7 +270,7 @@ TOOL_TIMEOUT_TEXT = ("Tool '", "' execution timed out after ", "s")
 
 
 def is_tool_timeout(tool: Tool, exc: MCPError) -> bool:
-    """Whether `exc` is FastMCP's report of the tool's own `timeout=`: an MCPError told apart
+    """Whether `exc` is FastMCP's report of the tool's own `timeout=`: an MCPError distinguished
     from others only by its message."""
     timeout = getattr(tool, "timeout", None)
     if timeout is None:

@@ -3,8 +3,8 @@
 A `Reliance` names a FastMCP / fastmcp-tasks / Docket / mcp object by `module:attribute`, finds
 it without running it, and applies a further check when presence is not enough: that its code
 still says a message's fixed pieces (`says`) or reads a name (`reads`), that it still takes some
-parameters (`parameters`), or a live probe of FastMCP's behaviour run apart from the caller's
-event loop, logs and spans (`run_apart`). Nothing here names a private upstream symbol: the
+parameters (`parameters`), or a live probe of FastMCP's behaviour run isolated from the caller's
+event loop, logs and spans (`run_isolated`). Nothing here names a private upstream symbol: the
 check that does is `_upstream_check.py`.
 """
 
@@ -125,7 +125,7 @@ def is_context_var(found: Any) -> str | None:
 _checking: ContextVar[bool] = ContextVar("fastmcp_temporal_upstream_check", default=False)
 
 
-def run_apart(check: Callable[[], Coroutine[Any, Any, str | None]]) -> str | None:
+def run_isolated(check: Callable[[], Coroutine[Any, Any, str | None]]) -> str | None:
     """Run `check` on an event loop of its own, whether or not the caller's thread runs one, with
     FastMCP's spans suppressed and what its server module logs during the check dropped."""
     from fastmcp import FastMCP

@@ -40,7 +40,7 @@ from fastmcp_temporal._fastmcp_private import (
     set_pending_input,
     tool_error_text,
 )
-from fastmcp_temporal._reliance import Reliance, is_context_var, parameters, reads, run_apart, says
+from fastmcp_temporal._reliance import Reliance, is_context_var, parameters, reads, run_isolated, says
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -176,7 +176,7 @@ def _check_server(*, masked: bool) -> FastMCP:
 
 def _inline_calls_answer_as_ours(_: Any) -> str | None:
     """A tool that raises answers FastMCP's inline call with the text `inline_error_text` writes."""
-    return run_apart(_inline_error_differences)
+    return run_isolated(_inline_error_differences)
 
 
 async def _inline_error_differences() -> str | None:
@@ -193,7 +193,7 @@ async def _inline_error_differences() -> str | None:
 
 
 def _tool_failures() -> dict[str, BaseException]:
-    """What a tool raises that FastMCP's inline call words apart, by the name of a tool raising it."""
+    """What a tool raises that FastMCP's inline call words differently, by the name of a tool raising it."""
     import httpx2
 
     request = httpx2.Request("GET", "https://upstream.invalid")
@@ -225,7 +225,7 @@ async def _inline_answer(server: FastMCP, tool_name: str) -> str:
 
 def _tasks_answer_as_ours(error_result: Callable[[str, Exception], Any]) -> str | None:
     """A reference task whose tool raised answers with the text `tool_error_text` writes."""
-    return run_apart(partial(_task_error_differences, error_result))
+    return run_isolated(partial(_task_error_differences, error_result))
 
 
 async def _task_error_differences(error_result: Callable[[str, Exception], Any]) -> str | None:

@@ -15,10 +15,10 @@ shared top-level modules import no role. Some concerns have one home:
 - a task's memo is written at creation from its facts (`server/_facts.py`) alone;
 - a call's tool policy and component are looked up by its plan (`server/_plan.py`) alone, once.
 - the groups of task statuses (ended, running, waiting on the caller) are named in `server/_status.py` alone;
-- the 2025-11-25 tasks (`server/_tasks_2025_11_25.py`, `server/_asks_2025_11_25.py`) stand apart from
+- the 2025-11-25 tasks (`server/_tasks_2025_11_25.py`, `server/_asks_2025_11_25.py`) stand separate from
   the push of statuses (`server/_push.py`): what both need is in `server/_task_reads.py` and
   `server/_wire.py`.
-The tests keep their own rooms apart too: what test modules share is in `tests/helpers/`,
+The tests keep their own rooms separate too: what test modules share is in `tests/helpers/`,
 never in another test module, and `tests/` and `bench/` never put each other on `sys.path`.
 """
 

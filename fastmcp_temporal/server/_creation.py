@@ -139,12 +139,12 @@ class Relayed(Protocol):
 def _task_input(
     backend: Backend, facts: TaskFacts, component: Tool, context: Context, relay: Relayed | None
 ) -> TaskInput:
-    """The workflow's first input: the call as a leg runs it (its arguments apart), and the task's facts."""
+    """The workflow's first input: the call as a leg runs it (its arguments as the workflow's second input), and the task's facts."""
     snapshot = TaskContextSnapshot.capture(owning_tool_name=facts.tool, owning_tool_version=facts.version)
     call = ToolCall(
         task_id=facts.task_id,
         component_key=component.key,
-        arguments={},  # apart: the workflow's second input
+        arguments={},  # they travel as the workflow's second input
         snapshot=snapshot_codec().encode(snapshot.to_json()),
         client_extensions=_client_extensions(context),
         synchronous=facts.kind == "call",
@@ -172,7 +172,7 @@ def _task_input(
 async def _converted_call(
     backend: Backend, task: TaskInput, arguments: dict[str, Any]
 ) -> tuple[list[RawValue], int]:
-    """The workflow's inputs, the task and its arguments apart (which the workflow passes to
+    """The workflow's inputs, the task and, as a second input, its arguments (which the workflow passes to
     each leg undecoded), each converted once, and their encoded size; refused as a bad call
     is when they cannot be kept.
 

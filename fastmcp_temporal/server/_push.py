@@ -5,7 +5,7 @@ stream naming task ids (`notifications.taskIds`, the tasks extension's filter ke
 The stream is acknowledged with the ids that name a task of the caller's own scope (a
 missing, expired or foreign id is left out, as `tasks/get` finds none of them), then
 carries each such task's status as `notifications/tasks` (the wire of a `tasks/get`
-answer): at once, then whenever a client could tell it apart from the last one sent, until
+answer): at once, then whenever a client could distinguish it from the last one sent, until
 the task is terminal. The stream ends (its result) once every task it follows is.
 
 A listened task is followed for every event of its history at once (not for its close
@@ -194,7 +194,7 @@ class _Stream:
         return max(answer.poll_interval_ms / 1000, self._recheck)
 
     async def _push(self, answers: dict[str, GetTaskResult | None]) -> list[str]:
-        """Send each answer a client could tell apart from the last one sent; the tasks still live."""
+        """Send each answer a client could distinguish from the last one sent; the tasks still live."""
         live = []
         for task_id, answer in answers.items():
             if answer is None:

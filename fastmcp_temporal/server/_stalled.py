@@ -1,6 +1,6 @@
 """Tasks no worker runs: what the servers do for them that no worker can.
 
-A task no worker moves (`connection/_stall.py` tells them apart) stays RUNNING in
+A task no worker moves (`connection/_stall.py` distinguishes them) stays RUNNING in
 Temporal for good: its answers are never applied, its cancel never runs, and its TTL
 timer fires with no worker to end it.
 
@@ -10,7 +10,7 @@ workflow (`CANCELLED_REASON`), and a read past its TTL timer terminates it
 within `STALL_GRACE`: one whose workflow task has failed before (every attempt may fail,
 so the cancel may never be processed) or waits past the grace is ended at once, and one
 whose workflow task still waits for a worker when the grace is over is ended then. Reads
-and `tasks show` tell these terminations apart from an operator's by their reason. A
+and `tasks show` distinguish these terminations from an operator's by their reason. A
 healthy task never pays for this: only a stalled one has its history read, once per
 workflow task it waits on and once more when its TTL timer fires.
 

@@ -180,7 +180,7 @@ class TemporalRequests:
     """Counts, by operation, the requests of the clients connected through it.
 
     A client connected through `connect` reports every call it makes (each long poll too)
-    to its own metric buffer, so a test counts what one server asked of Temporal, apart
+    to its own metric buffer, so a test counts what one server asked of Temporal, separately
     from the worker and the test's own client.
     """
 
