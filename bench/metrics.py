@@ -74,6 +74,11 @@ def percentiles(samples: list[float], digits: int = 2) -> dict[str, float]:
     }
 
 
+def percentiles_ms(seconds: list[float], digits: int = 2) -> dict[str, float]:
+    """`percentiles` in milliseconds of a sample taken in seconds."""
+    return percentiles([s * 1000 for s in seconds], digits)
+
+
 async def timed_ms(rounds: int, action: Callable[[], Awaitable[object]]) -> list[float]:
     """Milliseconds each of `rounds` sequential runs of `action` took."""
     samples = []

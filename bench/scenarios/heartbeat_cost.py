@@ -47,7 +47,7 @@ from temporalio.service import WorkflowService
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from bench.harness import dev_server_with_metrics, wait_ready
-from bench.metrics import namespace_counts, percentiles, scrape
+from bench.metrics import namespace_counts, percentiles_ms, scrape
 from fastmcp_temporal import TemporalTasksExtension
 
 QUESTION = (
@@ -227,10 +227,6 @@ async def price(address: str, metrics_url: str, seconds: float, polls: CloseLong
     return shapes
 
 
-def summary(latencies: list[float]) -> dict[str, float]:
-    return percentiles([latency * 1000 for latency in latencies], digits=0)
-
-
 async def cancel_latency(
     client: Client, temporal: TemporalClient, rounds: int, events: dict[str, float]
 ) -> dict:
@@ -257,8 +253,8 @@ async def cancel_latency(
         for n, age in enumerate(ages):
             group.start_soon(one, age, list(latencies)[n % 2])
     every = [latency for rows in latencies.values() for _, latency in rows]
-    figures = {"rounds": rounds, "ages_s": [round(a, 1) for a in ages], "all": summary(every)}
-    figures |= {road: summary([latency for _, latency in rows]) for road, rows in latencies.items()}
+    figures = {"rounds": rounds, "ages_s": [round(a, 1) for a in ages], "all": percentiles_ms(every, 0)}
+    figures |= {road: percentiles_ms([latency for _, latency in rows], 0) for road, rows in latencies.items()}
     figures["by_age_ms"] = sorted(
         (round(age, 1), round(latency * 1000)) for rows in latencies.values() for age, latency in rows
     )

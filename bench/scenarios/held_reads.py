@@ -25,8 +25,8 @@ from typing import Any
 
 from fastmcp import Client, FastMCP
 from fastmcp_tasks.client import call_tool_task
-from fastmcp_tasks.client_models import ClientGetTaskResult, GetTaskRequest, GetTaskRequestParams
 
+from bench.drivers import tasks_get
 from bench.harness import dev_server
 from bench.metrics import percentiles
 from fastmcp_temporal import TemporalTasksExtension
@@ -44,8 +44,7 @@ TERMINAL = ("completed", "failed", "cancelled")
 async def _fixed_interval_client(client: Client, task_id: str) -> None:
     """Read until the task ends, waiting exactly the advertised `pollIntervalMs` between reads."""
     while True:
-        request = GetTaskRequest(params=GetTaskRequestParams(task_id=task_id))
-        read = await client.session.send_request(request, ClientGetTaskResult)
+        read = await tasks_get(client, task_id)
         if read.status in TERMINAL:
             return
         await asyncio.sleep((read.poll_interval_ms or 0) / 1000)

@@ -30,11 +30,11 @@ from typing import Any
 
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
-from fastmcp_tasks.client_models import UpdateTaskRequest, UpdateTaskRequestParams
-from mcp_types import ElicitRequest, InputRequiredResult, Result
+from mcp_types import ElicitRequest, InputRequiredResult
 
+from bench.drivers import tasks_update
 from bench.harness import dev_server
-from bench.metrics import percentiles
+from bench.metrics import percentiles, percentiles_ms
 from fastmcp_temporal import TemporalTasksExtension
 
 QUESTION = (
@@ -102,14 +102,9 @@ async def _measure(address: str, rounds_of_input: int) -> dict[str, list[float]]
                 await asyncio.sleep(POLL)
             (key,) = keys
             answered.add(key)
-            update = UpdateTaskRequest(
-                params=UpdateTaskRequestParams(
-                    task_id=task.task_id,
-                    input_responses={key: {"action": "accept", "content": {"value": "y"}}},
-                )
-            )
+            answer = {key: {"action": "accept", "content": {"value": "y"}}}
             sent = time.perf_counter()
-            await client.session.send_request(update, Result)
+            await tasks_update(client, task.task_id, answer)
             acked = time.perf_counter()
             while (await task.status()).status != "working":
                 await asyncio.sleep(POLL)
@@ -164,6 +159,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         rounds = await _measure(temporal.address, args.rounds)
         end_to_end = await _end_to_end(temporal.address, args.samples)
     return {
-        "rounds_ms": {name: percentiles([s * 1000 for s in samples]) for name, samples in rounds.items()},
+        "rounds_ms": {name: percentiles_ms(samples) for name, samples in rounds.items()},
         "end_to_end_s": {name: percentiles(samples, digits=3) for name, samples in end_to_end.items()},
     }

@@ -105,16 +105,7 @@ import httpx2
 from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp_tasks.client import call_tool_task
-from fastmcp_tasks.client_models import (
-    CancelTaskRequest,
-    CancelTaskRequestParams,
-    ClientGetTaskResult,
-    GetTaskRequest,
-    GetTaskRequestParams,
-    UpdateTaskRequest,
-    UpdateTaskRequestParams,
-)
-from mcp_types import Result
+from fastmcp_tasks.client_models import ClientGetTaskResult
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client as TemporalClient
 
@@ -128,6 +119,7 @@ from bench.deploy import (
     terminate,
     worker_command,
 )
+from bench.drivers import accept_every_ask, bounded_all, tasks_cancel, tasks_get, tasks_update
 from bench.harness import Temporal, dev_server
 from bench.marks import Marks
 from bench.metrics import (
@@ -135,6 +127,7 @@ from bench.metrics import (
     dev_server_counts,
     per_task_per_30s_by_kind,
     percentiles,
+    percentiles_ms,
     process_tree,
     rss_mb,
     temporal_calls,
@@ -330,20 +323,15 @@ class Readers:
 
     async def get(self, task_id: str) -> ClientGetTaskResult:
         """A raw `tasks/get` of `task_id` through the next client."""
-        request = GetTaskRequest(params=GetTaskRequestParams(task_id=task_id))
-        return await self.client().session.send_request(request, ClientGetTaskResult)
+        return await tasks_get(self.client(), task_id)
 
     async def cancel(self, task_id: str) -> None:
         """`tasks/cancel` of `task_id` through the next client."""
-        request = CancelTaskRequest(params=CancelTaskRequestParams(task_id=task_id))
-        await self.client().session.send_request(request, Result)
+        await tasks_cancel(self.client(), task_id)
 
     async def answer(self, status: ClientGetTaskResult) -> None:
-        """Accept every question the read `status` shows (the server names them: not the tool's own keys)."""
-        accept = {"action": "accept", "content": {}}
-        responses = {key: accept for key in status.input_requests or {}}
-        params = UpdateTaskRequestParams(task_id=status.task_id, input_responses=responses)
-        await self.client().session.send_request(UpdateTaskRequest(params=params), Result)
+        """Accept every question the read `status` shows, through the next client."""
+        await tasks_update(self.client(), status.task_id, accept_every_ask(status))
 
 
 def _pooled(connections: int) -> Callable[..., httpx2.AsyncClient]:
@@ -424,15 +412,12 @@ async def _stopped(stop: asyncio.Event, seconds: float) -> bool:
     return stop.is_set()
 
 
-async def _bounded_all(work: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
-    """Run every piece of `work`, `CONCURRENCY` at once; exceptions come back as results."""
-    limit = asyncio.Semaphore(CONCURRENCY)
-
-    async def one(piece: Callable[[], Awaitable[Any]]) -> Any:
-        async with limit:
-            return await piece()
-
-    return await asyncio.gather(*(one(piece) for piece in work), return_exceptions=True)
+async def _all_succeed(work: list[Callable[[], Awaitable[Any]]], what: str) -> list[Any]:
+    """Run every piece of `work`, `CONCURRENCY` at once; raise if any failed (`what` names them)."""
+    results = await bounded_all(work, CONCURRENCY)
+    if failures := [r for r in results if isinstance(r, Exception)]:
+        raise RuntimeError(f"{len(failures)} {what} failed; the first: {failures[0]!r}")
+    return results
 
 
 async def submit(readers: Readers, marks: Marks, tasks: list[Task]) -> None:
@@ -448,11 +433,7 @@ async def submit(readers: Readers, marks: Marks, tasks: list[Task]) -> None:
                     raise
                 await asyncio.sleep(1 + attempt)
 
-    failures = [
-        r for r in await _bounded_all([lambda t=t: one(t) for t in tasks]) if isinstance(r, Exception)
-    ]
-    if failures:
-        raise RuntimeError(f"{len(failures)} submits failed; the first: {failures[0]!r}")
+    await _all_succeed([lambda t=t: one(t) for t in tasks], "submits")
     await settle(readers, tasks, _deadline(len(tasks)))
     legs = [t for t in tasks if t.tool == "scale_leg"]
     await _legs_running_since(marks, legs, 0.0)  # working before the leg starts, too
@@ -464,7 +445,7 @@ async def settle(readers: Readers, tasks: list[Task], deadline: float) -> None:
     while pending:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{len(pending)} tasks never settled; the first: {pending[0]}")
-        reads = await _bounded_all([lambda t=t: readers.get(t.task_id) for t in pending])
+        reads = await bounded_all([lambda t=t: readers.get(t.task_id) for t in pending], CONCURRENCY)
         pending = [t for t, r in zip(pending, reads) if getattr(r, "status", None) != t.settled]
         if pending:
             await asyncio.sleep(1)
@@ -512,13 +493,15 @@ async def window(
     return {
         "elapsed_s": round(elapsed, 1),
         "tasks_get_per_s": round(len(latencies) / elapsed, 1),
-        "tasks_get_ms": _percentiles(latencies),
-        "read_late_ms": _percentiles(polling.lags),  # after its advertised interval: the clients' own backlog
+        "tasks_get_ms": percentiles_ms(latencies, 1),
+        "read_late_ms": percentiles_ms(
+            polling.lags, 1
+        ),  # after its advertised interval: the clients' own backlog
         # The same reads as the API servers timed them (holds included): what tasks_get_ms adds
         # beyond these is the bench's side and the wire; and how late the servers' loops woke.
-        "tasks_get_ms_at_servers": _percentiles([s for r in served.values() for s in r["tasks_get_s"]]),
-        "mcp_post_ms_at_servers": _percentiles([s for r in served.values() for s in r["mcp_post_s"]]),
-        "api_loop_lag_ms": {role: _percentiles(r["loop_lag_s"]) for role, r in served.items()},
+        "tasks_get_ms_at_servers": percentiles_ms([s for r in served.values() for s in r["tasks_get_s"]], 1),
+        "mcp_post_ms_at_servers": percentiles_ms([s for r in served.values() for s in r["mcp_post_s"]], 1),
+        "api_loop_lag_ms": {role: percentiles_ms(r["loop_lag_s"], 1) for role, r in served.items()},
         "read_errors": polling.errors,
         "first_read_error": polling.first_error,
         **_request_rates(calls, elapsed, len(tasks)),
@@ -558,9 +541,7 @@ async def change(marks: Marks, readers: Readers, probes: list[Task]) -> None:
         await readers.cancel(probe.task_id)
         marks.mark(probe.key, "cancel-acknowledged")
 
-    outcomes = await _bounded_all([lambda p=p: cancel(p) for p in probes if p.then == "cancel"])
-    if failures := [o for o in outcomes if isinstance(o, Exception)]:
-        raise RuntimeError(f"{len(failures)} cancels failed; the first: {failures[0]!r}")
+    await _all_succeed([lambda p=p: cancel(p) for p in probes if p.then == "cancel"], "cancels")
 
 
 @dataclass
@@ -700,11 +681,6 @@ def _request_rates(calls: dict[str, Counter[str]], elapsed: float, tasks: int) -
     }
 
 
-def _percentiles(seconds: list[float]) -> dict[str, float]:
-    """Milliseconds."""
-    return percentiles([s * 1000 for s in seconds], digits=1)
-
-
 def _reach(marks: Marks, probes: list[Task]) -> dict[str, Any]:
     """Freshness: from a probe's change to the first poll that showed it, in seconds, by change."""
     reach: dict[str, list[float]] = {then: [] for then in PROBES}
@@ -766,9 +742,9 @@ async def finish(fleet: Fleet, readers: Readers, tasks: list[Task], killed: set[
     asking = [t for t in tasks if t.asks]
     deadline = _deadline(len(tasks))
     while asking:  # an asking leg asks once its release is seen
-        reads = await _bounded_all([lambda t=t: readers.get(t.task_id) for t in asking])
+        reads = await bounded_all([lambda t=t: readers.get(t.task_id) for t in asking], CONCURRENCY)
         ready = [(t, r) for t, r in zip(asking, reads) if getattr(r, "status", None) == "input_required"]
-        answers = await _bounded_all([lambda r=r: readers.answer(r) for _, r in ready])
+        answers = await bounded_all([lambda r=r: readers.answer(r) for _, r in ready], CONCURRENCY)
         answered = {t.key for (t, _), a in zip(ready, answers) if not isinstance(a, Exception)}
         closed = {t.key for t, r in zip(asking, reads) if getattr(r, "status", None) in TERMINAL}
         asking = [t for t in asking if t.key not in answered | closed]  # a closed one shows as a wrong result
@@ -794,7 +770,7 @@ async def _finals(readers: Readers, tasks: list[Task], deadline: float) -> list[
         if time.monotonic() > deadline:
             raise TimeoutError(f"{len(tasks) - len(finals)} tasks never closed")
         pending = [t for t in tasks if t.key not in finals]
-        reads = await _bounded_all([lambda t=t: readers.get(t.task_id) for t in pending])
+        reads = await bounded_all([lambda t=t: readers.get(t.task_id) for t in pending], CONCURRENCY)
         finals |= {t.key: r for t, r in zip(pending, reads) if getattr(r, "status", None) in TERMINAL}
         await asyncio.sleep(1)
     return [finals[t.key] for t in tasks]
@@ -930,7 +906,9 @@ async def parked_phase(
         "elapsed_s": round(grown.elapsed, 1),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "tasks_get_served_by_server": {role: len(r["tasks_get_s"]) for role, r in grown.served.items()},
-        "tasks_get_ms_at_servers": _percentiles([s for r in grown.served.values() for s in r["tasks_get_s"]]),
+        "tasks_get_ms_at_servers": percentiles_ms(
+            [s for r in grown.served.values() for s in r["tasks_get_s"]], 1
+        ),
         **_request_rates(grown.calls, grown.elapsed, len(kinds)),
         **_by_task_kind(grown.by_workflow, kinds, grown.elapsed, grown.calls),
         "cpu_cores_by_process": {role: round(c / grown.elapsed, 3) for role, c in grown.cpu.items()},
@@ -958,7 +936,7 @@ async def read_sample(
         await polling.drain()
     return {
         **measured,
-        "tasks_get_ms": _percentiles(latencies),
+        "tasks_get_ms": percentiles_ms(latencies, 1),
         "read_errors": polling.errors,
         "first_read_error": polling.first_error,
         "api_cpu_per_read": _cpu_per_read(unread, grown),
@@ -978,9 +956,7 @@ async def change_parked(readers: Readers, probes: list[Task]) -> None:
             await readers.answer(status)
         probe.released = True
 
-    outcomes = await _bounded_all([lambda p=p: one(p) for p in probes])
-    if failures := [o for o in outcomes if isinstance(o, Exception)]:
-        raise RuntimeError(f"{len(failures)} probes failed to change; the first: {failures[0]!r}")
+    await _all_succeed([lambda p=p: one(p) for p in probes], "probes' changes")
 
 
 def _asks(status: ClientGetTaskResult) -> str:
@@ -1060,11 +1036,7 @@ async def ours_legs(fleet: Fleet, args: argparse.Namespace, server_metrics: str)
             arguments = {"key": task.key, "seconds": args.leg_seconds}
             task.task_id = (await call_tool_task(readers.client(), task.tool, arguments)).task_id
 
-        failures = [
-            r for r in await _bounded_all([lambda t=t: one(t) for t in legs]) if isinstance(r, Exception)
-        ]
-        if failures:
-            raise RuntimeError(f"{len(failures)} submits failed; the first: {failures[0]!r}")
+        await _all_succeed([lambda t=t: one(t) for t in legs], "submits")
         submitted = time.monotonic() - began
         polling = Polling(readers, sample)
         with polling:
@@ -1129,14 +1101,12 @@ async def bare_legs(
             run = [task.key, args.leg_seconds, args.heartbeat_timeout]
             return await client.start_workflow("BareSleep", args=run, id=f"bare/{task.key}", task_queue=queue)
 
-        handles = await _bounded_all([lambda t=t: start(t) for t in legs])
-        if failures := [h for h in handles if isinstance(h, Exception)]:
-            raise RuntimeError(f"{len(failures)} bare starts failed; the first: {failures[0]!r}")
+        handles = await _all_succeed([lambda t=t: start(t) for t in legs], "bare starts")
         submitted = time.monotonic() - began
         pids = {role: [p.pid] for role, p in workers.items()} | {"dev server": process_tree(dev.pid)}
         marks = Marks(folder / "marks")
         window = await legs_window(marks, legs, args, pids, metrics, server_metrics)
-        results = await _bounded_all([lambda h=h: h.result() for h in handles])
+        results = await bounded_all([lambda h=h: h.result() for h in handles], CONCURRENCY)
     finally:
         for process in workers.values():
             await terminate(process)
@@ -1237,7 +1207,7 @@ async def attempts_in_temporal(address: str, task_queue: str) -> dict[str, int]:
                 retried += event.activity_task_started_event_attributes.attempt > 1
         return timed_out, retried
 
-    counts = await _bounded_all([lambda w=w: counted(w) for w in ids])
+    counts = await bounded_all([lambda w=w: counted(w) for w in ids], CONCURRENCY)
     return {
         "workflows_in_temporal": len(ids),
         "activity_attempts_timed_out": sum(c[0] for c in counts if isinstance(c, tuple)),

@@ -46,7 +46,7 @@ from bench.bench_server import add_trivial_tools
 from bench.drivers import bounded, costs
 from bench.harness import dev_server
 from bench.marks import Marks
-from bench.metrics import percentiles, process_tree
+from bench.metrics import percentiles_ms, process_tree
 from fastmcp_temporal import TemporalTasksExtension
 
 QUESTION = (
@@ -117,11 +117,11 @@ async def measure(calls: int) -> dict[str, Any]:
                 await client.call_tool("no_task", {"n": i})
                 floor.append(time.perf_counter() - t0)
     return {
-        "mcp_floor_ms": _ms(floor),
+        "mcp_floor_ms": percentiles_ms(floor),
         "left_out": {
             ", ".join(variant) or "nothing": {
-                "submit_ms": _ms(submits[variant]),
-                "start_workflow_ms": _ms(starts.times[variant]),
+                "submit_ms": percentiles_ms(submits[variant]),
+                "start_workflow_ms": percentiles_ms(starts.times[variant]),
             }
             for variant in VARIANTS
         },
@@ -197,7 +197,7 @@ async def measure_floors(calls: int) -> dict[str, Any]:
 
 
 def _floors_report(times: dict[str, list[float]]) -> dict[str, Any]:
-    latency = {name: percentiles([s * 1000 for s in values]) for name, values in times.items()}
+    latency = {name: percentiles_ms(values) for name, values in times.items()}
     p50 = {name: figures["p50"] for name, figures in latency.items()}
     submit = p50["submit (eager)"]
     return {
@@ -228,10 +228,6 @@ async def _cpu_per_task(pids: list[int], n: int, run: Callable[[int], Awaitable[
     async with costs([], {"measured": pids}, n) as out:
         await asyncio.gather(*(bounded(limit, run(i)) for i in range(n)))
     return out["cpu_ms_per_task"]["measured"]
-
-
-def _ms(seconds: list[float]) -> dict[str, float]:
-    return percentiles([s * 1000 for s in seconds])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
