@@ -193,17 +193,11 @@ class McpDriver:
         before = await _settled_rss(pids)
         limit = asyncio.Semaphore(50)
 
-        async def one() -> Any:
-            async with limit:
-                for attempt in range(5):  # an overloaded dev server refuses now and then
-                    try:
-                        return await self._submit("park", {})
-                    except Exception:
-                        if attempt == 4:
-                            raise
-                        await asyncio.sleep(1 + attempt)
-
-        pending = list(await asyncio.gather(*(one() for _ in range(n))))
+        pending = list(
+            await asyncio.gather(
+                *(bounded(limit, retried(lambda: self._submit("park", {}))) for _ in range(n))
+            )
+        )
         while pending:
             await asyncio.sleep(0.5)
             statuses = await asyncio.gather(
@@ -461,6 +455,17 @@ def _parked(description: Any) -> bool:
 async def bounded(limit: asyncio.Semaphore, awaitable: Any) -> Any:
     async with limit:
         return await awaitable
+
+
+async def retried(call: Callable[[], Awaitable[Any]], attempts: int = 5) -> Any:
+    """`call()`, made again 1, 2, ... s after it fails (an overloaded server refuses now and then)."""
+    for attempt in range(attempts):
+        try:
+            return await call()
+        except Exception:
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(1 + attempt)
 
 
 async def bounded_all(work: list[Callable[[], Awaitable[Any]]], at_once: int = 50) -> list[Any]:

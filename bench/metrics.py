@@ -218,6 +218,11 @@ def namespace_counts(text: str, namespace: str) -> dict[str, float]:
     }
 
 
+def per_second(counts: dict[str, float], seconds: float) -> dict[str, float]:
+    """Each nonzero count over `seconds`, by its key, in the keys' order."""
+    return {key: round(n / seconds, 2) for key, n in sorted(counts.items()) if n}
+
+
 def request_kind(operation: str) -> str:
     """What a Temporal request was for (`describe`, `history`, `list/visibility`, `signal`,
     `worker poll`, ...), from its operation's name."""

@@ -111,20 +111,18 @@ from temporalio.client import Client as TemporalClient
 
 from bench.deploy import (
     Backends,
-    endpoint,
     engine_env,
-    spawn,
     start_api_server,
     start_worker,
     terminate,
-    worker_command,
 )
-from bench.drivers import accept_every_ask, bounded_all, tasks_cancel, tasks_get, tasks_update
+from bench.drivers import accept_every_ask, bounded_all, retried, tasks_cancel, tasks_get, tasks_update
 from bench.harness import Temporal, dev_server
 from bench.marks import Marks
 from bench.metrics import (
     cpu_seconds,
     dev_server_counts,
+    per_second,
     per_task_per_30s_by_kind,
     percentiles,
     percentiles_ms,
@@ -424,14 +422,9 @@ async def submit(readers: Readers, marks: Marks, tasks: list[Task]) -> None:
     """Submit every task (an overloaded server refuses now and then: retried); return once each has settled."""
 
     async def one(task: Task) -> None:
-        for attempt in range(5):
-            try:
-                task.task_id = (await call_tool_task(readers.client(), task.tool, task.arguments)).task_id
-                return
-            except Exception:
-                if attempt == 4:
-                    raise
-                await asyncio.sleep(1 + attempt)
+        task.task_id = (
+            await retried(lambda: call_tool_task(readers.client(), task.tool, task.arguments))
+        ).task_id
 
     await _all_succeed([lambda t=t: one(t) for t in tasks], "submits")
     await settle(readers, tasks, _deadline(len(tasks)))
@@ -478,12 +471,12 @@ async def window(
     with polling:
         await asyncio.sleep(warmup)
         pids = fleet.pids() | {"bench": [os.getpid()]}  # the bench's own readers, too
-        before = await Counts.take(fleet, pids)
+        before = await Counts.take(pids, fleet.metrics, fleet.bench_urls)
         polling.latencies = []
         await asyncio.sleep(seconds / 2)
         await change(fleet.marks, readers, probes)
         await asyncio.sleep(before.at + seconds - time.monotonic())
-        grown = await before.grown(fleet)
+        grown = await before.grown()
         latencies, polling.latencies = polling.latencies, None
         elapsed, calls, served = grown.elapsed, grown.calls, grown.served
         cpu = {role: seconds_used / elapsed for role, seconds_used in grown.cpu.items()}
@@ -557,49 +550,50 @@ class Grown:
 
 @dataclass
 class Counts:
-    """What the fleet has counted up to one instant, to tell what it did from then on."""
+    """What a set of processes has counted up to one instant, to tell what they did from then on."""
 
     at: float
     pids: dict[str, list[int]]
-    calls: dict[str, dict[str, int]]
+    metrics: dict[str, str]  # each process's SDK metrics by role
+    bench_urls: dict[str, str]  # each API server's /bench endpoints (none: no reads or workflows counted)
+    calls: dict[str, Counter[str]]
     by_workflow: dict[str, Counter[str]]
     reads: dict[str, dict[str, Any]]
     cpu: dict[str, float]
 
     @classmethod
-    async def take(cls, fleet: Fleet, pids: dict[str, list[int]]) -> Counts:
+    async def take(
+        cls, pids: dict[str, list[int]], metrics: dict[str, str], bench_urls: dict[str, str]
+    ) -> Counts:
         """The counts now: Temporal requests by process and by workflow, reads served, CPU of `pids`."""
-        calls, by_workflow = await _calls_by_role(fleet), await _calls_by_workflow(fleet)
-        reads = await _read_times(fleet, {})
+        calls = {role: Counter(await temporal_calls([endpoint])) for role, endpoint in metrics.items()}
+        by_workflow, reads = await _calls_by_workflow(bench_urls), await _read_times(bench_urls, {})
         cpu = {role: cpu_seconds(p) for role, p in pids.items()}
-        return cls(time.monotonic(), pids, calls, by_workflow, reads, cpu)
+        return cls(time.monotonic(), pids, metrics, bench_urls, calls, by_workflow, reads, cpu)
 
-    async def grown(self, fleet: Fleet) -> Grown:
+    async def grown(self) -> Grown:
         """What grew from these counts until now."""
         elapsed = time.monotonic() - self.at
         calls = {
-            role: Counter(ops) - Counter(self.calls[role])
-            for role, ops in (await _calls_by_role(fleet)).items()
+            role: Counter(await temporal_calls([at])) - self.calls[role] for role, at in self.metrics.items()
         }
-        served = await _read_times(fleet, self.reads)
+        served = await _read_times(self.bench_urls, self.reads)
         by_workflow = {
             workflow: ops - self.by_workflow.get(workflow, Counter())
-            for workflow, ops in (await _calls_by_workflow(fleet)).items()
+            for workflow, ops in (await _calls_by_workflow(self.bench_urls)).items()
         }
         cpu = {role: cpu_seconds(p) - self.cpu[role] for role, p in self.pids.items()}
         return Grown(elapsed, calls, by_workflow, served, cpu)
 
 
-async def _calls_by_role(fleet: Fleet) -> dict[str, dict[str, int]]:
-    return {role: await temporal_calls([endpoint]) for role, endpoint in fleet.metrics.items()}
-
-
-async def _read_times(fleet: Fleet, since: dict[str, dict[str, int]]) -> dict[str, dict[str, Any]]:
+async def _read_times(
+    bench_urls: dict[str, str], since: dict[str, dict[str, int]]
+) -> dict[str, dict[str, Any]]:
     """Each API server's `tasks/get` times (holds included) and event loop lags, in seconds, from the
     indices in `since` on (by role; none: from the start), with the indices reached."""
     times: dict[str, dict[str, Any]] = {}
     async with httpx2.AsyncClient(timeout=30) as http:
-        for role, url in fleet.bench_urls.items():
+        for role, url in bench_urls.items():
             start = since.get(role, {})
             query = {
                 key: start.get(n, 0)
@@ -609,11 +603,11 @@ async def _read_times(fleet: Fleet, since: dict[str, dict[str, int]]) -> dict[st
     return times
 
 
-async def _calls_by_workflow(fleet: Fleet) -> dict[str, Counter[str]]:
+async def _calls_by_workflow(bench_urls: dict[str, str]) -> dict[str, Counter[str]]:
     """The API servers' Temporal requests so far by the workflow each named ("" for none), then operation."""
     totals: dict[str, Counter[str]] = {}
     async with httpx2.AsyncClient(timeout=30) as http:
-        for url in fleet.bench_urls.values():
+        for url in bench_urls.values():
             for workflow, ops in (await http.get(f"{url}/temporal-by-workflow")).json().items():
                 totals.setdefault(workflow, Counter()).update(ops)
     return totals
@@ -665,9 +659,7 @@ def _by_task_kind(
 
 def _request_rates(calls: dict[str, Counter[str]], elapsed: float, tasks: int) -> dict[str, Any]:
     """Temporal requests per second by process and operation, and per task per 30 s."""
-    by_role = {
-        role: {op: round(n / elapsed, 2) for op, n in sorted(ops.items()) if n} for role, ops in calls.items()
-    }
+    by_role = {role: per_second(ops, elapsed) for role, ops in calls.items()}
     total = sum(sum(ops.values()) for ops in calls.values()) / elapsed
     reads = sum(sum(ops.values()) for role, ops in calls.items() if role.startswith("api")) / elapsed
     api_servers = sum((ops for role, ops in calls.items() if role.startswith("api")), Counter())
@@ -896,12 +888,12 @@ async def parked_phase(
 ) -> tuple[dict[str, Any], Grown]:
     """Measure `seconds` (calling `midway` halfway): the fleet's Temporal requests per parked task per
     30 s, by kind of request and by kind of task (`kinds`), the API servers' reads, CPU by process."""
-    before = await Counts.take(fleet, fleet.pids())
+    before = await Counts.take(fleet.pids(), fleet.metrics, fleet.bench_urls)
     await asyncio.sleep(seconds / 2)
     if midway is not None:
         await midway()
     await asyncio.sleep(before.at + seconds - time.monotonic())
-    grown = await before.grown(fleet)
+    grown = await before.grown()
     return {
         "elapsed_s": round(grown.elapsed, 1),
         "load_average": [round(x, 2) for x in os.getloadavg()],
@@ -1084,14 +1076,11 @@ async def bare_legs(
     env = engine_env("bare", Backends(dev.address, process_tree(dev.pid), None, []), folder, None)
     queue = env["FASTMCP_TEMPORAL_TASK_QUEUE"]
     workers: dict[str, asyncio.subprocess.Process] = {}
-    metrics: dict[str, str] = {}
-    command = [*(worker_command("bare", env) or []), "--sleepers"]
+    metrics: dict[str, Any] = {}  # each worker's SDK metrics (the bare engine always serves them)
     try:
-        for i in range(WORKERS):
-            metrics[f"worker-{i}"] = endpoint()
-            log = folder / f"worker-{i}.log"
-            workers[f"worker-{i}"] = await spawn(
-                command, env | {"FASTMCP_TEMPORAL_METRICS_ADDRESS": metrics[f"worker-{i}"]}, log
+        for role in (f"worker-{i}" for i in range(WORKERS)):
+            workers[role], metrics[role] = await start_worker(
+                "bare", env, folder / f"{role}.log", "--sleepers"
             )
         client = await TemporalClient.connect(dev.address)
         legs = build_sleepers(args.legs, "b")
@@ -1137,21 +1126,17 @@ async def legs_window(
     first_start = min(min(marks.runs()[(leg.key, "leg")]) for leg in legs)
     seconds = min(args.window, first_start + args.leg_seconds - LEGS_MARGIN_S - time.monotonic())
     before = await dev_server_counts(server_metrics)
-    before_sdk = {role: Counter(await temporal_calls([url])) for role, url in sdk_metrics.items()}
-    before_cpu = {role: cpu_seconds(p) for role, p in pids.items()}
-    began = time.monotonic()
+    counts = await Counts.take(pids, sdk_metrics, {})
     await asyncio.sleep(seconds / 2)
     middle = await dev_server_counts(server_metrics)
-    await asyncio.sleep(began + seconds - time.monotonic())
-    elapsed = time.monotonic() - began
+    await asyncio.sleep(counts.at + seconds - time.monotonic())
+    grown = await counts.grown()
+    elapsed = grown.elapsed
     after = await dev_server_counts(server_metrics)
-    sdk = {role: Counter(await temporal_calls([url])) - before_sdk[role] for role, url in sdk_metrics.items()}
-    cpu = {role: (cpu_seconds(p) - before_cpu[role]) / elapsed for role, p in pids.items()}
     running_at_end = _running(marks, legs)
 
     def rate(kind: str) -> dict[str, float]:
-        grown = Counter(after.get(kind, {})) - Counter(before.get(kind, {}))
-        return {key: round(n / elapsed, 2) for key, n in sorted(grown.items()) if n}
+        return per_second(Counter(after.get(kind, {})) - Counter(before.get(kind, {})), elapsed)
 
     requests = rate("requests")
     actions = rate("actions").get("all", 0.0)
@@ -1168,10 +1153,9 @@ async def legs_window(
         "frontend_long_requests_in_flight_mid_window": middle.get("pending", {}),
         "frontend_resource_exhausted": rate("resource_exhausted"),
         "sdk_requests_per_s_by_process": {
-            role: {op: round(n / elapsed, 2) for op, n in sorted(ops.items()) if n}
-            for role, ops in sdk.items()
+            role: per_second(ops, elapsed) for role, ops in grown.calls.items()
         },
-        "cpu_cores_by_process": {role: round(c, 3) for role, c in cpu.items()},
+        "cpu_cores_by_process": {role: round(c / elapsed, 3) for role, c in grown.cpu.items()},
         "rss_mb_by_process": await settled_rss(pids),
     }
 
