@@ -26,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
+from bench.bench_server import ask_ok
 from bench.harness import dev_server
 from bench.metrics import percentiles
 from fastmcp_temporal import TemporalTasksExtension
@@ -41,11 +42,7 @@ WAYS = ("ttl", "cancel", "terminate")
 
 async def asks(ctx: Context) -> str | mcp_types.InputRequiredResult:
     if ctx.input_responses is None:
-        schema = {"type": "object", "properties": {"value": {"type": "string"}}}
-        question = mcp_types.ElicitRequest(
-            params=mcp_types.ElicitRequestFormParams(message="name?", requested_schema=schema)
-        )
-        return mcp_types.InputRequiredResult(input_requests={"name": question})
+        return ask_ok("name?", {"value": {"type": "string"}})
     return "answered"
 
 

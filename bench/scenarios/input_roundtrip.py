@@ -30,8 +30,9 @@ from typing import Any
 
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
-from mcp_types import ElicitRequest, InputRequiredResult
+from mcp_types import InputRequiredResult
 
+from bench.bench_server import ask_ok
 from bench.drivers import tasks_update
 from bench.harness import dev_server
 from bench.metrics import percentiles, percentiles_ms
@@ -49,20 +50,7 @@ LEG_SECONDS = 0.3
 
 
 def _ask(n: int) -> InputRequiredResult:
-    return InputRequiredResult(
-        result_type="input_required",
-        input_requests={
-            "q": ElicitRequest(
-                method="elicitation/create",
-                params={
-                    "mode": "form",
-                    "message": f"round {n}?",
-                    "requestedSchema": {"type": "object", "properties": {"value": {"type": "string"}}},
-                },
-            )
-        },
-        request_state=str(n),
-    )
+    return ask_ok(f"round {n}?", {"value": {"type": "string"}}, request_state=str(n))
 
 
 def _server(address: str) -> FastMCP:

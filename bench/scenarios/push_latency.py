@@ -48,7 +48,6 @@ from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp_tasks.client import call_tool_task
 from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp_types import (
-    ElicitRequest,
     InputRequiredResult,
     NotificationParams,
     SubscriptionFilter,
@@ -62,6 +61,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client as TemporalClient
 from temporalio.service import WorkflowService
 
+from bench.bench_server import ask_ok
 from bench.drivers import tasks_get, tasks_update
 from bench.harness import dev_server, serving
 from bench.metrics import percentiles_ms
@@ -106,15 +106,7 @@ async def asks_then_sleeps(ctx: Context, key: str, delay: float) -> str | InputR
     """Asks at once; once answered, sleeps `delay` and returns."""
     if ctx.input_responses is None:
         returned[(key, "ask")] = time.time()
-        question = ElicitRequest(
-            method="elicitation/create",
-            params={
-                "mode": "form",
-                "message": "go?",
-                "requestedSchema": {"type": "object", "properties": {}},
-            },
-        )
-        return InputRequiredResult(result_type="input_required", input_requests={"go": question})
+        return ask_ok("go?")
     await anyio.sleep(delay)
     returned[(key, "close")] = time.time()
     return "done"
