@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-import uuid
 from typing import Any
 
 from fastmcp import Client, Context, FastMCP
@@ -34,9 +33,8 @@ from mcp_types import InputRequiredResult
 
 from bench.bench_server import ask_ok
 from bench.drivers import tasks_update
-from bench.harness import dev_server
+from bench.harness import dev_server, task_server
 from bench.metrics import percentiles, percentiles_ms
-from fastmcp_temporal import TemporalTasksExtension
 
 QUESTION = (
     "How fast does a parked task resume once its caller answers, and what does a round of input cost "
@@ -55,9 +53,7 @@ def _ask(n: int) -> InputRequiredResult:
 
 def _server(address: str) -> FastMCP:
     """A FastMCP server with the extension and its worker, on a task queue of its own."""
-    mcp = FastMCP("bench")
-    mcp.add_extension(TemporalTasksExtension(address=address, task_queue=f"bench-{uuid.uuid4().hex[:8]}"))
-    return mcp
+    return task_server(address=address)
 
 
 async def _measure(address: str, rounds_of_input: int) -> dict[str, list[float]]:

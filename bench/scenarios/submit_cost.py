@@ -44,10 +44,9 @@ from temporalio.client import Client as TemporalClient
 from bench.bare_engine import bare_worker, start
 from bench.bench_server import add_trivial_tools
 from bench.drivers import bounded, costs
-from bench.harness import dev_server
+from bench.harness import dev_server, task_server
 from bench.marks import Marks
 from bench.metrics import percentiles_ms, process_tree
-from fastmcp_temporal import TemporalTasksExtension
 
 QUESTION = (
     "Where does a submit's time go, part by part of the workflow start, beside its floors (a bare start, "
@@ -90,8 +89,7 @@ class _Starts:
 
 
 def _server(temporal: TemporalClient) -> FastMCP:
-    mcp = FastMCP("bench")
-    mcp.add_extension(TemporalTasksExtension(client=temporal, task_queue=f"bench-{uuid.uuid4().hex[:8]}"))
+    mcp = task_server(client=temporal)
     add_trivial_tools(mcp)
     return mcp
 
