@@ -481,7 +481,7 @@ async def window(
         elapsed, calls, served = grown.elapsed, grown.calls, grown.served
         cpu = {role: seconds_used / elapsed for role, seconds_used in grown.cpu.items()}
         rss = await settled_rss(pids)
-        await _seen(probes, time.monotonic() + PROBE_GRACE_S)
+        await _until(lambda: _all_shown(probes), PROBE_GRACE_S)
         await polling.drain()
     return {
         "elapsed_s": round(elapsed, 1),
@@ -505,10 +505,16 @@ async def window(
     }
 
 
-async def _seen(probes: list[Task], deadline: float) -> None:
-    """Return once a read has shown every probe's change, or at `deadline`."""
-    while any(_shown(p) is None for p in probes) and time.monotonic() < deadline:
-        await asyncio.sleep(0.5)
+async def _until(done: Callable[[], bool], seconds: float, every: float = 0.5) -> None:
+    """Return once `done()` holds, checked every `every` s, or `seconds` from now."""
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        await asyncio.sleep(every)
+
+
+def _all_shown(probes: list[Task]) -> bool:
+    """Whether a read has shown every probe's change."""
+    return all(_shown(p) is not None for p in probes)
 
 
 def _shown(probe: Task) -> float | None:
@@ -924,7 +930,7 @@ async def read_sample(
         polling.latencies = []
         measured, grown = await parked_phase(fleet, kinds, seconds, lambda: change_parked(readers, probes))
         latencies, polling.latencies = polling.latencies, None
-        await _seen(probes, time.monotonic() + PROBE_GRACE_S)
+        await _until(lambda: _all_shown(probes), PROBE_GRACE_S)
         await polling.drain()
     return {
         **measured,
@@ -1034,9 +1040,10 @@ async def ours_legs(fleet: Fleet, args: argparse.Namespace, server_metrics: str)
         with polling:
             pids = fleet.pids() | {"bench": [os.getpid()]}
             window = await legs_window(fleet.marks, legs, args, pids, fleet.metrics, server_metrics)
-            await _all_slept(fleet.marks, legs, time.monotonic() + args.leg_seconds + DEADLINE_S)
+            slept = {(leg.key, "slept") for leg in legs}  # every leg's body ended, as the marks tell
+            await _until(lambda: slept <= fleet.marks.runs().keys(), args.leg_seconds + DEADLINE_S, 1)
             finals = await _finals(readers, legs, time.monotonic() + DEADLINE_S)
-            await _sample_seen_closing(sample, time.monotonic() + PROBE_GRACE_S)
+            await _until(lambda: all("completed" in t.seen for t in sample), PROBE_GRACE_S)  # seen closing
             await polling.drain()
     finally:
         await readers.__aexit__(None, None, None)
@@ -1059,12 +1066,6 @@ async def ours_legs(fleet: Fleet, args: argparse.Namespace, server_metrics: str)
         "worker_log_gave_up": sum(log.count("Temporal gave up on the attempt") for log in logs),
         "worker_log_follow_failures": sum(log.count("could not follow its task") for log in logs),
     }
-
-
-async def _sample_seen_closing(sample: list[Task], deadline: float) -> None:
-    """Return once the sample's readers have each seen their task complete, or at `deadline`."""
-    while any("completed" not in t.seen for t in sample) and time.monotonic() < deadline:
-        await asyncio.sleep(0.5)
 
 
 async def bare_legs(
@@ -1158,15 +1159,6 @@ async def legs_window(
         "cpu_cores_by_process": {role: round(c / elapsed, 3) for role, c in grown.cpu.items()},
         "rss_mb_by_process": await settled_rss(pids),
     }
-
-
-async def _all_slept(marks: Marks, legs: list[Task], deadline: float) -> None:
-    """Return once every leg's body has ended (read from the marks, not from Temporal)."""
-    while True:
-        runs = marks.runs()
-        if all((leg.key, "slept") in runs for leg in legs) or time.monotonic() > deadline:
-            return
-        await asyncio.sleep(1)
 
 
 def _running(marks: Marks, legs: list[Task]) -> int:
