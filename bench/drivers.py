@@ -192,17 +192,11 @@ class McpDriver:
     async def park(self, n: int, pids: Pids) -> dict[str, Any]:
         before = await _settled_rss(pids)
         limit = asyncio.Semaphore(50)
-
-        pending = list(
-            await asyncio.gather(
-                *(bounded(limit, retried(lambda: self._submit("park", {}))) for _ in range(n))
-            )
-        )
+        parking = (bounded(limit, retried(lambda: self._submit("park", {}))) for _ in range(n))
+        pending = list(await asyncio.gather(*parking))
         while pending:
             await asyncio.sleep(0.5)
-            statuses = await asyncio.gather(
-                *(bounded(limit, t.status()) for t in pending), return_exceptions=True
-            )
+            statuses = await bounded_all([t.status for t in pending])
             # a task that failed instead of parking (an overloaded worker) is settled too
             pending = [t for t, s in zip(pending, statuses) if getattr(s, "status", "working") == "working"]
         return _parked_memory(n, before, await _settled_rss(pids))
@@ -368,9 +362,7 @@ class BareDriver:
         )
         while pending:
             await asyncio.sleep(0.5)
-            descriptions = await asyncio.gather(
-                *(bounded(limit, h.describe()) for h in pending), return_exceptions=True
-            )
+            descriptions = await bounded_all([h.describe for h in pending])
             pending = [h for h, d in zip(pending, descriptions) if isinstance(d, Exception) or not _parked(d)]
         return _parked_memory(n, before, await _settled_rss(pids))
 
