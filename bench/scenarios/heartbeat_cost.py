@@ -46,9 +46,8 @@ from temporalio.client import Client as TemporalClient
 from temporalio.service import WorkflowService
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from bench.harness import dev_server_with_metrics, wait_ready
+from bench.harness import dev_server_with_metrics, task_server, wait_ready
 from bench.metrics import namespace_counts, percentiles_ms, scrape
-from fastmcp_temporal import TemporalTasksExtension
 
 QUESTION = (
     "What does a long tool leg bill in Actions beside bare Temporal (the paired baseline), and how fast "
@@ -132,7 +131,8 @@ class BareLongLeg:
 
 def build_server(address: str, namespace: str, events: dict[str, float]) -> FastMCP:
     """A server whose `hold` tool logs when it starts (and its workflow) and when a cancel reaches it."""
-    extension = TemporalTasksExtension(
+    server = task_server(
+        "heartbeat-cost",
         address=address,
         namespace=namespace,
         task_queue="heartbeat-cost",
@@ -140,8 +140,6 @@ def build_server(address: str, namespace: str, events: dict[str, float]) -> Fast
         shutdown_grace=timedelta(0),
         ui=False,
     )
-    server = FastMCP("heartbeat-cost")
-    server.add_extension(extension)
 
     @server.tool(task=True)
     async def hold(key: str, seconds: float, report_every: float, ctx: Context) -> str:
