@@ -402,13 +402,17 @@ async def bare_client() -> Any:
     return _bare_client
 
 
-def ask_ok(message: str = "ok?") -> InputRequiredResult:
-    """A task tool's ask for one form elicitation with no fields, saying `message`."""
+def ask_ok(message: str = "ok?", fields: dict[str, Any] | None = None, **result: Any) -> InputRequiredResult:
+    """A task tool's ask for one form elicitation, `q`, saying `message`, with `fields` (none by default).
+
+    Args:
+        result: more of the result's fields (`request_state`).
+    """
+    schema = {"type": "object", "properties": fields or {}}
     request = ElicitRequest(
-        method="elicitation/create",
-        params={"mode": "form", "message": message, "requestedSchema": {"type": "object", "properties": {}}},
+        method="elicitation/create", params={"mode": "form", "message": message, "requestedSchema": schema}
     )
-    return InputRequiredResult(result_type="input_required", input_requests={"q": request})
+    return InputRequiredResult(result_type="input_required", input_requests={"q": request}, **result)
 
 
 def serve_http(port_file: Path) -> None:

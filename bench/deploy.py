@@ -262,7 +262,7 @@ async def start_api_server(
 
 
 async def start_worker(
-    kind: str, env: dict[str, str], log: Path
+    kind: str, env: dict[str, str], log: Path, *options: str
 ) -> tuple[asyncio.subprocess.Process, str | None]:
     """Start `kind`'s worker process (see `worker_command`; `kind` must have one).
 
@@ -270,6 +270,7 @@ async def start_worker(
         kind: the engine.
         env: the engine's environment (`engine_env`).
         log: where its output goes.
+        options: more arguments to its command (`bare_engine.py --sleepers`).
 
     Returns:
         The process and where it serves its Temporal calls' metrics (None for Docket's worker).
@@ -280,7 +281,7 @@ async def start_worker(
     metrics = endpoint() if kind != "tasks-redis" else None
     if metrics:
         worker_env["FASTMCP_TEMPORAL_METRICS_ADDRESS"] = metrics
-    return await spawn(command, worker_env, log), metrics
+    return await spawn([*command, *options], worker_env, log), metrics
 
 
 def worker_command(kind: str, env: dict[str, str]) -> list[str] | None:

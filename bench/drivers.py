@@ -24,13 +24,26 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastmcp_tasks.client import call_tool_task  # before any client exists: see McpDriver
+from fastmcp_tasks.client_models import (
+    CancelTaskRequest,
+    CancelTaskRequestParams,
+    ClientGetTaskResult,
+    GetTaskRequest,
+    GetTaskRequestParams,
+    UpdateTaskRequest,
+    UpdateTaskRequestParams,
+)
+from mcp_types import Result
 
 from bench.billing import billable_actions
 from bench.marks import Marks
 from bench.metrics import cpu_seconds, rss_mb, temporal_calls
+
+if TYPE_CHECKING:
+    from fastmcp import Client
 
 Pids = dict[str, list[int]]
 """Processes of one engine by role; a role may span several (a dev server and its watchdog)."""
@@ -51,7 +64,8 @@ class McpDriver:
         self.metrics: list[str] = setup["metrics"]
         self.marks = Marks(Path(setup["marks"]))
         self.temporal: Any = None
-        self.status_read_at: dict[int, float] = {}  # each running task's last status read (see `_STATUS_READ_APART`)
+        # Each running task's last status read (see `_STATUS_READ_APART`).
+        self.status_read_at: dict[int, float] = {}
 
     async def __aenter__(self) -> McpDriver:
         from fastmcp import Client
@@ -119,8 +133,11 @@ class McpDriver:
 
     async def _status_reads(self) -> list[float]:
         """Read each running task not read in the last `_STATUS_READ_APART`; milliseconds of each read."""
-        due = [n for n in range(len(self.running)) if time.perf_counter() - self.status_read_at.get(n, -1e9)
-               >= _STATUS_READ_APART]
+        due = [
+            n
+            for n in range(len(self.running))
+            if time.perf_counter() - self.status_read_at.get(n, -1e9) >= _STATUS_READ_APART
+        ]
         times = await _timed_each([self.running[n].status for n in due])
         self.status_read_at.update(dict.fromkeys(due, time.perf_counter()))
         return times
@@ -175,23 +192,11 @@ class McpDriver:
     async def park(self, n: int, pids: Pids) -> dict[str, Any]:
         before = await _settled_rss(pids)
         limit = asyncio.Semaphore(50)
-
-        async def one() -> Any:
-            async with limit:
-                for attempt in range(5):  # an overloaded dev server refuses now and then
-                    try:
-                        return await self._submit("park", {})
-                    except Exception:
-                        if attempt == 4:
-                            raise
-                        await asyncio.sleep(1 + attempt)
-
-        pending = list(await asyncio.gather(*(one() for _ in range(n))))
+        parking = (bounded(limit, retried(lambda: self._submit("park", {}))) for _ in range(n))
+        pending = list(await asyncio.gather(*parking))
         while pending:
             await asyncio.sleep(0.5)
-            statuses = await asyncio.gather(
-                *(bounded(limit, t.status()) for t in pending), return_exceptions=True
-            )
+            statuses = await bounded_all([t.status for t in pending])
             # a task that failed instead of parking (an overloaded worker) is settled too
             pending = [t for t, s in zip(pending, statuses) if getattr(s, "status", "working") == "working"]
         return _parked_memory(n, before, await _settled_rss(pids))
@@ -357,9 +362,7 @@ class BareDriver:
         )
         while pending:
             await asyncio.sleep(0.5)
-            descriptions = await asyncio.gather(
-                *(bounded(limit, h.describe()) for h in pending), return_exceptions=True
-            )
+            descriptions = await bounded_all([h.describe for h in pending])
             pending = [h for h, d in zip(pending, descriptions) if isinstance(d, Exception) or not _parked(d)]
         return _parked_memory(n, before, await _settled_rss(pids))
 
@@ -444,6 +447,46 @@ def _parked(description: Any) -> bool:
 async def bounded(limit: asyncio.Semaphore, awaitable: Any) -> Any:
     async with limit:
         return await awaitable
+
+
+async def retried(call: Callable[[], Awaitable[Any]], attempts: int = 5) -> Any:
+    """`call()`, made again 1, 2, ... s after it fails (an overloaded server refuses now and then)."""
+    for attempt in range(attempts):
+        try:
+            return await call()
+        except Exception:
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(1 + attempt)
+
+
+async def bounded_all(work: list[Callable[[], Awaitable[Any]]], at_once: int = 50) -> list[Any]:
+    """Run every piece of `work`, `at_once` at a time; exceptions come back as results."""
+    limit = asyncio.Semaphore(at_once)
+    return await asyncio.gather(*(bounded(limit, piece()) for piece in work), return_exceptions=True)
+
+
+async def tasks_get(client: Client, task_id: str) -> ClientGetTaskResult:
+    """A raw `tasks/get` of `task_id` through `client` (one read, none of the client's own polling)."""
+    request = GetTaskRequest(params=GetTaskRequestParams(task_id=task_id))
+    return await client.session.send_request(request, ClientGetTaskResult)
+
+
+async def tasks_cancel(client: Client, task_id: str) -> None:
+    """A raw `tasks/cancel` of `task_id` through `client`; returns once the server acknowledges it."""
+    request = CancelTaskRequest(params=CancelTaskRequestParams(task_id=task_id))
+    await client.session.send_request(request, Result)
+
+
+async def tasks_update(client: Client, task_id: str, responses: dict[str, Any]) -> None:
+    """A raw `tasks/update` of `task_id` through `client`, with `responses` by question."""
+    params = UpdateTaskRequestParams(task_id=task_id, input_responses=responses)
+    await client.session.send_request(UpdateTaskRequest(params=params), Result)
+
+
+def accept_every_ask(status: ClientGetTaskResult) -> dict[str, Any]:
+    """Responses accepting, empty, every question a read shows (the server names them, not the tool)."""
+    return {key: {"action": "accept", "content": {}} for key in status.input_requests or {}}
 
 
 def _ms(t0: float) -> float:

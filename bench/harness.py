@@ -23,12 +23,14 @@ import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import uvicorn
 from fastmcp import FastMCP
 from temporalio.client import Client as TemporalClient
 
+from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver import DevServer, find_temporal_binary, free_port, start_dev_server
 from fastmcp_temporal.workflows.models import SEARCH_ATTRIBUTES
 
@@ -120,6 +122,18 @@ async def wait_ready(address: str) -> None:
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.2)
+
+
+def task_server(name: str = "bench", **settings: Any) -> FastMCP:
+    """A FastMCP server with the extension (and its worker) on a task queue of its own.
+
+    Args:
+        name: the server's name.
+        settings: the extension's (`address` or `client`, limits, ...); a `task_queue` given wins.
+    """
+    mcp = FastMCP(name)
+    mcp.add_extension(TemporalTasksExtension(**{"task_queue": f"bench-{uuid.uuid4().hex[:8]}", **settings}))
+    return mcp
 
 
 @contextlib.asynccontextmanager

@@ -74,6 +74,11 @@ def percentiles(samples: list[float], digits: int = 2) -> dict[str, float]:
     }
 
 
+def percentiles_ms(seconds: list[float], digits: int = 2) -> dict[str, float]:
+    """`percentiles` in milliseconds of a sample taken in seconds."""
+    return percentiles([s * 1000 for s in seconds], digits)
+
+
 async def timed_ms(rounds: int, action: Callable[[], Awaitable[object]]) -> list[float]:
     """Milliseconds each of `rounds` sequential runs of `action` took."""
     samples = []
@@ -211,6 +216,11 @@ def namespace_counts(text: str, namespace: str) -> dict[str, float]:
             text, "client_requests", operation="HistoryClientGetWorkflowExecutionHistory", **frontend
         ),
     }
+
+
+def per_second(counts: dict[str, float], seconds: float) -> dict[str, float]:
+    """Each nonzero count over `seconds`, by its key, in the keys' order."""
+    return {key: round(n / seconds, 2) for key, n in sorted(counts.items()) if n}
 
 
 def request_kind(operation: str) -> str:

@@ -20,15 +20,15 @@ from typing import Any
 
 import anyio
 import mcp_types
-from fastmcp import Client, Context, FastMCP
+from fastmcp import Client, Context
 from fastmcp.client.elicitation import ElicitResult
 from mcp.shared.exceptions import MCPError
 from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
-from bench.harness import dev_server
+from bench.bench_server import ask_ok
+from bench.harness import dev_server, task_server
 from bench.metrics import percentiles
-from fastmcp_temporal import TemporalTasksExtension
 
 QUESTION = (
     "How soon after a durable call's workflow closes (TTL, cancel, terminate) does the waiting caller "
@@ -41,11 +41,7 @@ WAYS = ("ttl", "cancel", "terminate")
 
 async def asks(ctx: Context) -> str | mcp_types.InputRequiredResult:
     if ctx.input_responses is None:
-        schema = {"type": "object", "properties": {"value": {"type": "string"}}}
-        question = mcp_types.ElicitRequest(
-            params=mcp_types.ElicitRequestFormParams(message="name?", requested_schema=schema)
-        )
-        return mcp_types.InputRequiredResult(input_requests={"name": question})
+        return ask_ok("name?", {"value": {"type": "string"}})
     return "answered"
 
 
@@ -105,15 +101,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 async def _one_call(temporal: TemporalClient, way: str, round_: int) -> float:
     """One call closed `way`: seconds from its workflow's close to the caller's error."""
     task_queue = f"close-bench-{way}-{round_}"
-    extension = TemporalTasksExtension(
+    server = task_server(
+        "close-bench",
         client=temporal,
         task_queue=task_queue,
         sync_calls="workflow",
         task_ttl=TTL,
         shutdown_grace=timedelta(0),
     )
-    server = FastMCP("close-bench")
-    server.add_extension(extension)
     server.tool(task=True)(asks)
     asked: list[anyio.Event] = []
 

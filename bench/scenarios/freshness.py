@@ -65,18 +65,10 @@ import fastmcp_tasks  # noqa: F401  # the transparent task path of fastmcp.Clien
 import httpx2
 from fastmcp import Client
 from fastmcp_tasks.client import call_tool_task
-from fastmcp_tasks.client_models import (
-    CancelTaskRequest,
-    CancelTaskRequestParams,
-    ClientGetTaskResult,
-    GetTaskRequest,
-    GetTaskRequestParams,
-    UpdateTaskRequest,
-    UpdateTaskRequestParams,
-)
-from mcp_types import Result
+from fastmcp_tasks.client_models import ClientGetTaskResult
 
 from bench.deploy import Backends, engine_env, start_api_server, start_worker, terminate, worker_command
+from bench.drivers import accept_every_ask, tasks_cancel, tasks_get, tasks_update
 from bench.harness import RESULTS, dev_server
 from bench.marks import Marks
 from bench.metrics import per_task_per_30s_by_kind, percentiles, process_tree, temporal_calls
@@ -290,9 +282,7 @@ def _as_task_status(task: dict[str, Any]) -> ClientGetTaskResult:
 
 async def _read_until_shown(call: Call, client: Client, task_id: str) -> None:
     while True:
-        status = await client.session.send_request(
-            GetTaskRequest(params=GetTaskRequestParams(task_id=task_id)), ClientGetTaskResult
-        )
+        status = await tasks_get(client, task_id)
         if call.shows(status):
             call.seen = time.monotonic()
             return
@@ -318,20 +308,14 @@ def _modern_requests(client: Client) -> Callable[[str, dict[str, Any]], Awaitabl
 
     async def request(method: str, params: dict[str, Any]) -> Any:
         assert method == "tasks/cancel"
-        cancelling = CancelTaskRequest(params=CancelTaskRequestParams(task_id=params["taskId"]))
-        return await client.session.send_request(cancelling, Result)
+        return await tasks_cancel(client, params["taskId"])
 
     return request
 
 
 async def _answer(client: Client, task_id: str) -> None:
     """Accept the ask (the server names its questions: read them back), so the task can end."""
-    status = await client.session.send_request(
-        GetTaskRequest(params=GetTaskRequestParams(task_id=task_id)), ClientGetTaskResult
-    )
-    responses = {key: {"action": "accept", "content": {}} for key in status.input_requests or {}}
-    params = UpdateTaskRequestParams(task_id=task_id, input_responses=responses)
-    await client.session.send_request(UpdateTaskRequest(params=params), Result)
+    await tasks_update(client, task_id, accept_every_ask(await tasks_get(client, task_id)))
 
 
 def build_calls(engines: list[Engine], scenario: str, args: argparse.Namespace) -> list[Call]:

@@ -46,9 +46,8 @@ from temporalio.client import Client as TemporalClient
 from temporalio.service import WorkflowService
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from bench.harness import dev_server_with_metrics, wait_ready
-from bench.metrics import namespace_counts, percentiles, scrape
-from fastmcp_temporal import TemporalTasksExtension
+from bench.harness import dev_server_with_metrics, task_server, wait_ready
+from bench.metrics import namespace_counts, percentiles_ms, scrape
 
 QUESTION = (
     "What does a long tool leg bill in Actions beside bare Temporal (the paired baseline), and how fast "
@@ -132,7 +131,8 @@ class BareLongLeg:
 
 def build_server(address: str, namespace: str, events: dict[str, float]) -> FastMCP:
     """A server whose `hold` tool logs when it starts (and its workflow) and when a cancel reaches it."""
-    extension = TemporalTasksExtension(
+    server = task_server(
+        "heartbeat-cost",
         address=address,
         namespace=namespace,
         task_queue="heartbeat-cost",
@@ -140,8 +140,6 @@ def build_server(address: str, namespace: str, events: dict[str, float]) -> Fast
         shutdown_grace=timedelta(0),
         ui=False,
     )
-    server = FastMCP("heartbeat-cost")
-    server.add_extension(extension)
 
     @server.tool(task=True)
     async def hold(key: str, seconds: float, report_every: float, ctx: Context) -> str:
@@ -227,10 +225,6 @@ async def price(address: str, metrics_url: str, seconds: float, polls: CloseLong
     return shapes
 
 
-def summary(latencies: list[float]) -> dict[str, float]:
-    return percentiles([latency * 1000 for latency in latencies], digits=0)
-
-
 async def cancel_latency(
     client: Client, temporal: TemporalClient, rounds: int, events: dict[str, float]
 ) -> dict:
@@ -257,8 +251,8 @@ async def cancel_latency(
         for n, age in enumerate(ages):
             group.start_soon(one, age, list(latencies)[n % 2])
     every = [latency for rows in latencies.values() for _, latency in rows]
-    figures = {"rounds": rounds, "ages_s": [round(a, 1) for a in ages], "all": summary(every)}
-    figures |= {road: summary([latency for _, latency in rows]) for road, rows in latencies.items()}
+    figures = {"rounds": rounds, "ages_s": [round(a, 1) for a in ages], "all": percentiles_ms(every, 0)}
+    figures |= {road: percentiles_ms([latency for _, latency in rows], 0) for road, rows in latencies.items()}
     figures["by_age_ms"] = sorted(
         (round(age, 1), round(latency * 1000)) for rows in latencies.values() for age, latency in rows
     )

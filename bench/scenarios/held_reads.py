@@ -19,17 +19,15 @@ import argparse
 import asyncio
 import random
 import time
-import uuid
 from datetime import timedelta
 from typing import Any
 
-from fastmcp import Client, FastMCP
+from fastmcp import Client
 from fastmcp_tasks.client import call_tool_task
-from fastmcp_tasks.client_models import ClientGetTaskResult, GetTaskRequest, GetTaskRequestParams
 
-from bench.harness import dev_server
+from bench.drivers import tasks_get
+from bench.harness import dev_server, task_server
 from bench.metrics import percentiles
-from fastmcp_temporal import TemporalTasksExtension
 
 QUESTION = "How soon does a waiting client see its task finish, with reads held and without (the baseline)?"
 QUICK = {"samples": 2}
@@ -44,19 +42,14 @@ TERMINAL = ("completed", "failed", "cancelled")
 async def _fixed_interval_client(client: Client, task_id: str) -> None:
     """Read until the task ends, waiting exactly the advertised `pollIntervalMs` between reads."""
     while True:
-        request = GetTaskRequest(params=GetTaskRequestParams(task_id=task_id))
-        read = await client.session.send_request(request, ClientGetTaskResult)
+        read = await tasks_get(client, task_id)
         if read.status in TERMINAL:
             return
         await asyncio.sleep((read.poll_interval_ms or 0) / 1000)
 
 
 async def _samples(address: str, settings: dict[str, Any], samples: int) -> dict[str, list[float]]:
-    mcp = FastMCP("bench")
-    extension = TemporalTasksExtension(
-        address=address, task_queue=f"bench-{uuid.uuid4().hex[:8]}", **settings
-    )
-    mcp.add_extension(extension)
+    mcp = task_server(address=address, **settings)
     returned: list[float] = []
 
     @mcp.tool(task=True)

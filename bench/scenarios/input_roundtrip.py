@@ -25,17 +25,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-import uuid
 from typing import Any
 
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
-from fastmcp_tasks.client_models import UpdateTaskRequest, UpdateTaskRequestParams
-from mcp_types import ElicitRequest, InputRequiredResult, Result
+from mcp_types import InputRequiredResult
 
-from bench.harness import dev_server
-from bench.metrics import percentiles
-from fastmcp_temporal import TemporalTasksExtension
+from bench.bench_server import ask_ok
+from bench.drivers import tasks_update
+from bench.harness import dev_server, task_server
+from bench.metrics import percentiles, percentiles_ms
 
 QUESTION = (
     "How fast does a parked task resume once its caller answers, and what does a round of input cost "
@@ -49,27 +48,12 @@ LEG_SECONDS = 0.3
 
 
 def _ask(n: int) -> InputRequiredResult:
-    return InputRequiredResult(
-        result_type="input_required",
-        input_requests={
-            "q": ElicitRequest(
-                method="elicitation/create",
-                params={
-                    "mode": "form",
-                    "message": f"round {n}?",
-                    "requestedSchema": {"type": "object", "properties": {"value": {"type": "string"}}},
-                },
-            )
-        },
-        request_state=str(n),
-    )
+    return ask_ok(f"round {n}?", {"value": {"type": "string"}}, request_state=str(n))
 
 
 def _server(address: str) -> FastMCP:
     """A FastMCP server with the extension and its worker, on a task queue of its own."""
-    mcp = FastMCP("bench")
-    mcp.add_extension(TemporalTasksExtension(address=address, task_queue=f"bench-{uuid.uuid4().hex[:8]}"))
-    return mcp
+    return task_server(address=address)
 
 
 async def _measure(address: str, rounds_of_input: int) -> dict[str, list[float]]:
@@ -102,14 +86,9 @@ async def _measure(address: str, rounds_of_input: int) -> dict[str, list[float]]
                 await asyncio.sleep(POLL)
             (key,) = keys
             answered.add(key)
-            update = UpdateTaskRequest(
-                params=UpdateTaskRequestParams(
-                    task_id=task.task_id,
-                    input_responses={key: {"action": "accept", "content": {"value": "y"}}},
-                )
-            )
+            answer = {key: {"action": "accept", "content": {"value": "y"}}}
             sent = time.perf_counter()
-            await client.session.send_request(update, Result)
+            await tasks_update(client, task.task_id, answer)
             acked = time.perf_counter()
             while (await task.status()).status != "working":
                 await asyncio.sleep(POLL)
@@ -164,6 +143,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         rounds = await _measure(temporal.address, args.rounds)
         end_to_end = await _end_to_end(temporal.address, args.samples)
     return {
-        "rounds_ms": {name: percentiles([s * 1000 for s in samples]) for name, samples in rounds.items()},
+        "rounds_ms": {name: percentiles_ms(samples) for name, samples in rounds.items()},
         "end_to_end_s": {name: percentiles(samples, digits=3) for name, samples in end_to_end.items()},
     }

@@ -14,15 +14,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-import uuid
 from typing import Any
 
 from fastmcp import Client, FastMCP
 from fastmcp_tasks.client import call_tool_task
 
-from bench.harness import dev_server
+from bench.harness import dev_server, task_server
 from bench.metrics import percentiles, timed_ms
-from fastmcp_temporal import TemporalTasksExtension
 
 QUESTION = (
     "Where does a trivial task's time go in one process: plain call, end to end, submit, tasks/get, burst?"
@@ -36,8 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build(address: str) -> tuple[FastMCP, asyncio.Event]:
-    mcp = FastMCP("bench")
-    mcp.add_extension(TemporalTasksExtension(address=address, task_queue=f"bench-{uuid.uuid4().hex[:8]}"))
+    mcp = task_server(address=address)
     gate = asyncio.Event()
 
     @mcp.tool

@@ -21,9 +21,10 @@ from typing import Any
 
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
-from mcp_types import ElicitRequest, InputRequiredResult
+from mcp_types import InputRequiredResult
 from temporalio.api.enums.v1 import EventType
 
+from bench.bench_server import ask_ok
 from bench.harness import dev_server
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.connection._converter import encrypted_data_converter
@@ -56,12 +57,7 @@ def _server(extension: TemporalTasksExtension, runs: list[str]) -> FastMCP:
     async def echo(blob: str, ctx: Context) -> str | InputRequiredResult:
         runs.append("echo")
         if ctx.input_responses is None:
-            schema = {"type": "object", "properties": {"v": {"type": "string"}}}
-            question = ElicitRequest(
-                method="elicitation/create",
-                params={"mode": "form", "message": "?", "requestedSchema": schema},
-            )
-            return InputRequiredResult(result_type="input_required", input_requests={"q": question})
+            return ask_ok("?", {"v": {"type": "string"}})
         return str(len(blob) + len(ctx.input_responses["q"].content["v"]))
 
     return mcp

@@ -46,19 +46,10 @@ import anyio
 from fastmcp import Client, Context, FastMCP
 from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp_tasks.client import call_tool_task
-from fastmcp_tasks.client_models import (
-    ClientGetTaskResult,
-    GetTaskRequest,
-    GetTaskRequestParams,
-    UpdateTaskRequest,
-    UpdateTaskRequestParams,
-)
 from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp_types import (
-    ElicitRequest,
     InputRequiredResult,
     NotificationParams,
-    Result,
     SubscriptionFilter,
     SubscriptionsListenRequest,
     SubscriptionsListenRequestParams,
@@ -70,8 +61,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client as TemporalClient
 from temporalio.service import WorkflowService
 
+from bench.bench_server import ask_ok
+from bench.drivers import tasks_get, tasks_update
 from bench.harness import dev_server, serving
-from bench.metrics import percentiles
+from bench.metrics import percentiles_ms
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 
@@ -113,15 +106,7 @@ async def asks_then_sleeps(ctx: Context, key: str, delay: float) -> str | InputR
     """Asks at once; once answered, sleeps `delay` and returns."""
     if ctx.input_responses is None:
         returned[(key, "ask")] = time.time()
-        question = ElicitRequest(
-            method="elicitation/create",
-            params={
-                "mode": "form",
-                "message": "go?",
-                "requestedSchema": {"type": "object", "properties": {}},
-            },
-        )
-        return InputRequiredResult(result_type="input_required", input_requests={"go": question})
+        return ask_ok("go?")
     await anyio.sleep(delay)
     returned[(key, "close")] = time.time()
     return "done"
@@ -143,10 +128,7 @@ async def one_task(client: Client, arrivals: Arrivals, key: str, delay: float) -
                 await anyio.sleep(0.005)
         asked = arrivals.at[(task.task_id, "input_required")]
         (go,) = arrivals.asks[task.task_id]
-        answer = UpdateTaskRequestParams(
-            task_id=task.task_id, input_responses={go: {"action": "accept", "content": {}}}
-        )
-        await client.session.send_request(UpdateTaskRequest(params=answer), Result)
+        await tasks_update(client, task.task_id, {go: {"action": "accept", "content": {}}})
         with anyio.fail_after(60):
             while (task.task_id, "completed") not in arrivals.at:
                 await anyio.sleep(0.005)
@@ -253,9 +235,7 @@ async def poll_like_fastmcp(url: str, task_id: str, seen: list[tuple[float, str 
     async with Client(StreamableHttpTransport(url)) as client:
         backoff = 0.02
         while True:
-            status = await client.session.send_request(
-                GetTaskRequest(params=GetTaskRequestParams(task_id=task_id)), ClientGetTaskResult
-            )
+            status = await tasks_get(client, task_id)
             seen.append((time.time(), status.status_message))
             if status.status in ("completed", "failed", "cancelled"):
                 return
@@ -369,7 +349,7 @@ def _case_figures(
                     latencies += some
                     unseen += missed
         if latencies or unseen:
-            figures[f"{kind}_latency_ms"] = {**summary(latencies), "unseen": unseen}
+            figures[f"{kind}_latency_ms"] = {**percentiles_ms(latencies, 1), "unseen": unseen}
     for window, seconds, before in (
         ("whole_life", elapsed, {}),
         ("after_60s", elapsed - STEADY_FROM_S, steady_from),
@@ -394,10 +374,6 @@ def push_server(address: str, settings: dict[str, Any]) -> FastMCP:
     server.tool(asks_then_sleeps, task=True)
     server.tool(reports, task=True)
     return server
-
-
-def summary(seconds: list[float]) -> dict[str, float]:
-    return percentiles([s * 1000 for s in seconds], digits=1)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -437,6 +413,6 @@ async def _pushes(url: str, rounds: int, batch: int) -> dict[str, Any]:
             for n in range(batch):
                 group.start_soon(spread_one, n)
     return {
-        name: {f"{measure}_ms": summary([row[measure] for row in rows]) for measure in rows[0]}
+        name: {f"{measure}_ms": percentiles_ms([row[measure] for row in rows], 1) for measure in rows[0]}
         for name, rows in (("one_task", single), (f"{batch}_tasks", spread))
     }

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import argparse
 import time
-import uuid
 from typing import Any
 
-from fastmcp import Client, FastMCP
+from fastmcp import Client
 from fastmcp_tasks.client import call_tool_task
 
-from bench.harness import dev_server
-from fastmcp_temporal import TemporalTasksExtension
+from bench.harness import dev_server, task_server
 
 QUESTION = "How evenly do the worker's and the task queue's leg rate limits pace the legs they start?"
 QUICK = {"legs": 4, "rate": 2.0}
@@ -30,11 +28,7 @@ WINDOW = 0.5
 
 async def starts_under(address: str, limit: str, options: argparse.Namespace) -> list[float]:
     """When each of `--legs` legs started, in seconds from the first, under `limit`."""
-    extension = TemporalTasksExtension(
-        address=address, task_queue=f"rate-{uuid.uuid4().hex[:8]}", **{limit: options.rate}
-    )
-    mcp = FastMCP("rate-limits-bench")
-    mcp.add_extension(extension)
+    mcp = task_server("rate-limits-bench", address=address, **{limit: options.rate})
     started: list[float] = []
 
     @mcp.tool(task=True)

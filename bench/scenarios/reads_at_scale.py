@@ -50,27 +50,20 @@ import json
 import random
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from fastmcp import Client, Context, FastMCP
 from fastmcp_tasks.client import call_tool_task
-from fastmcp_tasks.client_models import (
-    CancelTaskRequest,
-    CancelTaskRequestParams,
-    ClientGetTaskResult,
-    GetTaskRequest,
-    GetTaskRequestParams,
-)
-from mcp_types import InputRequiredResult, Result
+from mcp_types import InputRequiredResult
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
 from temporalio.client import Client as TemporalClient
 
 from bench.bench_server import ask_ok
+from bench.drivers import bounded, tasks_cancel, tasks_get
 from bench.harness import dev_server
-from bench.metrics import CallCounter, percentiles
+from bench.metrics import CallCounter, percentiles, percentiles_ms
 from fastmcp_temporal import TemporalTasksExtension
 
 QUESTION = (
@@ -115,33 +108,22 @@ def _server(name: str, extension: TemporalTasksExtension) -> FastMCP:
     return server
 
 
-async def tasks_get(client: Client, task_id: str) -> ClientGetTaskResult:
-    """A raw `tasks/get` of `task_id`, on whichever server `client` reaches."""
-    request = GetTaskRequest(params=GetTaskRequestParams(task_id=task_id))
-    return await client.session.send_request(request, ClientGetTaskResult)
-
-
 def _requests_so_far(requests: CallCounter) -> Counter[str]:
     """The Temporal requests of the clients on `requests.runtime` so far, by operation."""
     return Counter(requests.snapshot())
 
 
-async def _bounded(limit: asyncio.Semaphore, work: Callable[[], Awaitable[Any]]) -> Any:
-    async with limit:
-        return await work()
-
-
 async def start_tasks(client: Client, shape: str, n: int) -> list[str]:
     """Start `n` tasks of `shape` and wait until every one is parked, in its leg or completed."""
     limit = asyncio.Semaphore(50)
-    tasks = await asyncio.gather(*(_bounded(limit, lambda: call_tool_task(client, shape)) for _ in range(n)))
+    tasks = await asyncio.gather(*(bounded(limit, call_tool_task(client, shape)) for _ in range(n)))
     ids = [task.task_id for task in tasks]
     settled = {"park": "input_required", "leg": "working", "finish": "completed"}[shape]
     while _started[shape] < n:
         await asyncio.sleep(0.5)
     pending = ids
     while pending:  # the ask shows once the workflow has upserted its memo
-        reads = await asyncio.gather(*(_bounded(limit, lambda i=i: tasks_get(client, i)) for i in pending))
+        reads = await asyncio.gather(*(bounded(limit, tasks_get(client, i)) for i in pending))
         pending = [i for i, read in zip(pending, reads) if read.status != settled]
         await asyncio.sleep(0.5)
     return ids
@@ -220,8 +202,7 @@ async def cancel_tasks(client: Client, ids: list[str], earliest: float, latest: 
 
     async def cancel(task_id: str) -> None:
         await asyncio.sleep(max(0.0, random.uniform(earliest, latest) - time.monotonic()))
-        request = CancelTaskRequest(params=CancelTaskRequestParams(task_id=task_id))
-        await client.session.send_request(request, Result)
+        await tasks_cancel(client, task_id)
         acked[task_id] = time.monotonic()
 
     await asyncio.gather(*(cancel(task_id) for task_id in ids))
@@ -282,7 +263,7 @@ async def measure(
         "advertised_s": percentiles(reads.advertised),
         "read_errors": reads.errors,
         "failed_requests": failed,
-        "read_ms": percentiles([s * 1000 for s in reads.latencies]),
+        "read_ms": percentiles_ms(reads.latencies),
         **_probe_report(reads, cancelled_at),
     }
 

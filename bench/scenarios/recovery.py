@@ -21,7 +21,7 @@ from fastmcp_tasks.client import call_tool_task
 from temporalio.client import Client as TemporalClient
 
 from bench.fault_workers import fault_app, fault_workers
-from bench.metrics import percentiles
+from bench.metrics import percentiles_ms
 from fastmcp_temporal.server._scope import ANONYMOUS_SCOPE_TAG, workflow_id
 
 QUESTION = "How long after a worker is killed does its task's retried attempt start, and the task complete?"
@@ -60,7 +60,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             await anyio.to_thread.run_sync(bench.start_worker)
     return {
-        "kill_to_retry_ms": percentiles([s * 1000 for s in to_retry]),
-        "kill_to_completed_ms": percentiles([s * 1000 for s in to_done]),
+        "kill_to_retry_ms": percentiles_ms(to_retry),
+        "kill_to_completed_ms": percentiles_ms(to_done),
         "target_s": fault_app.HEARTBEAT_TIMEOUT.total_seconds() + 3,
     }

@@ -105,36 +105,27 @@ import httpx2
 from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp_tasks.client import call_tool_task
-from fastmcp_tasks.client_models import (
-    CancelTaskRequest,
-    CancelTaskRequestParams,
-    ClientGetTaskResult,
-    GetTaskRequest,
-    GetTaskRequestParams,
-    UpdateTaskRequest,
-    UpdateTaskRequestParams,
-)
-from mcp_types import Result
+from fastmcp_tasks.client_models import ClientGetTaskResult
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client as TemporalClient
 
 from bench.deploy import (
     Backends,
-    endpoint,
     engine_env,
-    spawn,
     start_api_server,
     start_worker,
     terminate,
-    worker_command,
 )
+from bench.drivers import accept_every_ask, bounded_all, retried, tasks_cancel, tasks_get, tasks_update
 from bench.harness import Temporal, dev_server
 from bench.marks import Marks
 from bench.metrics import (
     cpu_seconds,
     dev_server_counts,
+    per_second,
     per_task_per_30s_by_kind,
     percentiles,
+    percentiles_ms,
     process_tree,
     rss_mb,
     temporal_calls,
@@ -330,20 +321,15 @@ class Readers:
 
     async def get(self, task_id: str) -> ClientGetTaskResult:
         """A raw `tasks/get` of `task_id` through the next client."""
-        request = GetTaskRequest(params=GetTaskRequestParams(task_id=task_id))
-        return await self.client().session.send_request(request, ClientGetTaskResult)
+        return await tasks_get(self.client(), task_id)
 
     async def cancel(self, task_id: str) -> None:
         """`tasks/cancel` of `task_id` through the next client."""
-        request = CancelTaskRequest(params=CancelTaskRequestParams(task_id=task_id))
-        await self.client().session.send_request(request, Result)
+        await tasks_cancel(self.client(), task_id)
 
     async def answer(self, status: ClientGetTaskResult) -> None:
-        """Accept every question the read `status` shows (the server names them: not the tool's own keys)."""
-        accept = {"action": "accept", "content": {}}
-        responses = {key: accept for key in status.input_requests or {}}
-        params = UpdateTaskRequestParams(task_id=status.task_id, input_responses=responses)
-        await self.client().session.send_request(UpdateTaskRequest(params=params), Result)
+        """Accept every question the read `status` shows, through the next client."""
+        await tasks_update(self.client(), status.task_id, accept_every_ask(status))
 
 
 def _pooled(connections: int) -> Callable[..., httpx2.AsyncClient]:
@@ -424,35 +410,23 @@ async def _stopped(stop: asyncio.Event, seconds: float) -> bool:
     return stop.is_set()
 
 
-async def _bounded_all(work: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
-    """Run every piece of `work`, `CONCURRENCY` at once; exceptions come back as results."""
-    limit = asyncio.Semaphore(CONCURRENCY)
-
-    async def one(piece: Callable[[], Awaitable[Any]]) -> Any:
-        async with limit:
-            return await piece()
-
-    return await asyncio.gather(*(one(piece) for piece in work), return_exceptions=True)
+async def _all_succeed(work: list[Callable[[], Awaitable[Any]]], what: str) -> list[Any]:
+    """Run every piece of `work`, `CONCURRENCY` at once; raise if any failed (`what` names them)."""
+    results = await bounded_all(work, CONCURRENCY)
+    if failures := [r for r in results if isinstance(r, Exception)]:
+        raise RuntimeError(f"{len(failures)} {what} failed; the first: {failures[0]!r}")
+    return results
 
 
 async def submit(readers: Readers, marks: Marks, tasks: list[Task]) -> None:
     """Submit every task (an overloaded server refuses now and then: retried); return once each has settled."""
 
     async def one(task: Task) -> None:
-        for attempt in range(5):
-            try:
-                task.task_id = (await call_tool_task(readers.client(), task.tool, task.arguments)).task_id
-                return
-            except Exception:
-                if attempt == 4:
-                    raise
-                await asyncio.sleep(1 + attempt)
+        task.task_id = (
+            await retried(lambda: call_tool_task(readers.client(), task.tool, task.arguments))
+        ).task_id
 
-    failures = [
-        r for r in await _bounded_all([lambda t=t: one(t) for t in tasks]) if isinstance(r, Exception)
-    ]
-    if failures:
-        raise RuntimeError(f"{len(failures)} submits failed; the first: {failures[0]!r}")
+    await _all_succeed([lambda t=t: one(t) for t in tasks], "submits")
     await settle(readers, tasks, _deadline(len(tasks)))
     legs = [t for t in tasks if t.tool == "scale_leg"]
     await _legs_running_since(marks, legs, 0.0)  # working before the leg starts, too
@@ -464,7 +438,7 @@ async def settle(readers: Readers, tasks: list[Task], deadline: float) -> None:
     while pending:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{len(pending)} tasks never settled; the first: {pending[0]}")
-        reads = await _bounded_all([lambda t=t: readers.get(t.task_id) for t in pending])
+        reads = await bounded_all([lambda t=t: readers.get(t.task_id) for t in pending], CONCURRENCY)
         pending = [t for t, r in zip(pending, reads) if getattr(r, "status", None) != t.settled]
         if pending:
             await asyncio.sleep(1)
@@ -497,28 +471,30 @@ async def window(
     with polling:
         await asyncio.sleep(warmup)
         pids = fleet.pids() | {"bench": [os.getpid()]}  # the bench's own readers, too
-        before = await Counts.take(fleet, pids)
+        before = await Counts.take(pids, fleet.metrics, fleet.bench_urls)
         polling.latencies = []
         await asyncio.sleep(seconds / 2)
         await change(fleet.marks, readers, probes)
         await asyncio.sleep(before.at + seconds - time.monotonic())
-        grown = await before.grown(fleet)
+        grown = await before.grown()
         latencies, polling.latencies = polling.latencies, None
         elapsed, calls, served = grown.elapsed, grown.calls, grown.served
         cpu = {role: seconds_used / elapsed for role, seconds_used in grown.cpu.items()}
         rss = await settled_rss(pids)
-        await _seen(probes, time.monotonic() + PROBE_GRACE_S)
+        await _until(lambda: _all_shown(probes), PROBE_GRACE_S)
         await polling.drain()
     return {
         "elapsed_s": round(elapsed, 1),
         "tasks_get_per_s": round(len(latencies) / elapsed, 1),
-        "tasks_get_ms": _percentiles(latencies),
-        "read_late_ms": _percentiles(polling.lags),  # after its advertised interval: the clients' own backlog
+        "tasks_get_ms": percentiles_ms(latencies, 1),
+        "read_late_ms": percentiles_ms(
+            polling.lags, 1
+        ),  # after its advertised interval: the clients' own backlog
         # The same reads as the API servers timed them (holds included): what tasks_get_ms adds
         # beyond these is the bench's side and the wire; and how late the servers' loops woke.
-        "tasks_get_ms_at_servers": _percentiles([s for r in served.values() for s in r["tasks_get_s"]]),
-        "mcp_post_ms_at_servers": _percentiles([s for r in served.values() for s in r["mcp_post_s"]]),
-        "api_loop_lag_ms": {role: _percentiles(r["loop_lag_s"]) for role, r in served.items()},
+        "tasks_get_ms_at_servers": percentiles_ms([s for r in served.values() for s in r["tasks_get_s"]], 1),
+        "mcp_post_ms_at_servers": percentiles_ms([s for r in served.values() for s in r["mcp_post_s"]], 1),
+        "api_loop_lag_ms": {role: percentiles_ms(r["loop_lag_s"], 1) for role, r in served.items()},
         "read_errors": polling.errors,
         "first_read_error": polling.first_error,
         **_request_rates(calls, elapsed, len(tasks)),
@@ -529,10 +505,16 @@ async def window(
     }
 
 
-async def _seen(probes: list[Task], deadline: float) -> None:
-    """Return once a read has shown every probe's change, or at `deadline`."""
-    while any(_shown(p) is None for p in probes) and time.monotonic() < deadline:
-        await asyncio.sleep(0.5)
+async def _until(done: Callable[[], bool], seconds: float, every: float = 0.5) -> None:
+    """Return once `done()` holds, checked every `every` s, or `seconds` from now."""
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        await asyncio.sleep(every)
+
+
+def _all_shown(probes: list[Task]) -> bool:
+    """Whether a read has shown every probe's change."""
+    return all(_shown(p) is not None for p in probes)
 
 
 def _shown(probe: Task) -> float | None:
@@ -558,9 +540,7 @@ async def change(marks: Marks, readers: Readers, probes: list[Task]) -> None:
         await readers.cancel(probe.task_id)
         marks.mark(probe.key, "cancel-acknowledged")
 
-    outcomes = await _bounded_all([lambda p=p: cancel(p) for p in probes if p.then == "cancel"])
-    if failures := [o for o in outcomes if isinstance(o, Exception)]:
-        raise RuntimeError(f"{len(failures)} cancels failed; the first: {failures[0]!r}")
+    await _all_succeed([lambda p=p: cancel(p) for p in probes if p.then == "cancel"], "cancels")
 
 
 @dataclass
@@ -576,49 +556,50 @@ class Grown:
 
 @dataclass
 class Counts:
-    """What the fleet has counted up to one instant, to tell what it did from then on."""
+    """What a set of processes has counted up to one instant, to tell what they did from then on."""
 
     at: float
     pids: dict[str, list[int]]
-    calls: dict[str, dict[str, int]]
+    metrics: dict[str, str]  # each process's SDK metrics by role
+    bench_urls: dict[str, str]  # each API server's /bench endpoints (none: no reads or workflows counted)
+    calls: dict[str, Counter[str]]
     by_workflow: dict[str, Counter[str]]
     reads: dict[str, dict[str, Any]]
     cpu: dict[str, float]
 
     @classmethod
-    async def take(cls, fleet: Fleet, pids: dict[str, list[int]]) -> Counts:
+    async def take(
+        cls, pids: dict[str, list[int]], metrics: dict[str, str], bench_urls: dict[str, str]
+    ) -> Counts:
         """The counts now: Temporal requests by process and by workflow, reads served, CPU of `pids`."""
-        calls, by_workflow = await _calls_by_role(fleet), await _calls_by_workflow(fleet)
-        reads = await _read_times(fleet, {})
+        calls = {role: Counter(await temporal_calls([endpoint])) for role, endpoint in metrics.items()}
+        by_workflow, reads = await _calls_by_workflow(bench_urls), await _read_times(bench_urls, {})
         cpu = {role: cpu_seconds(p) for role, p in pids.items()}
-        return cls(time.monotonic(), pids, calls, by_workflow, reads, cpu)
+        return cls(time.monotonic(), pids, metrics, bench_urls, calls, by_workflow, reads, cpu)
 
-    async def grown(self, fleet: Fleet) -> Grown:
+    async def grown(self) -> Grown:
         """What grew from these counts until now."""
         elapsed = time.monotonic() - self.at
         calls = {
-            role: Counter(ops) - Counter(self.calls[role])
-            for role, ops in (await _calls_by_role(fleet)).items()
+            role: Counter(await temporal_calls([at])) - self.calls[role] for role, at in self.metrics.items()
         }
-        served = await _read_times(fleet, self.reads)
+        served = await _read_times(self.bench_urls, self.reads)
         by_workflow = {
             workflow: ops - self.by_workflow.get(workflow, Counter())
-            for workflow, ops in (await _calls_by_workflow(fleet)).items()
+            for workflow, ops in (await _calls_by_workflow(self.bench_urls)).items()
         }
         cpu = {role: cpu_seconds(p) - self.cpu[role] for role, p in self.pids.items()}
         return Grown(elapsed, calls, by_workflow, served, cpu)
 
 
-async def _calls_by_role(fleet: Fleet) -> dict[str, dict[str, int]]:
-    return {role: await temporal_calls([endpoint]) for role, endpoint in fleet.metrics.items()}
-
-
-async def _read_times(fleet: Fleet, since: dict[str, dict[str, int]]) -> dict[str, dict[str, Any]]:
+async def _read_times(
+    bench_urls: dict[str, str], since: dict[str, dict[str, int]]
+) -> dict[str, dict[str, Any]]:
     """Each API server's `tasks/get` times (holds included) and event loop lags, in seconds, from the
     indices in `since` on (by role; none: from the start), with the indices reached."""
     times: dict[str, dict[str, Any]] = {}
     async with httpx2.AsyncClient(timeout=30) as http:
-        for role, url in fleet.bench_urls.items():
+        for role, url in bench_urls.items():
             start = since.get(role, {})
             query = {
                 key: start.get(n, 0)
@@ -628,11 +609,11 @@ async def _read_times(fleet: Fleet, since: dict[str, dict[str, int]]) -> dict[st
     return times
 
 
-async def _calls_by_workflow(fleet: Fleet) -> dict[str, Counter[str]]:
+async def _calls_by_workflow(bench_urls: dict[str, str]) -> dict[str, Counter[str]]:
     """The API servers' Temporal requests so far by the workflow each named ("" for none), then operation."""
     totals: dict[str, Counter[str]] = {}
     async with httpx2.AsyncClient(timeout=30) as http:
-        for url in fleet.bench_urls.values():
+        for url in bench_urls.values():
             for workflow, ops in (await http.get(f"{url}/temporal-by-workflow")).json().items():
                 totals.setdefault(workflow, Counter()).update(ops)
     return totals
@@ -684,9 +665,7 @@ def _by_task_kind(
 
 def _request_rates(calls: dict[str, Counter[str]], elapsed: float, tasks: int) -> dict[str, Any]:
     """Temporal requests per second by process and operation, and per task per 30 s."""
-    by_role = {
-        role: {op: round(n / elapsed, 2) for op, n in sorted(ops.items()) if n} for role, ops in calls.items()
-    }
+    by_role = {role: per_second(ops, elapsed) for role, ops in calls.items()}
     total = sum(sum(ops.values()) for ops in calls.values()) / elapsed
     reads = sum(sum(ops.values()) for role, ops in calls.items() if role.startswith("api")) / elapsed
     api_servers = sum((ops for role, ops in calls.items() if role.startswith("api")), Counter())
@@ -698,11 +677,6 @@ def _request_rates(calls: dict[str, Counter[str]], elapsed: float, tasks: int) -
         "per_task_per_30s_by_kind": per_task_per_30s_by_kind(sum(calls.values(), Counter()), tasks, elapsed),
         "per_task_per_30s_by_kind_api_servers": per_task_per_30s_by_kind(api_servers, tasks, elapsed),
     }
-
-
-def _percentiles(seconds: list[float]) -> dict[str, float]:
-    """Milliseconds."""
-    return percentiles([s * 1000 for s in seconds], digits=1)
 
 
 def _reach(marks: Marks, probes: list[Task]) -> dict[str, Any]:
@@ -766,9 +740,9 @@ async def finish(fleet: Fleet, readers: Readers, tasks: list[Task], killed: set[
     asking = [t for t in tasks if t.asks]
     deadline = _deadline(len(tasks))
     while asking:  # an asking leg asks once its release is seen
-        reads = await _bounded_all([lambda t=t: readers.get(t.task_id) for t in asking])
+        reads = await bounded_all([lambda t=t: readers.get(t.task_id) for t in asking], CONCURRENCY)
         ready = [(t, r) for t, r in zip(asking, reads) if getattr(r, "status", None) == "input_required"]
-        answers = await _bounded_all([lambda r=r: readers.answer(r) for _, r in ready])
+        answers = await bounded_all([lambda r=r: readers.answer(r) for _, r in ready], CONCURRENCY)
         answered = {t.key for (t, _), a in zip(ready, answers) if not isinstance(a, Exception)}
         closed = {t.key for t, r in zip(asking, reads) if getattr(r, "status", None) in TERMINAL}
         asking = [t for t in asking if t.key not in answered | closed]  # a closed one shows as a wrong result
@@ -794,7 +768,7 @@ async def _finals(readers: Readers, tasks: list[Task], deadline: float) -> list[
         if time.monotonic() > deadline:
             raise TimeoutError(f"{len(tasks) - len(finals)} tasks never closed")
         pending = [t for t in tasks if t.key not in finals]
-        reads = await _bounded_all([lambda t=t: readers.get(t.task_id) for t in pending])
+        reads = await bounded_all([lambda t=t: readers.get(t.task_id) for t in pending], CONCURRENCY)
         finals |= {t.key: r for t, r in zip(pending, reads) if getattr(r, "status", None) in TERMINAL}
         await asyncio.sleep(1)
     return [finals[t.key] for t in tasks]
@@ -920,17 +894,19 @@ async def parked_phase(
 ) -> tuple[dict[str, Any], Grown]:
     """Measure `seconds` (calling `midway` halfway): the fleet's Temporal requests per parked task per
     30 s, by kind of request and by kind of task (`kinds`), the API servers' reads, CPU by process."""
-    before = await Counts.take(fleet, fleet.pids())
+    before = await Counts.take(fleet.pids(), fleet.metrics, fleet.bench_urls)
     await asyncio.sleep(seconds / 2)
     if midway is not None:
         await midway()
     await asyncio.sleep(before.at + seconds - time.monotonic())
-    grown = await before.grown(fleet)
+    grown = await before.grown()
     return {
         "elapsed_s": round(grown.elapsed, 1),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "tasks_get_served_by_server": {role: len(r["tasks_get_s"]) for role, r in grown.served.items()},
-        "tasks_get_ms_at_servers": _percentiles([s for r in grown.served.values() for s in r["tasks_get_s"]]),
+        "tasks_get_ms_at_servers": percentiles_ms(
+            [s for r in grown.served.values() for s in r["tasks_get_s"]], 1
+        ),
         **_request_rates(grown.calls, grown.elapsed, len(kinds)),
         **_by_task_kind(grown.by_workflow, kinds, grown.elapsed, grown.calls),
         "cpu_cores_by_process": {role: round(c / grown.elapsed, 3) for role, c in grown.cpu.items()},
@@ -954,11 +930,11 @@ async def read_sample(
         polling.latencies = []
         measured, grown = await parked_phase(fleet, kinds, seconds, lambda: change_parked(readers, probes))
         latencies, polling.latencies = polling.latencies, None
-        await _seen(probes, time.monotonic() + PROBE_GRACE_S)
+        await _until(lambda: _all_shown(probes), PROBE_GRACE_S)
         await polling.drain()
     return {
         **measured,
-        "tasks_get_ms": _percentiles(latencies),
+        "tasks_get_ms": percentiles_ms(latencies, 1),
         "read_errors": polling.errors,
         "first_read_error": polling.first_error,
         "api_cpu_per_read": _cpu_per_read(unread, grown),
@@ -978,9 +954,7 @@ async def change_parked(readers: Readers, probes: list[Task]) -> None:
             await readers.answer(status)
         probe.released = True
 
-    outcomes = await _bounded_all([lambda p=p: one(p) for p in probes])
-    if failures := [o for o in outcomes if isinstance(o, Exception)]:
-        raise RuntimeError(f"{len(failures)} probes failed to change; the first: {failures[0]!r}")
+    await _all_succeed([lambda p=p: one(p) for p in probes], "probes' changes")
 
 
 def _asks(status: ClientGetTaskResult) -> str:
@@ -1060,19 +1034,16 @@ async def ours_legs(fleet: Fleet, args: argparse.Namespace, server_metrics: str)
             arguments = {"key": task.key, "seconds": args.leg_seconds}
             task.task_id = (await call_tool_task(readers.client(), task.tool, arguments)).task_id
 
-        failures = [
-            r for r in await _bounded_all([lambda t=t: one(t) for t in legs]) if isinstance(r, Exception)
-        ]
-        if failures:
-            raise RuntimeError(f"{len(failures)} submits failed; the first: {failures[0]!r}")
+        await _all_succeed([lambda t=t: one(t) for t in legs], "submits")
         submitted = time.monotonic() - began
         polling = Polling(readers, sample)
         with polling:
             pids = fleet.pids() | {"bench": [os.getpid()]}
             window = await legs_window(fleet.marks, legs, args, pids, fleet.metrics, server_metrics)
-            await _all_slept(fleet.marks, legs, time.monotonic() + args.leg_seconds + DEADLINE_S)
+            slept = {(leg.key, "slept") for leg in legs}  # every leg's body ended, as the marks tell
+            await _until(lambda: slept <= fleet.marks.runs().keys(), args.leg_seconds + DEADLINE_S, 1)
             finals = await _finals(readers, legs, time.monotonic() + DEADLINE_S)
-            await _sample_seen_closing(sample, time.monotonic() + PROBE_GRACE_S)
+            await _until(lambda: all("completed" in t.seen for t in sample), PROBE_GRACE_S)  # seen closing
             await polling.drain()
     finally:
         await readers.__aexit__(None, None, None)
@@ -1097,12 +1068,6 @@ async def ours_legs(fleet: Fleet, args: argparse.Namespace, server_metrics: str)
     }
 
 
-async def _sample_seen_closing(sample: list[Task], deadline: float) -> None:
-    """Return once the sample's readers have each seen their task complete, or at `deadline`."""
-    while any("completed" not in t.seen for t in sample) and time.monotonic() < deadline:
-        await asyncio.sleep(0.5)
-
-
 async def bare_legs(
     dev: DevServer, state: Path, args: argparse.Namespace, server_metrics: str
 ) -> dict[str, Any]:
@@ -1112,14 +1077,11 @@ async def bare_legs(
     env = engine_env("bare", Backends(dev.address, process_tree(dev.pid), None, []), folder, None)
     queue = env["FASTMCP_TEMPORAL_TASK_QUEUE"]
     workers: dict[str, asyncio.subprocess.Process] = {}
-    metrics: dict[str, str] = {}
-    command = [*(worker_command("bare", env) or []), "--sleepers"]
+    metrics: dict[str, Any] = {}  # each worker's SDK metrics (the bare engine always serves them)
     try:
-        for i in range(WORKERS):
-            metrics[f"worker-{i}"] = endpoint()
-            log = folder / f"worker-{i}.log"
-            workers[f"worker-{i}"] = await spawn(
-                command, env | {"FASTMCP_TEMPORAL_METRICS_ADDRESS": metrics[f"worker-{i}"]}, log
+        for role in (f"worker-{i}" for i in range(WORKERS)):
+            workers[role], metrics[role] = await start_worker(
+                "bare", env, folder / f"{role}.log", "--sleepers"
             )
         client = await TemporalClient.connect(dev.address)
         legs = build_sleepers(args.legs, "b")
@@ -1129,14 +1091,12 @@ async def bare_legs(
             run = [task.key, args.leg_seconds, args.heartbeat_timeout]
             return await client.start_workflow("BareSleep", args=run, id=f"bare/{task.key}", task_queue=queue)
 
-        handles = await _bounded_all([lambda t=t: start(t) for t in legs])
-        if failures := [h for h in handles if isinstance(h, Exception)]:
-            raise RuntimeError(f"{len(failures)} bare starts failed; the first: {failures[0]!r}")
+        handles = await _all_succeed([lambda t=t: start(t) for t in legs], "bare starts")
         submitted = time.monotonic() - began
         pids = {role: [p.pid] for role, p in workers.items()} | {"dev server": process_tree(dev.pid)}
         marks = Marks(folder / "marks")
         window = await legs_window(marks, legs, args, pids, metrics, server_metrics)
-        results = await _bounded_all([lambda h=h: h.result() for h in handles])
+        results = await bounded_all([lambda h=h: h.result() for h in handles], CONCURRENCY)
     finally:
         for process in workers.values():
             await terminate(process)
@@ -1167,21 +1127,17 @@ async def legs_window(
     first_start = min(min(marks.runs()[(leg.key, "leg")]) for leg in legs)
     seconds = min(args.window, first_start + args.leg_seconds - LEGS_MARGIN_S - time.monotonic())
     before = await dev_server_counts(server_metrics)
-    before_sdk = {role: Counter(await temporal_calls([url])) for role, url in sdk_metrics.items()}
-    before_cpu = {role: cpu_seconds(p) for role, p in pids.items()}
-    began = time.monotonic()
+    counts = await Counts.take(pids, sdk_metrics, {})
     await asyncio.sleep(seconds / 2)
     middle = await dev_server_counts(server_metrics)
-    await asyncio.sleep(began + seconds - time.monotonic())
-    elapsed = time.monotonic() - began
+    await asyncio.sleep(counts.at + seconds - time.monotonic())
+    grown = await counts.grown()
+    elapsed = grown.elapsed
     after = await dev_server_counts(server_metrics)
-    sdk = {role: Counter(await temporal_calls([url])) - before_sdk[role] for role, url in sdk_metrics.items()}
-    cpu = {role: (cpu_seconds(p) - before_cpu[role]) / elapsed for role, p in pids.items()}
     running_at_end = _running(marks, legs)
 
     def rate(kind: str) -> dict[str, float]:
-        grown = Counter(after.get(kind, {})) - Counter(before.get(kind, {}))
-        return {key: round(n / elapsed, 2) for key, n in sorted(grown.items()) if n}
+        return per_second(Counter(after.get(kind, {})) - Counter(before.get(kind, {})), elapsed)
 
     requests = rate("requests")
     actions = rate("actions").get("all", 0.0)
@@ -1198,21 +1154,11 @@ async def legs_window(
         "frontend_long_requests_in_flight_mid_window": middle.get("pending", {}),
         "frontend_resource_exhausted": rate("resource_exhausted"),
         "sdk_requests_per_s_by_process": {
-            role: {op: round(n / elapsed, 2) for op, n in sorted(ops.items()) if n}
-            for role, ops in sdk.items()
+            role: per_second(ops, elapsed) for role, ops in grown.calls.items()
         },
-        "cpu_cores_by_process": {role: round(c, 3) for role, c in cpu.items()},
+        "cpu_cores_by_process": {role: round(c / elapsed, 3) for role, c in grown.cpu.items()},
         "rss_mb_by_process": await settled_rss(pids),
     }
-
-
-async def _all_slept(marks: Marks, legs: list[Task], deadline: float) -> None:
-    """Return once every leg's body has ended (read from the marks, not from Temporal)."""
-    while True:
-        runs = marks.runs()
-        if all((leg.key, "slept") in runs for leg in legs) or time.monotonic() > deadline:
-            return
-        await asyncio.sleep(1)
 
 
 def _running(marks: Marks, legs: list[Task]) -> int:
@@ -1237,7 +1183,7 @@ async def attempts_in_temporal(address: str, task_queue: str) -> dict[str, int]:
                 retried += event.activity_task_started_event_attributes.attempt > 1
         return timed_out, retried
 
-    counts = await _bounded_all([lambda w=w: counted(w) for w in ids])
+    counts = await bounded_all([lambda w=w: counted(w) for w in ids], CONCURRENCY)
     return {
         "workflows_in_temporal": len(ids),
         "activity_attempts_timed_out": sum(c[0] for c in counts if isinstance(c, tuple)),

@@ -44,10 +44,9 @@ from temporalio.client import Client as TemporalClient
 from bench.bare_engine import bare_worker, start
 from bench.bench_server import add_trivial_tools
 from bench.drivers import bounded, costs
-from bench.harness import dev_server
+from bench.harness import dev_server, task_server
 from bench.marks import Marks
-from bench.metrics import percentiles, process_tree
-from fastmcp_temporal import TemporalTasksExtension
+from bench.metrics import percentiles_ms, process_tree
 
 QUESTION = (
     "Where does a submit's time go, part by part of the workflow start, beside its floors (a bare start, "
@@ -90,8 +89,7 @@ class _Starts:
 
 
 def _server(temporal: TemporalClient) -> FastMCP:
-    mcp = FastMCP("bench")
-    mcp.add_extension(TemporalTasksExtension(client=temporal, task_queue=f"bench-{uuid.uuid4().hex[:8]}"))
+    mcp = task_server(client=temporal)
     add_trivial_tools(mcp)
     return mcp
 
@@ -117,11 +115,11 @@ async def measure(calls: int) -> dict[str, Any]:
                 await client.call_tool("no_task", {"n": i})
                 floor.append(time.perf_counter() - t0)
     return {
-        "mcp_floor_ms": _ms(floor),
+        "mcp_floor_ms": percentiles_ms(floor),
         "left_out": {
             ", ".join(variant) or "nothing": {
-                "submit_ms": _ms(submits[variant]),
-                "start_workflow_ms": _ms(starts.times[variant]),
+                "submit_ms": percentiles_ms(submits[variant]),
+                "start_workflow_ms": percentiles_ms(starts.times[variant]),
             }
             for variant in VARIANTS
         },
@@ -197,7 +195,7 @@ async def measure_floors(calls: int) -> dict[str, Any]:
 
 
 def _floors_report(times: dict[str, list[float]]) -> dict[str, Any]:
-    latency = {name: percentiles([s * 1000 for s in values]) for name, values in times.items()}
+    latency = {name: percentiles_ms(values) for name, values in times.items()}
     p50 = {name: figures["p50"] for name, figures in latency.items()}
     submit = p50["submit (eager)"]
     return {
@@ -228,10 +226,6 @@ async def _cpu_per_task(pids: list[int], n: int, run: Callable[[int], Awaitable[
     async with costs([], {"measured": pids}, n) as out:
         await asyncio.gather(*(bounded(limit, run(i)) for i in range(n)))
     return out["cpu_ms_per_task"]["measured"]
-
-
-def _ms(seconds: list[float]) -> dict[str, float]:
-    return percentiles([s * 1000 for s in seconds])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -14,14 +14,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-import uuid
 from typing import Any, Literal
 
 from fastmcp import Client, FastMCP
 
-from bench.harness import dev_server
+from bench.harness import dev_server, task_server
 from bench.metrics import percentiles, timed_ms
-from fastmcp_temporal import TemporalTasksExtension
 
 QUESTION = "What does running a plain (non-task) call through a workflow cost, against inline?"
 QUICK = {"rounds": 10, "burst": 50}
@@ -39,9 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build(address: str, sync_calls: Literal["inline", "workflow"]) -> FastMCP:
-    mcp = FastMCP("bench")
-    queue = f"bench-{uuid.uuid4().hex[:8]}"
-    mcp.add_extension(TemporalTasksExtension(address=address, task_queue=queue, sync_calls=sync_calls))
+    mcp = task_server(address=address, sync_calls=sync_calls)
 
     @mcp.tool(task=True)
     async def trivial(n: int) -> int:

@@ -18,11 +18,11 @@ from typing import Any
 
 from fastmcp import Client, FastMCP
 from fastmcp_tasks.client import call_tool_task
-from fastmcp_tasks.client_models import UpdateTaskRequest, UpdateTaskRequestParams
-from mcp_types import InputRequiredResult, Result
+from mcp_types import InputRequiredResult
 from temporalio.client import Client as TemporalClient
 
 from bench.bench_server import ask_ok
+from bench.drivers import tasks_update
 from bench.harness import dev_server
 from bench.metrics import CallCounter, percentiles
 from fastmcp_temporal import TemporalTasksExtension
@@ -60,12 +60,7 @@ async def answer_once(
     async with Client(server(client, queue, worker=worker)) as mcp_client:
         before = collections.Counter(metrics.snapshot())
         started = time.perf_counter()
-        update = UpdateTaskRequest(
-            params=UpdateTaskRequestParams(
-                task_id=task.task_id, input_responses={key: {"action": "accept", "content": {}}}
-            )
-        )
-        await mcp_client.session.send_request(update, Result)
+        await tasks_update(mcp_client, task.task_id, {key: {"action": "accept", "content": {}}})
         elapsed = time.perf_counter() - started
         calls = collections.Counter(metrics.snapshot()) - before
     ours = {op: n for op, n in calls.items() if not op.startswith(("Poll", "Respond", "Record"))}
