@@ -43,7 +43,8 @@ def converted_size(value: Any) -> int:
 
 
 def size_of(arguments: RawValue | None) -> int:
-    """The converted bytes of the arguments when they are the workflow's second input; 0 when they are in the call."""
+    """The converted bytes of the arguments when they are the workflow's second input; 0 when they
+    are in the call."""
     return 0 if arguments is None else arguments.payload.ByteSize()
 
 

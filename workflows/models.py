@@ -258,7 +258,8 @@ class LegInput:
     request_state: str | None = None
 
     def with_arguments(self, arguments: dict[str, Any]) -> LegInput:
-        """This input with the call's arguments put back (they came as the workflow's second input: `workflows/arguments`)."""
+        """This input with the call's arguments put back (they came as the workflow's second input:
+        `workflows/arguments`)."""
         return replace(self, call=replace(self.call, arguments=arguments))
 
 

@@ -3,8 +3,9 @@
 A source (a watch's road and its end, `_watches`; a write through this server, `_known`) calls
 `TaskChanges.changed` when a task may answer differently; a held `tasks/get` (`_held_reads`), a
 listen stream (`_push`) and a 2025-11-25 question's asking (`_asks_2025_11_25`) follow the tasks
-they read, and each asks `_known.KnownTasks.next_change` when to read them again. The signal carries no state, only "read this task again", so a late or
-repeated one costs a read and nothing is lost by coalescing.
+they read, and each asks `_known.KnownTasks.next_change` when to read them again. The signal
+carries no state, only "read this task again", so a late or repeated one costs a read and
+nothing is lost by coalescing.
 """
 
 from __future__ import annotations

@@ -139,7 +139,8 @@ class Relayed(Protocol):
 def _task_input(
     backend: Backend, facts: TaskFacts, component: Tool, context: Context, relay: Relayed | None
 ) -> TaskInput:
-    """The workflow's first input: the call as a leg runs it (its arguments as the workflow's second input), and the task's facts."""
+    """The workflow's first input: the call as a leg runs it (its arguments as the workflow's second
+    input), and the task's facts."""
     snapshot = TaskContextSnapshot.capture(owning_tool_name=facts.tool, owning_tool_version=facts.version)
     call = ToolCall(
         task_id=facts.task_id,
