@@ -157,12 +157,13 @@ async def test_a_stamped_progress_message_shows_through_the_feed(
     temporal_server: DevServer,
     task_queue: str,
     make_extension: Callable[..., TemporalTasksExtension],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_progress, "PROGRESS_STAMP_AFTER", timedelta(0))
-    go, finish = anyio.Event(), anyio.Event()
+    """A leg's first message once it has run `FIRST_MESSAGE_STAMP_AFTER` is stamped, and the feed
+    lists the stamp: the API server's re-reads of the silent leg have stopped by then."""
+    go, finish, started = anyio.Event(), anyio.Event(), anyio.Event()
 
     async def reports(ctx: Context) -> str:
+        started.set()
         await go.wait()
         await ctx.report_progress(1, 2, "after a silence")
         await finish.wait()
@@ -170,7 +171,13 @@ async def test_a_stamped_progress_message_shows_through_the_feed(
 
     async with fed_servers(temporal_server, task_queue, make_extension, reports) as fed:
         task = await call_tool_task(fed.worker, "reports")
-        await _shows(fed.api, task.task_id, "working")
+        with anyio.fail_after(DEADLINE):
+            await started.wait()
+        # two heartbeat windows (make_extension's 2 s heartbeat_timeout) past the first stamp's threshold
+        quiet = anyio.current_time() + _progress.FIRST_MESSAGE_STAMP_AFTER.total_seconds() + 3.2
+        while anyio.current_time() < quiet:
+            await _shows(fed.api, task.task_id, "working")
+            await anyio.sleep(0.1)
         go.set()
         await _shows(fed.api, task.task_id, "working", lambda read: read.status_message == "after a silence")
         assert fed.long_polls.in_flight(anonymous_workflow_id(task.task_id)) == 0

@@ -64,7 +64,7 @@ from fastmcp_temporal.server._watch import (
     _close_only_recheck,
     shown_of,
 )
-from fastmcp_temporal.worker._progress import PROGRESS_STAMP_AFTER
+from fastmcp_temporal.worker._progress import FIRST_MESSAGE_STAMP_AFTER, PROGRESS_STAMP_AFTER
 from fastmcp_temporal.workflows.models import PROGRESSED_SIGNAL, TaskMemo, TaskOutcome
 from fastmcp_temporal.workflows.task import CHANGED_AT_ATTRIBUTE
 
@@ -221,6 +221,30 @@ async def test_progress_is_reread_just_after_each_heartbeat_until_a_new_message_
     leg.last_heartbeat_time.FromDatetime(temporal_now - timedelta(seconds=9))  # off its grid: as before
     followed.known = replace(known(found, read_at=100.0), temporal_read_at=temporal_now)
     assert followed.progress_due(PROGRESS_REFRESH) == 100.0 + _PROGRESS_RECHECK_MIN.total_seconds()
+
+
+async def test_a_leg_that_has_shown_no_message_is_reread_only_until_its_first_would_be_stamped() -> None:
+    """A leg stamps its first message once it has run `FIRST_MESSAGE_STAMP_AFTER`: a copy showing no
+    message is re-read at each heartbeat until then (and the window that carries the message), then
+    only at `progress_refresh`; a copy showing one, at each heartbeat until a next would be stamped."""
+    found = await description(legs=((STARTED, b"{}"),))
+    leg = found.raw_description.pending_activities[0]
+    temporal_now = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    leg.last_heartbeat_time.FromDatetime(temporal_now - timedelta(seconds=1))
+    leg.activity_options.heartbeat_timeout.FromTimedelta(timedelta(seconds=5))  # a 4 s window
+    lands, first = _HEARTBEAT_LANDS.total_seconds(), FIRST_MESSAGE_STAMP_AFTER.total_seconds()
+
+    def copy(ran: float, said: bool) -> Known:
+        leg.last_started_time.FromDatetime(temporal_now - timedelta(seconds=ran))
+        return replace(known(found, read_at=100.0), temporal_read_at=temporal_now, said=said)
+
+    followed = watch()
+    followed.known = copy(ran=first + 3, said=False)  # a first message now would go out unstamped
+    assert followed.progress_due(PROGRESS_REFRESH) == pytest.approx(100.0 + 3 + lands)
+    followed.known = copy(ran=first + 4, said=False)
+    assert followed.progress_due(PROGRESS_REFRESH) == pytest.approx(100.0 + 31 + lands)  # the stamp tells
+    followed.known = copy(ran=first + 60, said=True)  # its next message, just after this one, is not stamped
+    assert followed.progress_due(PROGRESS_REFRESH) == pytest.approx(100.0 + 3 + lands)
 
 
 async def test_a_task_running_no_leg_is_never_reread_for_progress() -> None:

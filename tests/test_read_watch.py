@@ -276,6 +276,7 @@ async def test_a_message_after_a_silence_is_stamped_and_shows_on_every_server(
     """A leg's message after it stood still (here: any) is stamped on its task (a `progressed`
     signal, and `McpTaskChangedAt` in its upsert), which every server following the task sees."""
     monkeypatch.setattr(_progress, "PROGRESS_STAMP_AFTER", timedelta(0))
+    monkeypatch.setattr(_progress, "FIRST_MESSAGE_STAMP_AFTER", timedelta(0))
     go, finish = anyio.Event(), anyio.Event()
 
     async def reports(ctx: Context) -> str:
@@ -327,6 +328,53 @@ async def test_a_leg_that_reports_steadily_stamps_nothing(make_extension: Callab
         go.set()
         assert (await task.result()).structured_content == {"result": "done"}
         assert await _progressed_signals(task_handle(extension, task.task_id)) == []
+
+
+async def test_a_silent_leg_is_reread_only_until_its_first_message_would_be_stamped(
+    temporal_server: DevServer, task_queue: str, make_extension: Callable[..., TemporalTasksExtension]
+) -> None:
+    """A leg that reports nothing costs a client polling it a `describe()` per heartbeat only until
+    a first message would be stamped (`FIRST_MESSAGE_STAMP_AFTER` and a heartbeat window), not for
+    as long as a message could go unstamped (`PROGRESS_STAMP_AFTER`); the message it then reports is
+    stamped on its task, and shows with no re-read due."""
+    go, finish = anyio.Event(), anyio.Event()
+
+    async def reports(ctx: Context) -> str:
+        await go.wait()
+        await ctx.report_progress(1, 2, "after a silence")
+        await finish.wait()
+        return "done"
+
+    requests = TemporalRequests()
+    worker = server_with(make_extension(), reports, name="worker")
+    api, temporal = await _api_server(temporal_server, task_queue, requests, reports, progress_refresh=NEVER)
+    async with Client(worker) as one, Client(api) as two:
+        task = await call_tool_task(one, "reports")
+        handle = temporal.get_workflow_handle(anonymous_workflow_id(task.task_id))
+        await _leg_started(handle)
+        started = anyio.current_time()
+        # the heartbeat window is 1.6 s (make_extension's 2 s heartbeat_timeout); allow two
+        quiet_from = started + _progress.FIRST_MESSAGE_STAMP_AFTER.total_seconds() + 3.2
+        await _poll_until(two, task.task_id, quiet_from)
+        before = requests.count()[DESCRIBE]
+        await _poll_until(two, task.task_id, quiet_from + 10)  # re-read every 3.2 s, were a message unstamped
+        assert requests.count()[DESCRIBE] - before <= 1
+
+        go.set()
+        with anyio.fail_after(DEADLINE):
+            while (await tasks_get(two, task.task_id)).status_message != "after a silence":
+                await anyio.sleep(0.05)
+        assert len(await _progressed_signals(handle)) == 1
+        finish.set()
+        assert (await task.result()).structured_content == {"result": "done"}
+
+
+async def _poll_until(client: Client, task_id: str, until: float) -> None:
+    """Read the task as a polling client does, its next read one advertised interval after each answer."""
+    while anyio.current_time() < until:
+        answer = await tasks_get(client, task_id)
+        assert answer.status == "working"
+        await anyio.sleep((answer.poll_interval_ms or 0) / 1000)
 
 
 async def _history_length(handle: WorkflowHandle[Any, Any]) -> int:

@@ -64,6 +64,7 @@ CONSTANTS: dict[str, str] = {
     "fairness_key_bytes": "fastmcp_temporal.server._scope:FAIRNESS_KEY_BYTES",
     "initial_retry": "fastmcp_temporal.server._facts:_INITIAL_RETRY",
     "progress_stamp_after": "fastmcp_temporal.worker._progress:PROGRESS_STAMP_AFTER",
+    "first_message_stamp_after": "fastmcp_temporal.worker._progress:FIRST_MESSAGE_STAMP_AFTER",
     "loop_lag_limit": "fastmcp_temporal.worker._slots:LAG_LIMIT seconds",
     "minimum_legs": "fastmcp_temporal.worker._slots:MINIMUM_LEGS",
     "sticky_timeout": "fastmcp_temporal.worker._plugin:STICKY_TIMEOUT",

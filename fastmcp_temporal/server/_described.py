@@ -4,11 +4,12 @@ Progress (a running leg's heartbeat details) adds no history event, so only a `d
 sees it. A copy is re-read once it is as old as its progress had stood still, at least
 `_PROGRESS_RECHECK_MIN` and at most `progress_refresh`: progress that changes reaches a
 reader about as late as it had stood still before, at one `describe()` per re-read however
-many read it. A message after a stillness longer than `worker._progress.PROGRESS_STAMP_AFTER`
-needs no re-read: the leg stamps it on the task (`PROGRESSED_SIGNAL`), an event a watch takes as
-a change; a copy read within `_PROGRESS_RECHECK_MIN` of the stamp is re-read once more, in case
-the heartbeat that carries the message landed just after it. So a long silent leg, the common
-long tool, costs a `describe()` per `progress_refresh`, a backstop for a worker that does not stamp.
+many read it. A message after a stillness longer than `worker._progress.PROGRESS_STAMP_AFTER`, or
+a leg's first once it has run `FIRST_MESSAGE_STAMP_AFTER`, needs no re-read: the leg stamps it on
+the task (`PROGRESSED_SIGNAL`), an event a watch takes as a change; a copy read within
+`_PROGRESS_RECHECK_MIN` of the stamp is re-read once more, in case the heartbeat that carries the
+message landed just after it. So a silent leg, the common long tool, costs a `describe()` or two
+in its first seconds, then one per `progress_refresh`, a backstop for a worker that does not stamp.
 
 A leg's heartbeats reach Temporal on a grid: the SDK sends one per throttle window
 (`SDK_THROTTLE_SHARE` of the leg's heartbeat timeout), at the window's end. Where the grid is
@@ -27,7 +28,7 @@ from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowExecutionDescription
 
 from fastmcp_temporal.worker._heartbeat import SDK_THROTTLE_SHARE
-from fastmcp_temporal.worker._progress import PROGRESS_STAMP_AFTER
+from fastmcp_temporal.worker._progress import FIRST_MESSAGE_STAMP_AFTER, PROGRESS_STAMP_AFTER
 from fastmcp_temporal.workflows.models import TaskMemo
 
 # A running leg's progress is re-read once the known copy is as old as it had stood still:
@@ -50,6 +51,7 @@ class Known:
     progress_since: float  # since when its legs' heartbeat details have read the same
     round_ends: float = float("inf")  # when a parked task's TTL timer fires (event-loop time), if fed
     temporal_read_at: datetime | None = None  # `read_at` on Temporal's clock, to place its legs' heartbeats
+    said: bool = True  # whether its running leg has shown a message (True when unknown: it may have)
 
     @property
     def events(self) -> int:
@@ -68,10 +70,13 @@ def known_from(
     read_at: float,
     before: Known | None,
     temporal_read_at: datetime | None = None,
+    said: bool = True,
 ) -> Known:
-    """What a `describe()` started at `read_at` (`temporal_read_at` on Temporal's clock) found, carrying
-    over since when progress stood still."""
-    known = Known(description, memo, read_at, progress_since=read_at, temporal_read_at=temporal_read_at)
+    """What a `describe()` started at `read_at` (`temporal_read_at` on Temporal's clock) found, its
+    running leg's message shown or not (`said`), carrying over since when progress stood still."""
+    known = Known(
+        description, memo, read_at, progress_since=read_at, temporal_read_at=temporal_read_at, said=said
+    )
     if before is not None and before.progress == known.progress and before.read_at <= read_at:
         return replace(known, progress_since=before.progress_since)
     return known
@@ -98,14 +103,34 @@ def progress_due(
 
 def progress_age(known: Known, progress_refresh: float) -> float:
     """How old known progress may be when read: as old as it had stood still, at least
-    `_PROGRESS_RECHECK_MIN`, at most `progress_refresh`. A message after a longer stillness
-    than `PROGRESS_STAMP_AFTER` is stamped (`progressed`), so progress that stood still that
-    long is re-read only as a backstop, at `progress_refresh`, for a leg on a worker that does
-    not stamp."""
-    still = known.read_at - known.progress_since
-    if still >= PROGRESS_STAMP_AFTER.total_seconds():
+    `_PROGRESS_RECHECK_MIN`, at most `progress_refresh`. Once the leg would stamp a new message
+    (`progressed`), its progress is re-read only as a backstop, at `progress_refresh`, for a leg
+    on a worker that does not stamp."""
+    if _stamps_next(known, margin=0.0):
         return progress_refresh
+    still = known.read_at - known.progress_since
     return min(max(still, _PROGRESS_RECHECK_MIN.total_seconds()), progress_refresh)
+
+
+def _stamps_next(known: Known, margin: float) -> bool:
+    """Whether the leg would stamp a new message (so no re-read need look for one), `margin` seconds
+    after the copy was read (the window that sends it): once its message stood still for
+    `PROGRESS_STAMP_AFTER`, or, while it has shown none, once it has run `FIRST_MESSAGE_STAMP_AFTER`."""
+    if known.read_at - known.progress_since >= PROGRESS_STAMP_AFTER.total_seconds() + margin:
+        return True
+    ran = _leg_ran(known)
+    return not known.said and ran is not None and ran >= FIRST_MESSAGE_STAMP_AFTER.total_seconds() + margin
+
+
+def _leg_ran(known: Known) -> float | None:
+    """How long the running leg's attempt had run when the copy was read (None: not known)."""
+    if known.temporal_read_at is None:
+        return None
+    for leg in known.description.raw_description.pending_activities:
+        if leg.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED and leg.HasField("last_started_time"):
+            started = leg.last_started_time.ToDatetime(tzinfo=timezone.utc)
+            return (known.temporal_read_at - started).total_seconds()
+    return None
 
 
 @dataclass(frozen=True)
@@ -141,9 +166,8 @@ def _heartbeat_grid(known: Known) -> _HeartbeatGrid | None:
 
 def _progress_age_on_grid(known: Known, grid: _HeartbeatGrid, progress_refresh: float) -> float:
     """How old known progress may be when read, for a leg whose heartbeat grid is known: at its next
-    heartbeat while a new message would not be stamped (the progress stood still for less than
-    `PROGRESS_STAMP_AFTER` and the window that carries a stamped one), then `progress_refresh`."""
-    still = known.read_at - known.progress_since
-    if still < PROGRESS_STAMP_AFTER.total_seconds() + grid.window:
-        return _PROGRESS_RECHECK_MIN.total_seconds()
-    return progress_refresh
+    heartbeat while a new message would not be stamped (allowing for the window that carries a
+    stamped one), then `progress_refresh`."""
+    if _stamps_next(known, margin=grid.window):
+        return progress_refresh
+    return _PROGRESS_RECHECK_MIN.total_seconds()

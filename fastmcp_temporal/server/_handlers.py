@@ -186,7 +186,8 @@ class TaskMethods:
         if task.running and (watch := self._known.watch_of(key)) is None:
             watch = self._known.follow(key, task.handle, self._timing(task), task.description.run_id)
         if watch is not None and watch.handle.id == task.handle.id:
-            watch.learned(task.description, task.memo, read_at, self._clock.now())
+            said = await self._status_message(task) is not None
+            watch.learned(task.description, task.memo, read_at, self._clock.now(), said=said)
         return task
 
     def key_of(self, task_id: str) -> str:

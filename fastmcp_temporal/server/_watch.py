@@ -142,11 +142,12 @@ class Watch:
 
     def learned(
         self, description: WorkflowExecutionDescription, memo: TaskMemo, read_at: float,
-        temporal_now: datetime | None = None,
+        temporal_now: datetime | None = None, *, said: bool = True,
     ) -> None:
-        """What a `describe()` started at `read_at` (`temporal_now` on Temporal's clock) found; while
-        the close alone is followed, it answers for `close_only_recheck`, which it sets anew."""
-        self.known = known_from(description, memo, read_at, self.known, temporal_now)
+        """What a `describe()` started at `read_at` (`temporal_now` on Temporal's clock) found, its
+        running leg's message shown or not (`said`); while the close alone is followed, it answers
+        for `close_only_recheck`, which it sets anew."""
+        self.known = known_from(description, memo, read_at, self.known, temporal_now, said)
         if self.fed and temporal_now is not None:
             self._knows_round_end(read_at, temporal_now)
         if self.close_only:

@@ -13,12 +13,14 @@ which `tasks/get` and `tasks list --stuck` read.
 Heartbeats add no history event, so a server that follows a task's history (or the change
 feed) cannot see a new message; it re-reads a copy as often as the copy's progress has
 been changing. A message that comes after the leg's message stood still for
-`PROGRESS_STAMP_AFTER` (or after the leg began that long ago) is therefore stamped on the
-task: the leg records it at once, then, once the SDK sent it, signals the workflow (`PROGRESSED_SIGNAL`), whose
-history and `McpTaskChangedAt` tell every server to re-read. A tool that reports steadily
-costs no signal past its first; one that reports after a long silence costs one signal
-(and its workflow task) per such message. A durable call's leg stamps nothing: its caller
-hears its notices directly.
+`PROGRESS_STAMP_AFTER`, and a leg's first message once it has run `FIRST_MESSAGE_STAMP_AFTER`,
+are therefore stamped on the task: the leg records it at once, then, once the SDK sent it,
+signals the workflow (`PROGRESSED_SIGNAL`), whose history and `McpTaskChangedAt` tell every
+server to re-read. So a server re-reads a silent leg only in its first seconds, not for as
+long as its silence could end in an unstamped message. A tool that reports from its start
+costs no signal; one that first reports later, or again after a long silence, costs one
+signal (and its workflow task) per such message. A durable call's leg stamps nothing: its
+caller hears its notices directly.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 PROGRESS_STAMP_AFTER = timedelta(seconds=30)
+# A leg's first message (or its first after clearing one) this long after it began is stamped too:
+# the reference's poll interval, within which a reader's own re-reads find an earlier one.
+FIRST_MESSAGE_STAMP_AFTER = timedelta(seconds=5)
 
 
 @dataclass
@@ -79,7 +84,7 @@ class LegProgress:
     async def set_message(self, message: str | None) -> None:
         if message != self.message:
             now = time.monotonic()
-            if self.stamps and now - self.message_since >= PROGRESS_STAMP_AFTER.total_seconds():
+            if self.stamps and now - self.message_since >= _stamped_after(self.message).total_seconds():
                 self.stamp_due.set()
             self.message_since = now
             self.message_changed.set()
@@ -105,6 +110,11 @@ class LegProgress:
         if self.store_waiting is not None:
             details[STORE_WAITING_DETAIL] = self.store_waiting
         return details
+
+
+def _stamped_after(message: str | None) -> timedelta:
+    """How long the leg's message (None: none yet) must stand still for a new one to be stamped."""
+    return FIRST_MESSAGE_STAMP_AFTER if message is None else PROGRESS_STAMP_AFTER
 
 
 def stamp_progress(after: float) -> None:
