@@ -5,8 +5,8 @@
 One server on the run's dev server, one process. Each `call_tool_task` starts its workflow with
 one part left out, in turn (eager start, the searchable attributes, the memo, the UI
 summary and details), so a noisy machine slows every variant alike. Figures: the p50 of
-the submit and of the `start_workflow` inside it per variant, next to a `tools/call` of a
-plain tool on the same server (the MCP floor). Leaving a part out is for measuring only:
+the submit, of the `start_workflow` inside it and of the task's end to end (the submit to its
+result) per variant, next to a `tools/call` of a plain tool on the same server (the MCP floor). Leaving a part out is for measuring only:
 the UI, the operator CLI and `tasks/get` need each of them.
 
     .venv/bin/python -m bench run submit_cost --cpu [--bursts 8] [--burst 300]
@@ -99,6 +99,7 @@ async def measure(calls: int) -> dict[str, Any]:
         temporal = await TemporalClient.connect(server.address)
         starts = _Starts(temporal)
         submits: dict[tuple[str, ...], list[float]] = collections.defaultdict(list)
+        ends: dict[tuple[str, ...], list[float]] = collections.defaultdict(list)
         mcp = _server(temporal)
         floor: list[float] = []
         async with Client(mcp) as client:
@@ -111,6 +112,7 @@ async def measure(calls: int) -> dict[str, Any]:
                 task = await call_tool_task(client, "trivial", {"n": i})
                 submits[starts.left_out].append(time.perf_counter() - t0)
                 await task.result()
+                ends[starts.left_out].append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
                 await client.call_tool("no_task", {"n": i})
                 floor.append(time.perf_counter() - t0)
@@ -120,6 +122,7 @@ async def measure(calls: int) -> dict[str, Any]:
             ", ".join(variant) or "nothing": {
                 "submit_ms": percentiles_ms(submits[variant]),
                 "start_workflow_ms": percentiles_ms(starts.times[variant]),
+                "end_to_end_ms": percentiles_ms(ends[variant]),
             }
             for variant in VARIANTS
         },
