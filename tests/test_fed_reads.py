@@ -39,7 +39,7 @@ from fastmcp_temporal.server import _feed_gaps, _feed_road
 from fastmcp_temporal.server._feed import Change, TemporalVisibility
 from fastmcp_temporal.server._stalled import EXPIRED_REASON
 from fastmcp_temporal.worker import _progress
-from helpers.servers import server_with
+from helpers.servers import reporting_once, server_with
 from helpers.temporal import HistoryLongPolls, TemporalRequests, anonymous_workflow_id
 from helpers.waits import DEADLINE, polled_until
 from helpers.wire import (
@@ -161,13 +161,7 @@ async def test_a_stamped_progress_message_shows_through_the_feed(
     """A leg's first message once it has run `FIRST_MESSAGE_STAMP_AFTER` is stamped, and the feed
     lists the stamp: the API server's re-reads of the silent leg have stopped by then."""
     go, finish, started = anyio.Event(), anyio.Event(), anyio.Event()
-
-    async def reports(ctx: Context) -> str:
-        started.set()
-        await go.wait()
-        await ctx.report_progress(1, 2, "after a silence")
-        await finish.wait()
-        return "done"
+    reports = reporting_once(go, finish, "after a silence", started)
 
     async with fed_servers(temporal_server, task_queue, make_extension, reports) as fed:
         task = await call_tool_task(fed.worker, "reports")

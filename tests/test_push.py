@@ -43,7 +43,15 @@ from pydantic import ConfigDict
 
 from fastmcp_temporal import TemporalTasksExtension
 from helpers.npm import npm_installed, placed
-from helpers.servers import NoTasksClient, gated_tool, http_client, server_with, serving_http, verifier
+from helpers.servers import (
+    NoTasksClient,
+    gated_tool,
+    http_client,
+    reporting_once,
+    server_with,
+    serving_http,
+    verifier,
+)
 from helpers.waits import DEADLINE, eventually
 from helpers.wire import accept, ask, tasks_update
 
@@ -148,12 +156,7 @@ async def test_a_listening_client_is_pushed_a_running_legs_new_progress_message(
 ) -> None:
     # progress adds no history event: the stream hears of it only by re-reading the task
     listened, release = anyio.Event(), anyio.Event()
-
-    async def reports(ctx: Context) -> str:
-        await listened.wait()
-        await ctx.report_progress(1, 2, "halfway")
-        await release.wait()
-        return "done"
+    reports = reporting_once(listened, release, "halfway")
 
     server = server_with(make_extension(), reports)
     statuses = TaskStatuses()

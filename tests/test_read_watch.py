@@ -35,7 +35,7 @@ from fastmcp_temporal.devserver import DevServer
 from fastmcp_temporal.worker import _progress
 from fastmcp_temporal.workflows.models import PROGRESSED_SIGNAL
 from fastmcp_temporal.workflows.task import CHANGED_AT_ATTRIBUTE
-from helpers.servers import gated_tool, server_with
+from helpers.servers import gated_tool, reporting_once, server_with
 from helpers.temporal import (
     TemporalRequests,
     anonymous_workflow_id,
@@ -278,12 +278,7 @@ async def test_a_message_after_a_silence_is_stamped_and_shows_on_every_server(
     monkeypatch.setattr(_progress, "PROGRESS_STAMP_AFTER", timedelta(0))
     monkeypatch.setattr(_progress, "FIRST_MESSAGE_STAMP_AFTER", timedelta(0))
     go, finish = anyio.Event(), anyio.Event()
-
-    async def reports(ctx: Context) -> str:
-        await go.wait()
-        await ctx.report_progress(1, 2, "after a silence")
-        await finish.wait()
-        return "done"
+    reports = reporting_once(go, finish, "after a silence")
 
     requests = TemporalRequests()
     worker = server_with(make_extension(progress_refresh=NEVER), reports, name="worker")
@@ -338,12 +333,7 @@ async def test_a_silent_leg_is_reread_only_until_its_first_message_would_be_stam
     as long as a message could go unstamped (`PROGRESS_STAMP_AFTER`); the message it then reports is
     stamped on its task, and shows with no re-read due."""
     go, finish = anyio.Event(), anyio.Event()
-
-    async def reports(ctx: Context) -> str:
-        await go.wait()
-        await ctx.report_progress(1, 2, "after a silence")
-        await finish.wait()
-        return "done"
+    reports = reporting_once(go, finish, "after a silence")
 
     requests = TemporalRequests()
     worker = server_with(make_extension(), reports, name="worker")

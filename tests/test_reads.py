@@ -44,7 +44,7 @@ from temporalio.client import (
 from fastmcp_temporal import TemporalTasksExtension
 from fastmcp_temporal.devserver import DevServer
 from fastmcp_temporal.server._holds import HELD_POLL_INTERVAL, POLL_LOOP_SLACK
-from helpers.servers import gated_tool, http_client, serving_http, verifier
+from helpers.servers import gated_tool, http_client, reporting_once, serving_http, verifier
 from helpers.waits import DEADLINE, eventually
 from helpers.wire import accept, ask, tasks_cancel, tasks_get, tasks_update
 
@@ -372,13 +372,7 @@ async def test_a_held_read_answers_an_ask_at_its_next_recheck(temporal_server: D
 
 async def test_a_held_read_answers_progress_at_its_next_recheck(temporal_server: DevServer, task_queue: str) -> None:
     started, release, finish = anyio.Event(), anyio.Event(), anyio.Event()
-
-    async def reports(ctx: Context) -> str:
-        started.set()
-        await release.wait()
-        await ctx.report_progress(1, 2, "halfway")
-        await finish.wait()
-        return "done"
+    reports = reporting_once(release, finish, "halfway", started)
 
     server, _, reads = await _server(
         temporal_server, task_queue, reports, read_hold=LONG_HOLD, read_recheck=RECHECK

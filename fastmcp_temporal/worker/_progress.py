@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 PROGRESS_STAMP_AFTER = timedelta(seconds=30)
-# A leg's first message (or its first after clearing one) this long after it began is stamped too:
+# A message the leg shows where it showed none, this long or more after it began, is stamped too:
 # the reference's poll interval, within which a reader's own re-reads find an earlier one.
 FIRST_MESSAGE_STAMP_AFTER = timedelta(seconds=5)
 
@@ -68,6 +68,8 @@ class LegProgress:
     """Why the leg waits for its payload store, while it does."""
     stamps: bool = False
     """Whether a message after a stillness is stamped on the task (a task's leg, not a durable call's)."""
+    began: float = field(default_factory=time.monotonic)
+    """When (`time.monotonic()`) the leg's attempt began."""
     message_since: float = field(default_factory=time.monotonic)
     """When (`time.monotonic()`) the message last changed, or the leg began."""
     stamp_due: asyncio.Event = field(default_factory=asyncio.Event)
@@ -84,11 +86,19 @@ class LegProgress:
     async def set_message(self, message: str | None) -> None:
         if message != self.message:
             now = time.monotonic()
-            if self.stamps and now - self.message_since >= _stamped_after(self.message).total_seconds():
+            if self.stamps and self._stamped(now):
                 self.stamp_due.set()
             self.message_since = now
             self.message_changed.set()
         self.message = message
+
+    def _stamped(self, now: float) -> bool:
+        """Whether a new message now is stamped: the first the leg shows once it has run
+        `FIRST_MESSAGE_STAMP_AFTER` (as a server reads it: none shown, the attempt's age), or
+        one after its message stood still for `PROGRESS_STAMP_AFTER`."""
+        if self.message is None:
+            return now - self.began >= FIRST_MESSAGE_STAMP_AFTER.total_seconds()
+        return now - self.message_since >= PROGRESS_STAMP_AFTER.total_seconds()
 
     @classmethod
     def resumed(cls) -> LegProgress:
@@ -110,11 +120,6 @@ class LegProgress:
         if self.store_waiting is not None:
             details[STORE_WAITING_DETAIL] = self.store_waiting
         return details
-
-
-def _stamped_after(message: str | None) -> timedelta:
-    """How long the leg's message (None: none yet) must stand still for a new one to be stamped."""
-    return FIRST_MESSAGE_STAMP_AFTER if message is None else PROGRESS_STAMP_AFTER
 
 
 def stamp_progress(after: float) -> None:

@@ -24,7 +24,7 @@ import anyio
 import anyio.abc
 import httpx2
 import uvicorn
-from fastmcp import Client, FastMCP
+from fastmcp import Client, Context, FastMCP
 from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
 from fastmcp.server.dependencies import get_access_token, get_http_headers, get_http_request
@@ -288,6 +288,23 @@ def gated_tool(started: anyio.Event, release: anyio.Event) -> Callable[[], Await
         return "done"
 
     return gated
+
+
+def reporting_once(
+    go: anyio.Event, finish: anyio.Event, message: str, started: anyio.Event | None = None
+) -> Callable[[Context], Awaitable[str]]:
+    """A tool, `reports`, that says it started (if `started` is given), reports `message` once `go`
+    is set, and returns "done" once `finish` is."""
+
+    async def reports(ctx: Context) -> str:
+        if started is not None:
+            started.set()
+        await go.wait()
+        await ctx.report_progress(1, 2, message)
+        await finish.wait()
+        return "done"
+
+    return reports
 
 
 @contextmanager
