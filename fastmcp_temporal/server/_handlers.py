@@ -183,10 +183,10 @@ class TaskMethods:
             return _Task(task_id, watch.handle, known.description, known.memo)
         read_at = asyncio.get_running_loop().time()
         task = await self._find(task_id, shared=True)
+        said = await self._status_message(task) is not None  # no await between the watch lookup and learned()
         if task.running and (watch := self._known.watch_of(key)) is None:
             watch = self._known.follow(key, task.handle, self._timing(task), task.description.run_id)
         if watch is not None and watch.handle.id == task.handle.id:
-            said = await self._status_message(task) is not None
             watch.learned(task.description, task.memo, read_at, self._clock.now(), said=said)
         return task
 
