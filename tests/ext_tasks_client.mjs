@@ -61,6 +61,7 @@ class RawDispatch {
       this.#pending.set(id, { resolve, reject });
       options.signal?.addEventListener("abort", () => reject(options.signal.reason), { once: true });
     });
+    answered.catch(() => {}); // an abort during the send rejects it unawaited: the send's own error is thrown
     try {
       await this.#transport.send(
         { jsonrpc: "2.0", id, ...request },
