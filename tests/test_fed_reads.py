@@ -167,8 +167,9 @@ async def test_a_stamped_progress_message_shows_through_the_feed(
         task = await call_tool_task(fed.worker, "reports")
         with anyio.fail_after(DEADLINE):
             await started.wait()
-        # two heartbeat windows (make_extension's 2 s heartbeat_timeout) past the first stamp's threshold
-        quiet = anyio.current_time() + _progress.FIRST_MESSAGE_STAMP_AFTER.total_seconds() + 3.2
+        # three heartbeat windows (make_extension's 2 s heartbeat_timeout) past the first stamp's
+        # threshold: a heartbeat a window past it has told the API server, which re-reads no more
+        quiet = anyio.current_time() + _progress.FIRST_MESSAGE_STAMP_AFTER.total_seconds() + 3 * 1.6
         while anyio.current_time() < quiet:
             await _shows(fed.api, task.task_id, "working")
             await anyio.sleep(0.1)

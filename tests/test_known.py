@@ -225,25 +225,28 @@ async def test_progress_is_reread_just_after_each_heartbeat_until_a_new_message_
 
 async def test_a_leg_that_has_shown_no_message_is_reread_only_until_its_first_would_be_stamped() -> None:
     """A leg stamps its first message once it has run `FIRST_MESSAGE_STAMP_AFTER`: a copy showing no
-    message is re-read at each heartbeat until then (and the window that carries the message), then
-    only at `progress_refresh`; a copy showing one, at each heartbeat until a next would be stamped."""
+    message is re-read at each heartbeat until one sent a window past that (which would carry any
+    earlier, unstamped message) shows none, then only at `progress_refresh`; a copy showing one, at
+    each heartbeat until a next would be stamped."""
     found = await description(legs=((STARTED, b"{}"),))
     leg = found.raw_description.pending_activities[0]
     temporal_now = datetime(2025, 1, 1, tzinfo=timezone.utc)
-    leg.last_heartbeat_time.FromDatetime(temporal_now - timedelta(seconds=1))
+    last_heartbeat = temporal_now - timedelta(seconds=1)
+    leg.last_heartbeat_time.FromDatetime(last_heartbeat)
     leg.activity_options.heartbeat_timeout.FromTimedelta(timedelta(seconds=5))  # a 4 s window
-    lands, first = _HEARTBEAT_LANDS.total_seconds(), FIRST_MESSAGE_STAMP_AFTER.total_seconds()
+    lands, past_first = _HEARTBEAT_LANDS.total_seconds(), FIRST_MESSAGE_STAMP_AFTER.total_seconds() + 4
 
-    def copy(ran: float, said: bool) -> Known:
-        leg.last_started_time.FromDatetime(temporal_now - timedelta(seconds=ran))
+    def copy(heartbeat_at: float, said: bool) -> Known:
+        """A copy whose leg's last heartbeat was sent `heartbeat_at` seconds into its attempt."""
+        leg.last_started_time.FromDatetime(last_heartbeat - timedelta(seconds=heartbeat_at))
         return replace(known(found, read_at=100.0), temporal_read_at=temporal_now, said=said)
 
     followed = watch()
-    followed.known = copy(ran=first + 3, said=False)  # a first message now would go out unstamped
+    followed.known = copy(heartbeat_at=past_first - 0.5, said=False)  # a message may be on its way unstamped
     assert followed.progress_due(PROGRESS_REFRESH) == pytest.approx(100.0 + 3 + lands)
-    followed.known = copy(ran=first + 4, said=False)
+    followed.known = copy(heartbeat_at=past_first, said=False)
     assert followed.progress_due(PROGRESS_REFRESH) == pytest.approx(100.0 + 31 + lands)  # the stamp tells
-    followed.known = copy(ran=first + 60, said=True)  # its next message, just after this one, is not stamped
+    followed.known = copy(heartbeat_at=past_first + 60, said=True)  # its next message, just after, is not stamped
     assert followed.progress_due(PROGRESS_REFRESH) == pytest.approx(100.0 + 3 + lands)
 
 

@@ -343,8 +343,9 @@ async def test_a_silent_leg_is_reread_only_until_its_first_message_would_be_stam
         handle = temporal.get_workflow_handle(anonymous_workflow_id(task.task_id))
         await _leg_started(handle)
         started = anyio.current_time()
-        # the heartbeat window is 1.6 s (make_extension's 2 s heartbeat_timeout); allow two
-        quiet_from = started + _progress.FIRST_MESSAGE_STAMP_AFTER.total_seconds() + 3.2
+        # a heartbeat a window (1.6 s: make_extension's 2 s heartbeat_timeout) past the first stamp's
+        # threshold tells the server; it lands within another window, and is re-read within a third
+        quiet_from = started + _progress.FIRST_MESSAGE_STAMP_AFTER.total_seconds() + 3 * 1.6
         await _poll_until(two, task.task_id, quiet_from)
         before = requests.count()[DESCRIBE]
         await _poll_until(two, task.task_id, quiet_from + 10)  # re-read every 3.2 s, were a message unstamped

@@ -113,24 +113,27 @@ def progress_age(known: Known, progress_refresh: float) -> float:
 
 
 def _stamps_next(known: Known, margin: float) -> bool:
-    """Whether the leg would stamp a new message (so no re-read need look for one), `margin` seconds
-    after the copy was read (the window that sends it): once its message stood still for
-    `PROGRESS_STAMP_AFTER`, or, while it has shown none, once it has run `FIRST_MESSAGE_STAMP_AFTER`."""
+    """Whether the leg would stamp a new message (so no re-read need look for one): once its message
+    stood still for `PROGRESS_STAMP_AFTER`, `margin` seconds after the copy was read (the window that
+    sends it), or, while it has shown none, once it is past its first unstamped one (`_past_first`)."""
     if known.read_at - known.progress_since >= PROGRESS_STAMP_AFTER.total_seconds() + margin:
         return True
-    ran = _leg_ran(known)
-    return not known.said and ran is not None and ran >= FIRST_MESSAGE_STAMP_AFTER.total_seconds() + margin
+    return not known.said and _past_first(known)
 
 
-def _leg_ran(known: Known) -> float | None:
-    """How long the running leg's attempt had run when the copy was read (None: not known)."""
-    if known.temporal_read_at is None:
-        return None
+def _past_first(known: Known) -> bool:
+    """Whether the running leg sent a heartbeat a window after `FIRST_MESSAGE_STAMP_AFTER` into its
+    attempt: one showing no message then means no unstamped first message is on its way (a message
+    recorded before then, even late, is in it), so its first one will be stamped."""
     for leg in known.description.raw_description.pending_activities:
-        if leg.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED and leg.HasField("last_started_time"):
-            started = leg.last_started_time.ToDatetime(tzinfo=timezone.utc)
-            return (known.temporal_read_at - started).total_seconds()
-    return None
+        if leg.state != PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
+            continue
+        if not (leg.HasField("last_started_time") and leg.HasField("last_heartbeat_time")):
+            return False
+        window = SDK_THROTTLE_SHARE * leg.activity_options.heartbeat_timeout.ToTimedelta().total_seconds()
+        beat_at = (leg.last_heartbeat_time.ToDatetime() - leg.last_started_time.ToDatetime()).total_seconds()
+        return beat_at >= FIRST_MESSAGE_STAMP_AFTER.total_seconds() + window
+    return False
 
 
 @dataclass(frozen=True)

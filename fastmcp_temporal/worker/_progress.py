@@ -13,8 +13,9 @@ which `tasks/get` and `tasks list --stuck` read.
 Heartbeats add no history event, so a server that follows a task's history (or the change
 feed) cannot see a new message; it re-reads a copy as often as the copy's progress has
 been changing. A message that comes after the leg's message stood still for
-`PROGRESS_STAMP_AFTER`, and a leg's first message once it has run `FIRST_MESSAGE_STAMP_AFTER`,
-are therefore stamped on the task: the leg records it at once, then, once the SDK sent it,
+`PROGRESS_STAMP_AFTER`, and a leg's first message once it has run `FIRST_MESSAGE_STAMP_AFTER`
+(its wait for the payload store counts: `tasks/get` shows it as the message), are therefore
+stamped on the task: the leg records it at once, then, once the SDK sent it,
 signals the workflow (`PROGRESSED_SIGNAL`), whose history and `McpTaskChangedAt` tell every
 server to re-read. So a server re-reads a silent leg only in its first seconds, not for as
 long as its silence could end in an unstamped message. A tool that reports from its start
@@ -66,12 +67,13 @@ class LegProgress:
     notices: LegNotices | None = None
     store_waiting: str | None = None
     """Why the leg waits for its payload store, while it does."""
-    stamps: bool = False
-    """Whether a message after a stillness is stamped on the task (a task's leg, not a durable call's)."""
+    stamps: bool = True
+    """Whether a message after a stillness is stamped on the task: a task's leg; a durable call's is
+    told it is one once its input is read (a wait for the store before then is stamped)."""
     began: float = field(default_factory=time.monotonic)
     """When (`time.monotonic()`) the leg's attempt began."""
     message_since: float = field(default_factory=time.monotonic)
-    """When (`time.monotonic()`) the message last changed, or the leg began."""
+    """When (`time.monotonic()`) what `tasks/get` shows of the leg last changed, or the leg began."""
     stamp_due: asyncio.Event = field(default_factory=asyncio.Event)
     """Set by a message to stamp: the ticker heartbeats it, then signals the workflow."""
     message_changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -85,18 +87,30 @@ class LegProgress:
 
     async def set_message(self, message: str | None) -> None:
         if message != self.message:
-            now = time.monotonic()
-            if self.stamps and self._stamped(now):
-                self.stamp_due.set()
-            self.message_since = now
+            self._shows_anew()
             self.message_changed.set()
         self.message = message
 
+    def wait_for_store(self, why: str | None) -> None:
+        """Say why the leg waits for its payload store (None: it no longer does): `tasks/get` shows it
+        as the leg's message, so it starts and ends as a message does."""
+        if (why is None) != (self.store_waiting is None):
+            self._shows_anew()
+        self.store_waiting = why
+
+    def _shows_anew(self) -> None:
+        """What `tasks/get` shows of the leg is about to change: stamped when no server's re-read would
+        look for it (`_stamped`)."""
+        now = time.monotonic()
+        if self.stamps and self._stamped(now):
+            self.stamp_due.set()
+        self.message_since = now
+
     def _stamped(self, now: float) -> bool:
-        """Whether a new message now is stamped: the first the leg shows once it has run
-        `FIRST_MESSAGE_STAMP_AFTER` (as a server reads it: none shown, the attempt's age), or
-        one after its message stood still for `PROGRESS_STAMP_AFTER`."""
-        if self.message is None:
+        """Whether what the leg shows, changing now, is stamped: the first it shows once it has run
+        `FIRST_MESSAGE_STAMP_AFTER` (as a server reads it: nothing shown, the attempt's age), or a
+        change after what it shows stood still for `PROGRESS_STAMP_AFTER`."""
+        if self.store_waiting is None and self.message is None:
             return now - self.began >= FIRST_MESSAGE_STAMP_AFTER.total_seconds()
         return now - self.message_since >= PROGRESS_STAMP_AFTER.total_seconds()
 

@@ -9,7 +9,7 @@ body that finished runs no second time. Only the leg's own deadline, its
 for how long, and what to check. A store that answers with a refusal (a missing bucket,
 denied access) or a payload it lost is not waited for.
 
-While it waits, the leg's heartbeats say why (`LegProgress.store_waiting`): `tasks/get`
+While it waits, the leg's heartbeats say why (`LegProgress.wait_for_store`): `tasks/get`
 shows it as the task's `statusMessage`, and `tasks list --stuck` lists the task with it,
 so a store that is away, another cluster's or read-only is seen before the leg's deadline.
 """
@@ -62,7 +62,7 @@ async def until_store_answers(step: Callable[[], Awaitable[T]], doing: str, prog
                 raise
             failures += 1
             if progress is not None:
-                progress.store_waiting = _waiting(doing, exc)
+                progress.wait_for_store(_waiting(doing, exc))
             if failures == 1:
                 logger.warning("The payload store did not answer a leg %s; retrying: %s", doing, _said(exc))
             if deadline is not None and loop.time() + pause > deadline:
@@ -73,7 +73,7 @@ async def until_store_answers(step: Callable[[], Awaitable[T]], doing: str, prog
         if failures:
             logger.warning("The payload store answered after %.0f s; the leg goes on", loop.time() - started)
         if progress is not None:
-            progress.store_waiting = None
+            progress.wait_for_store(None)
         return result
 
 
