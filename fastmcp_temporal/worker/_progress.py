@@ -20,8 +20,8 @@ signals the workflow (`PROGRESSED_SIGNAL`), whose history and `McpTaskChangedAt`
 server to re-read. So a server re-reads a silent leg only in its first seconds, not for as
 long as its silence could end in an unstamped message. A tool that reports from its start
 costs no signal; one that first reports later, or again after a long silence, costs one
-signal (and its workflow task) per such message. A durable call's leg stamps nothing: its
-caller hears its notices directly.
+signal (and its workflow task) per such message. A durable call's leg stamps nothing once
+its input is read: its caller hears its notices directly.
 """
 
 from __future__ import annotations
@@ -107,9 +107,9 @@ class LegProgress:
         self.message_since = now
 
     def _stamped(self, now: float) -> bool:
-        """Whether what the leg shows, changing now, is stamped: the first it shows once it has run
-        `FIRST_MESSAGE_STAMP_AFTER` (as a server reads it: nothing shown, the attempt's age), or a
-        change after what it shows stood still for `PROGRESS_STAMP_AFTER`."""
+        """Whether what the leg shows, changing now, is stamped: the first it shows once its attempt
+        has run `FIRST_MESSAGE_STAMP_AFTER`, or a change after what it shows stood still for
+        `PROGRESS_STAMP_AFTER` (`server._described` re-reads a copy until either would hold)."""
         if self.store_waiting is None and self.message is None:
             return now - self.began >= FIRST_MESSAGE_STAMP_AFTER.total_seconds()
         return now - self.message_since >= PROGRESS_STAMP_AFTER.total_seconds()
